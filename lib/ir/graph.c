@@ -1,0 +1,366 @@
+/* graph.c — building graphs (for the parser and for capture) and the public graph API. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+
+kiln_graph *
+ir_graph_new(const char *name)
+{
+    kiln_graph *g = ir_calloc(1, sizeof *g);
+    if (!g) {
+        ir_error(KILN_ERR_NOMEM, "kiln: out of memory creating a graph");
+        return NULL;
+    }
+    g->magic = IR_GRAPH_MAGIC;
+    g->name = ir_arena_strdup(&g->arena, name ? name : "main");
+    if (!g->name) {
+        kiln_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+bool
+ir_graph_is_valid(const kiln_graph *g)
+{
+    return g && g->magic == IR_GRAPH_MAGIC;
+}
+
+void
+kiln_graph_free(kiln_graph *g)
+{
+    if (!g)
+        return;
+    if (g->magic != IR_GRAPH_MAGIC) {
+        ir_error(KILN_ERR_MISUSE, "kiln_graph_free: invalid handle: not a live kiln_graph");
+        return;
+    }
+    g->magic = 0;
+    ir_arena_free(&g->arena);
+    ir_free(g->nodes);
+    ir_free(g->inputs);
+    ir_free(g->outputs);
+    ir_free(g);
+}
+
+/* Grow *arr (of element size `size`) so it holds at least `need` elements. */
+static bool
+grow(void **arr, int32_t *cap, int32_t need, size_t size)
+{
+    if (need <= *cap)
+        return true;
+    int32_t n = *cap ? *cap : 16;
+    while (n < need)
+        n *= 2;
+    void *p = ir_realloc(*arr, (size_t)n * size);
+    if (!p) {
+        ir_error(KILN_ERR_NOMEM, "kiln: out of memory growing a graph");
+        return false;
+    }
+    *arr = p;
+    *cap = n;
+    return true;
+}
+
+/* The node slot for a new node, or NULL (error set). */
+static ir_node *
+new_node(kiln_graph *g, const char *api)
+{
+    if (g->nnodes >= IR_MAX_NODES) {
+        ir_error(KILN_ERR_OVERFLOW, "%s: graph too large: more than %d nodes", api, IR_MAX_NODES);
+        return NULL;
+    }
+    if (!grow((void **)&g->nodes, &g->capnodes, g->nnodes + 1, sizeof(ir_node)))
+        return NULL;
+    ir_node *nd = &g->nodes[g->nnodes];
+    memset(nd, 0, sizeof *nd);
+    return nd;
+}
+
+int32_t
+ir_graph_add_input(kiln_graph *g, const char *name, const ir_type *type)
+{
+    const char *api = "kiln_input";
+    if (!name || !*name)
+        return ir_error(KILN_ERR_INVALID_ARG, "%s: missing name: an input needs a name", api), -1;
+    if (!ir_dtype_is_valid((int)type->dtype))
+        return ir_error(KILN_ERR_DTYPE, "%s: bad dtype: %d", api, (int)type->dtype), -1;
+    if (ir_shape_check(api, type->dtype, &type->shape))
+        return -1;
+    for (int32_t i = 0; i < g->ninputs; i++)
+        if (strcmp(g->nodes[g->inputs[i]].name, name) == 0)
+            return ir_error(KILN_ERR_INVALID_ARG, "%s: duplicate input: '%s' is declared twice",
+                            api, name), -1;
+    if (!grow((void **)&g->inputs, &g->capinputs, g->ninputs + 1, sizeof(int32_t)))
+        return -1;
+    ir_node *nd = new_node(g, api);
+    if (!nd)
+        return -1;
+    const char *nm = ir_arena_strdup(&g->arena, name);
+    if (!nm)
+        return -1;
+    nd->op = IR_OP_INPUT;
+    nd->type = *type;
+    nd->name = nm;
+    nd->at.index = g->ninputs;
+    g->inputs[g->ninputs++] = g->nnodes;
+    return g->nnodes++;
+}
+
+/* Keep only the attributes the op has, so hashing and equality see no stale fields. */
+static void
+clean_attrs(ir_op op, const ir_attrs *src, ir_attrs *dst)
+{
+    unsigned m = ir_ops[op].attrs;
+    memset(dst, 0, sizeof *dst);
+    if (!src)
+        return;
+    if (m & IR_A_VALUE) dst->value = src->value;
+    if (m & IR_A_START) {
+        dst->start = src->start;
+        memcpy(dst->begin, src->begin, sizeof dst->begin);
+    }
+    if (m & IR_A_STOP) memcpy(dst->stop, src->stop, sizeof dst->stop);
+    if (m & IR_A_STEP) memcpy(dst->step, src->step, sizeof dst->step);
+    if (m & IR_A_DELTA) dst->delta = src->delta;
+    if (m & IR_A_LOW) memcpy(dst->low, src->low, sizeof dst->low);
+    if (m & IR_A_HIGH) memcpy(dst->high, src->high, sizeof dst->high);
+    if (m & IR_A_TO) dst->to = src->to;
+    if (m & IR_A_SHAPE) dst->shape = src->shape;
+    if (m & IR_A_PERM) memcpy(dst->perm, src->perm, sizeof dst->perm);
+    if (m & IR_A_AXIS) dst->axis = src->axis;
+    if (m & IR_A_AXES) dst->axes = src->axes;
+    if (m & IR_A_KEEPDIM) dst->keepdim = src->keepdim;
+    if (m & IR_A_DATA) dst->data = src->data;
+}
+
+int32_t
+ir_graph_add_node(kiln_graph *g, const char *api, ir_op op, int nin, const int32_t *in,
+                  const ir_attrs *attrs, const ir_type *given, const char *name)
+{
+    if ((int)op < 0 || op >= IR_OP_COUNT || op == IR_OP_INPUT)
+        return ir_error(KILN_ERR_INVALID_ARG, "%s: bad op: %d", api, (int)op), -1;
+    if (nin < 0 || nin > (1 << 16))
+        return ir_error(KILN_ERR_INVALID_ARG, "%s: bad operand count: %d", api, nin), -1;
+    ir_attrs at;
+    clean_attrs(op, attrs, &at);
+    ir_type t;
+    if (ir_infer(g, api, op, nin, in, &at, given, &t))
+        return -1;
+    ir_node *nd = new_node(g, api);
+    if (!nd)
+        return -1;
+    int32_t *ins = NULL;
+    if (nin > 0) {
+        ins = ir_arena_alloc(&g->arena, sizeof(int32_t) * (size_t)nin, sizeof(int32_t));
+        if (!ins)
+            return -1;
+        memcpy(ins, in, sizeof(int32_t) * (size_t)nin);
+    }
+    if (name && !(name = ir_arena_strdup(&g->arena, name)))
+        return -1;
+    if (op == IR_OP_CONSTANT) {
+        size_t bytes = ir_type_bytes(&t);
+        void *data = ir_arena_alloc(&g->arena, bytes, 64);
+        if (!data)
+            return -1;
+        if (bytes)
+            memcpy(data, at.data, bytes);
+        at.data = data;
+    }
+    nd->op = op;
+    nd->type = t;
+    nd->nin = nin;
+    nd->in = ins;
+    nd->name = name;
+    nd->at = at;
+    return g->nnodes++;
+}
+
+kiln_status
+ir_graph_add_output(kiln_graph *g, const char *name, int32_t node)
+{
+    if (!name || !*name)
+        return ir_error(KILN_ERR_BOUNDARY, "kiln_scope_end: bad output: an output needs a name");
+    if (node < 0 || node >= g->nnodes)
+        return ir_error(KILN_ERR_BOUNDARY, "kiln_scope_end: bad output: '%s' names node %d",
+                        name, (int)node);
+    for (int32_t i = 0; i < g->noutputs; i++)
+        if (strcmp(g->outputs[i].name, name) == 0)
+            return ir_error(KILN_ERR_BOUNDARY, "kiln_scope_end: duplicate output: '%s'", name);
+    if (!grow((void **)&g->outputs, &g->capoutputs, g->noutputs + 1, sizeof(ir_output)))
+        return KILN_ERR_NOMEM;
+    const char *nm = ir_arena_strdup(&g->arena, name);
+    if (!nm)
+        return KILN_ERR_NOMEM;
+    g->outputs[g->noutputs].name = nm;
+    g->outputs[g->noutputs].node = node;
+    g->noutputs++;
+    return KILN_OK;
+}
+
+int32_t
+ir_graph_find(const kiln_graph *g, const char *name, size_t n)
+{
+    for (int32_t i = g->nnodes - 1; i >= 0; i--) {
+        const char *nm = g->nodes[i].name;
+        if (nm && strlen(nm) == n && memcmp(nm, name, n) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* ---- public API ------------------------------------------------------------------------ */
+
+static bool
+check_graph(const kiln_graph *g, const char *api)
+{
+    if (ir_graph_is_valid(g))
+        return true;
+    ir_error(KILN_ERR_MISUSE, "%s: invalid handle: %s", api,
+             g ? "not a live kiln_graph (freed or foreign)" : "graph is NULL");
+    return false;
+}
+
+kiln_status
+kiln_graph_parse(const char *text, size_t len, kiln_graph **out)
+{
+    if (!text || !out)
+        return ir_error(KILN_ERR_INVALID_ARG, "kiln_graph_parse: invalid argument: %s is NULL",
+                        text ? "out" : "text");
+    *out = NULL;
+    return ir_parse(text, len, NULL, out);
+}
+
+kiln_status
+kiln_graph_print(const kiln_graph *g, FILE *f)
+{
+    if (!check_graph(g, "kiln_graph_print"))
+        return KILN_ERR_MISUSE;
+    return ir_graph_print(g, f);
+}
+
+kiln_status
+kiln_graph_print_dot(const kiln_graph *g, FILE *f)
+{
+    if (!check_graph(g, "kiln_graph_print_dot"))
+        return KILN_ERR_MISUSE;
+    return ir_graph_print_dot(g, f);
+}
+
+char *
+kiln_graph_to_string(const kiln_graph *g)
+{
+    if (!check_graph(g, "kiln_graph_to_string"))
+        return NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) {
+        ir_error(KILN_ERR_NOMEM, "kiln_graph_to_string: out of memory");
+        return NULL;
+    }
+    kiln_status st = ir_graph_print(g, f);
+    if (fclose(f) != 0 && !st)
+        st = ir_error(KILN_ERR_NOMEM, "kiln_graph_to_string: out of memory");
+    if (st) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+uint64_t
+kiln_graph_hash(const kiln_graph *g)
+{
+    return check_graph(g, "kiln_graph_hash") ? ir_graph_hash(g, false) : 0;
+}
+
+uint64_t
+kiln_graph_generic_hash(const kiln_graph *g)
+{
+    return check_graph(g, "kiln_graph_generic_hash") ? ir_graph_hash(g, true) : 0;
+}
+
+int
+kiln_graph_equal(const kiln_graph *a, const kiln_graph *b)
+{
+    if (!check_graph(a, "kiln_graph_equal") || !check_graph(b, "kiln_graph_equal"))
+        return 0;
+    return ir_graph_equal(a, b);
+}
+
+const char *
+kiln_graph_name(const kiln_graph *g)
+{
+    return check_graph(g, "kiln_graph_name") ? g->name : NULL;
+}
+
+int
+kiln_graph_num_inputs(const kiln_graph *g)
+{
+    return check_graph(g, "kiln_graph_num_inputs") ? g->ninputs : -1;
+}
+
+int
+kiln_graph_num_outputs(const kiln_graph *g)
+{
+    return check_graph(g, "kiln_graph_num_outputs") ? g->noutputs : -1;
+}
+
+static void
+fill_info(const ir_node *nd, const char *name, kiln_value_info *info)
+{
+    info->name = name;
+    info->dtype = nd->type.dtype;
+    info->rank = nd->type.shape.rank;
+    info->dims = nd->type.shape.dims;
+    info->count = ir_shape_count(&nd->type.shape);
+    info->bytes = ir_type_bytes(&nd->type);
+}
+
+kiln_status
+kiln_graph_input(const kiln_graph *g, int i, kiln_value_info *info)
+{
+    if (!check_graph(g, "kiln_graph_input"))
+        return KILN_ERR_MISUSE;
+    if (!info || i < 0 || i >= g->ninputs)
+        return ir_error(KILN_ERR_INVALID_ARG, "kiln_graph_input: invalid argument: input %d of %d",
+                        i, (int)g->ninputs);
+    const ir_node *nd = &g->nodes[g->inputs[i]];
+    fill_info(nd, nd->name, info);
+    return KILN_OK;
+}
+
+kiln_status
+kiln_graph_output(const kiln_graph *g, int i, kiln_value_info *info)
+{
+    if (!check_graph(g, "kiln_graph_output"))
+        return KILN_ERR_MISUSE;
+    if (!info || i < 0 || i >= g->noutputs)
+        return ir_error(KILN_ERR_INVALID_ARG,
+                        "kiln_graph_output: invalid argument: output %d of %d", i,
+                        (int)g->noutputs);
+    fill_info(&g->nodes[g->outputs[i].node], g->outputs[i].name, info);
+    return KILN_OK;
+}
+
+kiln_status
+kiln_graph_interpret(const kiln_graph *g, const void *const *inputs, void *const *outputs)
+{
+    if (!check_graph(g, "kiln_graph_interpret"))
+        return KILN_ERR_MISUSE;
+    for (int32_t i = 0; i < g->ninputs; i++)
+        if ((!inputs || !inputs[i]) && ir_type_bytes(&g->nodes[g->inputs[i]].type) > 0)
+            return ir_error(KILN_ERR_INVALID_ARG,
+                            "kiln_graph_interpret: invalid argument: input %d ('%s') is NULL",
+                            (int)i, g->nodes[g->inputs[i]].name);
+    for (int32_t i = 0; i < g->noutputs; i++)
+        if ((!outputs || !outputs[i]) &&
+            ir_type_bytes(&g->nodes[g->outputs[i].node].type) > 0)
+            return ir_error(KILN_ERR_INVALID_ARG,
+                            "kiln_graph_interpret: invalid argument: output %d ('%s') is NULL",
+                            (int)i, g->outputs[i].name);
+    return ir_interpret(g, inputs, outputs);
+}

@@ -1,0 +1,154 @@
+/* hash.c — structural hash and equality of graphs.
+ *
+ * Value, input, output and graph names are not structure: two graphs built the same way
+ * hash equal whatever they call their values.  The op, operand wiring, dtypes, shapes,
+ * attributes and constant bytes are.  The *generic* key drops sizes (keeping rank and
+ * which dims are 1, i.e. the broadcast pattern) so that kernels taking sizes as arguments
+ * can be shared between graphs that differ only in sizes. */
+#include <string.h>
+
+#include "ir.h"
+
+static uint64_t
+mix(uint64_t h, uint64_t v)
+{
+    /* splitmix64's finaliser over the running state. */
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebull;
+    h ^= h >> 31;
+    return h;
+}
+
+static uint64_t
+mix_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    h = mix(h, n);
+    for (; n >= 8; n -= 8, b += 8) {
+        uint64_t v;
+        memcpy(&v, b, 8);
+        h = mix(h, v);
+    }
+    uint64_t tail = 0;
+    memcpy(&tail, b, n);
+    return mix(h, tail);
+}
+
+static uint64_t
+mix_shape(uint64_t h, const ir_shape *s, bool generic)
+{
+    h = mix(h, (uint64_t)s->rank);
+    for (int i = 0; i < s->rank; i++)
+        h = mix(h, generic ? (uint64_t)(s->dims[i] == 1) : (uint64_t)s->dims[i]);
+    return h;
+}
+
+static uint64_t
+mix_i64s(uint64_t h, const int64_t *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        h = mix(h, (uint64_t)v[i]);
+    return h;
+}
+
+static uint64_t
+hash_node(uint64_t h, const ir_node *nd, bool generic)
+{
+    unsigned m = ir_ops[nd->op].attrs;
+    const ir_attrs *a = &nd->at;
+    const int r = IR_MAX_RANK; /* list attributes: every slot (unused ones are zero) */
+    h = mix(h, (uint64_t)nd->op);
+    h = mix(h, (uint64_t)nd->type.dtype);
+    h = mix_shape(h, &nd->type.shape, generic);
+    h = mix(h, (uint64_t)nd->nin);
+    for (int i = 0; i < nd->nin; i++)
+        h = mix(h, (uint64_t)nd->in[i]);
+    if (m & IR_A_DATA)
+        h = mix_bytes(h, a->data, ir_type_bytes(&nd->type));
+    if (m & IR_A_VALUE)
+        h = mix_bytes(h, a->value.bytes, sizeof a->value.bytes);
+    if (m & IR_A_START) {
+        h = mix_bytes(h, a->start.bytes, sizeof a->start.bytes);
+        if (!generic)
+            h = mix_i64s(h, a->begin, r);
+    }
+    if ((m & IR_A_STOP) && !generic)
+        h = mix_i64s(h, a->stop, r);
+    if (m & IR_A_STEP)
+        h = mix_i64s(h, a->step, r);
+    if (m & IR_A_DELTA)
+        h = mix_bytes(h, a->delta.bytes, sizeof a->delta.bytes);
+    if ((m & IR_A_LOW) && !generic)
+        h = mix_i64s(h, a->low, r);
+    if ((m & IR_A_HIGH) && !generic)
+        h = mix_i64s(h, a->high, r);
+    if (m & IR_A_TO)
+        h = mix(h, (uint64_t)a->to);
+    if (m & IR_A_SHAPE)
+        h = mix_shape(h, &a->shape, generic);
+    if (m & IR_A_PERM)
+        for (int i = 0; i < IR_MAX_RANK; i++)
+            h = mix(h, (uint64_t)a->perm[i]);
+    if (m & IR_A_AXIS)
+        h = mix(h, (uint64_t)a->axis);
+    if (m & IR_A_AXES)
+        h = mix(h, a->axes);
+    if (m & IR_A_KEEPDIM)
+        h = mix(h, a->keepdim);
+    return h;
+}
+
+uint64_t
+ir_graph_hash(const kiln_graph *g, bool generic)
+{
+    uint64_t h = mix(0x6b696c6e, generic);
+    h = mix(h, (uint64_t)g->ninputs);
+    h = mix(h, (uint64_t)g->nnodes);
+    for (int32_t i = 0; i < g->nnodes; i++)
+        h = hash_node(h, &g->nodes[i], generic);
+    h = mix(h, (uint64_t)g->noutputs);
+    for (int32_t i = 0; i < g->noutputs; i++)
+        h = mix(h, (uint64_t)g->outputs[i].node);
+    return h;
+}
+
+static bool
+attrs_equal(const ir_node *x, const ir_node *y)
+{
+    unsigned m = ir_ops[x->op].attrs;
+    const ir_attrs *a = &x->at, *b = &y->at;
+    /* add_node zeroes every attribute the op does not have, so a whole-struct compare is
+     * exact apart from the data pointer. */
+    ir_attrs ca = *a, cb = *b;
+    ca.data = cb.data = NULL;
+    if (memcmp(&ca, &cb, sizeof ca) != 0)
+        return false;
+    if (m & IR_A_DATA)
+        return memcmp(a->data, b->data, ir_type_bytes(&x->type)) == 0;
+    return true;
+}
+
+bool
+ir_graph_equal(const kiln_graph *a, const kiln_graph *b)
+{
+    if (a->nnodes != b->nnodes || a->ninputs != b->ninputs || a->noutputs != b->noutputs)
+        return false;
+    for (int32_t i = 0; i < a->nnodes; i++) {
+        const ir_node *x = &a->nodes[i], *y = &b->nodes[i];
+        if (x->op != y->op || !ir_type_equal(&x->type, &y->type) || x->nin != y->nin)
+            return false;
+        if (x->nin && memcmp(x->in, y->in, sizeof(int32_t) * (size_t)x->nin) != 0)
+            return false;
+        if (x->op != IR_OP_INPUT && !attrs_equal(x, y))
+            return false;
+        if (x->op == IR_OP_INPUT && x->at.index != y->at.index)
+            return false;
+    }
+    for (int32_t i = 0; i < a->noutputs; i++)
+        if (a->outputs[i].node != b->outputs[i].node)
+            return false;
+    return true;
+}

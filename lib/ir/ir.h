@@ -1,0 +1,279 @@
+/*
+ * ir.h — kiln's tensor IR, internal to the library (and its tests and tools).
+ *
+ * A graph is an arena of nodes in topological order.  Node ids are indices into
+ * graph->nodes; an operand always has a smaller id than its user.  Inputs are nodes with
+ * op IR_OP_INPUT listed in declaration order in graph->inputs; outputs name nodes.
+ */
+#ifndef KILN_IR_H
+#define KILN_IR_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kiln.h"
+
+#define IR_HIDDEN __attribute__((visibility("hidden")))
+#define IR_MAX_RANK KILN_MAX_RANK
+/* The largest tensor kiln accepts, in bytes (2^48: far above any host's memory, far below
+ * where size arithmetic could wrap). */
+#define IR_MAX_BYTES ((uint64_t)1 << 48)
+
+/* ---- allocation (fail-the-Nth-allocation hook for tests) -------------------------- */
+IR_HIDDEN void *ir_malloc(size_t size);
+IR_HIDDEN void *ir_calloc(size_t n, size_t size);
+IR_HIDDEN void *ir_realloc(void *p, size_t size);
+IR_HIDDEN void ir_free(void *p);
+IR_HIDDEN char *ir_strdup(const char *s);
+/* After `n` more successful allocations, every allocation fails until reset with -1. */
+void ir_test_fail_alloc_after(long n);
+
+/* ---- errors ------------------------------------------------------------------------ */
+/* Set the calling thread's error (printf-style message) and return `code`.  Calls the
+ * error hook; with KILN_ABORT_ON_MISUSE=1 a misuse-class code prints and aborts. */
+IR_HIDDEN kiln_status ir_error(kiln_status code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+IR_HIDDEN kiln_status ir_verror(kiln_status code, const char *fmt, va_list ap);
+/* Bugs, never bad input: print and abort through the abort hook. */
+IR_HIDDEN _Noreturn void ir_bug(const char *file, int line, const char *what);
+#define IR_ASSERT(c) ((c) ? (void)0 : ir_bug(__FILE__, __LINE__, #c))
+
+/* ---- arena ------------------------------------------------------------------------- */
+typedef struct ir_chunk ir_chunk;
+typedef struct ir_arena {
+    ir_chunk *head;
+} ir_arena;
+/* Zeroed memory aligned to `align` (a power of two <= 64), or NULL (error set). */
+IR_HIDDEN void *ir_arena_alloc(ir_arena *a, size_t size, size_t align);
+IR_HIDDEN char *ir_arena_strdup(ir_arena *a, const char *s);
+IR_HIDDEN char *ir_arena_strndup(ir_arena *a, const char *s, size_t n);
+IR_HIDDEN void ir_arena_free(ir_arena *a);
+
+/* ---- dtypes and elements ----------------------------------------------------------- */
+IR_HIDDEN bool ir_dtype_is_valid(int dtype);
+IR_HIDDEN bool ir_dtype_is_float(kiln_dtype t);
+IR_HIDDEN bool ir_dtype_is_int(kiln_dtype t); /* i32, i64 */
+/* Parse "f32" … "bool"; -1 when unknown. */
+IR_HIDDEN int ir_dtype_from_name(const char *s, size_t n);
+
+/* One element of some dtype, stored as its raw little-endian bytes (so NaN payloads and
+ * -0.0 survive exactly). */
+typedef struct ir_scalar {
+    uint8_t bytes[8];
+} ir_scalar;
+
+/* Element access with the cast rules of the op table (CAST row). */
+IR_HIDDEN double ir_load_f64(kiln_dtype t, const void *base, size_t i);
+IR_HIDDEN int64_t ir_load_i64(kiln_dtype t, const void *base, size_t i);
+IR_HIDDEN void ir_store_f64(kiln_dtype t, void *base, size_t i, double v);
+IR_HIDDEN void ir_store_i64(kiln_dtype t, void *base, size_t i, int64_t v);
+/* Convert element i of (from, src) into element j of (to, dst) by the CAST rules. */
+IR_HIDDEN void ir_convert(kiln_dtype to, void *dst, size_t j, kiln_dtype from, const void *src,
+                          size_t i);
+IR_HIDDEN double ir_scalar_f64(kiln_dtype t, const ir_scalar *s);
+IR_HIDDEN int64_t ir_scalar_i64(kiln_dtype t, const ir_scalar *s);
+IR_HIDDEN ir_scalar ir_scalar_from_f64(kiln_dtype t, double v);
+IR_HIDDEN ir_scalar ir_scalar_from_i64(kiln_dtype t, int64_t v);
+
+/* ---- shapes and types -------------------------------------------------------------- */
+typedef struct ir_shape {
+    int rank;
+    int64_t dims[IR_MAX_RANK];
+} ir_shape;
+
+typedef struct ir_type {
+    kiln_dtype dtype;
+    ir_shape shape;
+} ir_type;
+
+/* Element count; KILN_ERR_OVERFLOW (message names `api`) when the count or its byte size
+ * exceeds IR_MAX_BYTES, KILN_ERR_SHAPE for a negative dim or a rank outside 0..8. */
+IR_HIDDEN kiln_status ir_shape_check(const char *api, kiln_dtype t, const ir_shape *s);
+IR_HIDDEN size_t ir_shape_count(const ir_shape *s); /* only after ir_shape_check */
+IR_HIDDEN size_t ir_type_bytes(const ir_type *t);
+IR_HIDDEN bool ir_shape_equal(const ir_shape *a, const ir_shape *b);
+IR_HIDDEN bool ir_type_equal(const ir_type *a, const ir_type *b);
+/* NumPy broadcast of a and b into *out; false when incompatible. */
+IR_HIDDEN bool ir_broadcast(const ir_shape *a, const ir_shape *b, ir_shape *out);
+/* Row-major strides in elements; a size-1 axis gets stride 0 when `bcast` (for reading an
+ * operand broadcast to a larger shape: pass the operand's shape left-padded to `rank`). */
+IR_HIDDEN void ir_broadcast_strides(const ir_shape *operand, int rank, int64_t *strides);
+/* "[4,3]" and "f32[4,3]" into buf (always NUL-terminated); returns buf. */
+IR_HIDDEN char *ir_shape_str(const ir_shape *s, char *buf, size_t n);
+IR_HIDDEN char *ir_type_str(const ir_type *t, char *buf, size_t n);
+#define IR_TYPE_STR_MAX 256
+
+/* Python slice normalisation of one axis of size n: first index and element count. */
+IR_HIDDEN void ir_slice_axis(int64_t n, int64_t start, int64_t stop, int64_t step,
+                             int64_t *first, int64_t *count);
+
+/* ---- the op table ------------------------------------------------------------------ */
+typedef enum ir_kind {
+    IR_KIND_SOURCE,
+    IR_KIND_UNARY,
+    IR_KIND_BINARY,
+    IR_KIND_TERNARY,
+    IR_KIND_CAST,
+    IR_KIND_MOVE,
+    IR_KIND_REDUCE,
+    IR_KIND_MATMUL,
+} ir_kind;
+
+typedef enum ir_trule {
+    IR_T_SPECIAL,
+    IR_T_ANY,
+    IR_T_NUM,
+    IR_T_FLOAT,
+    IR_T_LOGIC,
+    IR_T_FTEST,
+    IR_T_CMP,
+    IR_T_EQ,
+} ir_trule;
+
+/* The attributes, in the order the printer writes them.  ATTR(ENUM, name) */
+#define IR_ATTR_LIST(ATTR)                                                                   \
+    ATTR(DATA, data)                                                                         \
+    ATTR(VALUE, value)                                                                       \
+    ATTR(START, start)                                                                       \
+    ATTR(STOP, stop)                                                                         \
+    ATTR(STEP, step)                                                                         \
+    ATTR(DELTA, delta)                                                                       \
+    ATTR(LOW, low)                                                                           \
+    ATTR(HIGH, high)                                                                         \
+    ATTR(TO, to)                                                                             \
+    ATTR(SHAPE, shape)                                                                       \
+    ATTR(PERM, perm)                                                                         \
+    ATTR(AXIS, axis)                                                                         \
+    ATTR(AXES, axes)                                                                         \
+    ATTR(KEEPDIM, keepdim)
+
+enum {
+#define ATTR(E, name) IR_ATTR_##E##_BIT,
+    IR_ATTR_LIST(ATTR)
+#undef ATTR
+        IR_ATTR_COUNT
+};
+#define ATTR(E, name) enum { IR_A_##E = 1u << IR_ATTR_##E##_BIT };
+IR_ATTR_LIST(ATTR)
+#undef ATTR
+IR_HIDDEN extern const char *const ir_attr_names[IR_ATTR_COUNT];
+
+typedef enum ir_op {
+#define OP(E, name, arity, kind, trule, attrs, meaning) IR_OP_##E,
+#include "ops.def"
+#undef OP
+    IR_OP_COUNT
+} ir_op;
+
+typedef struct ir_op_info {
+    const char *name;
+    int arity; /* -1: one or more */
+    ir_kind kind;
+    ir_trule trule;
+    unsigned attrs; /* IR_A_* mask */
+    const char *meaning;
+} ir_op_info;
+IR_HIDDEN extern const ir_op_info ir_ops[IR_OP_COUNT];
+/* Op by name; -1 when unknown. */
+IR_HIDDEN int ir_op_from_name(const char *s, size_t n);
+IR_HIDDEN bool ir_op_is_elementwise(ir_op op); /* unary, binary, ternary, cast */
+
+/* Attributes of one node; only those in its op's mask are meaningful (the rest zero). */
+typedef struct ir_attrs {
+    void *data;       /* CONSTANT: elements (row-major), owned by the graph's arena */
+    ir_scalar value;  /* FULL, PAD: fill value; in the result dtype */
+    ir_scalar start;  /* ARANGE: first value */
+    ir_scalar delta;  /* ARANGE: increment */
+    int64_t begin[IR_MAX_RANK]; /* SLICE start per axis (text name: start) */
+    int64_t stop[IR_MAX_RANK];  /* SLICE */
+    int64_t step[IR_MAX_RANK];  /* SLICE */
+    int64_t low[IR_MAX_RANK];   /* PAD */
+    int64_t high[IR_MAX_RANK];  /* PAD */
+    kiln_dtype to;    /* CAST target */
+    ir_shape shape;   /* RESHAPE, EXPAND: target shape */
+    int perm[IR_MAX_RANK]; /* PERMUTE */
+    int axis;         /* CONCAT, GATHER */
+    uint32_t axes;    /* reductions: bit i set = reduce axis i */
+    bool keepdim;     /* reductions */
+    int index;        /* INPUT: position in graph->inputs */
+} ir_attrs;
+
+typedef struct ir_node {
+    ir_op op;
+    ir_type type;     /* result type */
+    int nin;
+    const int32_t *in; /* operand node ids, all < this node's id */
+    const char *name; /* value name from text or API; NULL prints as %<id> */
+    ir_attrs at;
+} ir_node;
+
+typedef struct ir_output {
+    const char *name;
+    int32_t node;
+} ir_output;
+
+#define IR_GRAPH_MAGIC 0x6b696c67u /* "kilg" */
+#define IR_MAX_NODES (1 << 24)
+
+struct kiln_graph {
+    uint32_t magic;
+    ir_arena arena;
+    const char *name;
+    ir_node *nodes;
+    int32_t nnodes, capnodes;
+    int32_t *inputs; /* node ids in declaration order */
+    int32_t ninputs, capinputs;
+    ir_output *outputs;
+    int32_t noutputs, capoutputs;
+};
+
+/* ---- building graphs (used by the parser and by capture) --------------------------- */
+/* A new empty graph named `name` (NULL: "main"); NULL with error set on failure. */
+IR_HIDDEN kiln_graph *ir_graph_new(const char *name);
+IR_HIDDEN bool ir_graph_is_valid(const kiln_graph *g); /* non-NULL with the right magic */
+/* Append an input; returns its node id or -1 (error set: bad type, duplicate name). */
+IR_HIDDEN int32_t ir_graph_add_input(kiln_graph *g, const char *name, const ir_type *type);
+/* Append a node, inferring and checking its type with the op's rule (errors name `api`,
+ * the op and the shapes).  For sources `given` is the result type and is required; for
+ * others a non-NULL `given` must equal the inferred type.  Copies `in`, `name` and, for a
+ * CONSTANT, attrs->data (ir_type_bytes of the result).  Returns the id or -1. */
+IR_HIDDEN int32_t ir_graph_add_node(kiln_graph *g, const char *api, ir_op op, int nin,
+                                    const int32_t *in, const ir_attrs *attrs,
+                                    const ir_type *given, const char *name);
+IR_HIDDEN kiln_status ir_graph_add_output(kiln_graph *g, const char *name, int32_t node);
+/* Look up a value by name (inputs and named nodes); -1 when absent. */
+IR_HIDDEN int32_t ir_graph_find(const kiln_graph *g, const char *name, size_t n);
+
+/* The type rule of `op` applied to operands `in` of g: the result type, or an error
+ * "<api>: <problem>: <detail>" naming the op and the offending shapes/dtypes. */
+IR_HIDDEN kiln_status ir_infer(const kiln_graph *g, const char *api, ir_op op, int nin,
+                               const int32_t *in, const ir_attrs *attrs, const ir_type *given,
+                               ir_type *out);
+/* Whole-graph check: topological order, every node's rule, input/output boundaries,
+ * unique names.  Messages name the node ("node %7 (add)"). */
+IR_HIDDEN kiln_status ir_graph_verify(const kiln_graph *g);
+
+/* ---- hash ---------------------------------------------------------------------------- */
+IR_HIDDEN uint64_t ir_graph_hash(const kiln_graph *g, bool generic);
+IR_HIDDEN bool ir_graph_equal(const kiln_graph *a, const kiln_graph *b);
+
+/* ---- text format (print.c, parse.c) -------------------------------------------------- */
+/* Print one element of dtype t exactly (shortest decimal that round-trips, inf, -inf,
+ * nan, nan:0x<bits> for a NaN other than the default quiet NaN, true/false). */
+IR_HIDDEN int ir_print_scalar(char *buf, size_t n, kiln_dtype t, const void *elem);
+IR_HIDDEN kiln_status ir_graph_print(const kiln_graph *g, FILE *f);
+IR_HIDDEN kiln_status ir_graph_print_dot(const kiln_graph *g, FILE *f);
+/* Parse `text` (length len); on success *out is a new verified graph.  `srcname` names
+ * the source in messages ("file.kiln:3:14: ..."); NULL gives "<input>". */
+IR_HIDDEN kiln_status ir_parse(const char *text, size_t len, const char *srcname,
+                               kiln_graph **out);
+
+/* ---- reference interpreter (interp.c) ------------------------------------------------ */
+/* Run a verified graph.  inputs[i] / outputs[i] as in kiln_graph_interpret. */
+IR_HIDDEN kiln_status ir_interpret(const kiln_graph *g, const void *const *inputs,
+                                   void *const *outputs);
+
+#endif /* KILN_IR_H */
