@@ -167,6 +167,223 @@ KILN_API kiln_status kiln_graph_output(const kiln_graph *graph, int i, kiln_valu
 KILN_API kiln_status kiln_graph_interpret(const kiln_graph *graph, const void *const *inputs,
                                           void *const *outputs);
 
+/* ---------------------------------------------------------------------------------------
+ * Capture: devices, scopes, tensors.
+ *
+ * A capture device records tensor operations instead of running them, and has no client
+ * of its own: kiln_scope_begin registers the scope's client with the router for that
+ * device and kiln_scope_end (or an abort) removes it.  Any tensor operation that reaches
+ * the router for a device with no open scope is refused with KILN_ERR_OUTSIDE_SCOPE.
+ *
+ * kiln_scope and kiln_tensor are small *value* handles (a scope serial that is never
+ * reused, a node id, a check word), not pointers: a handle from a finished scope can be
+ * passed to any function and is detected (KILN_ERR_SCOPE_CLOSED), never dereferenced.
+ * The all-zero handle is the null handle, returned on failure.
+ *
+ * Failure inside a scope is sticky: an operation given a null tensor returns a null
+ * tensor and keeps the first error, and kiln_scope_end reports the scope's first error
+ * (code and message), so nested expressions need one check at the end:
+ *
+ *     kiln_scope s = kiln_scope_begin(dev);
+ *     kiln_tensor x = kiln_input(dev, "x", KILN_DTYPE_F32, 2, dims);
+ *     kiln_tensor y = kiln_div(kiln_exp(x), kiln_reduce_sum(kiln_exp(x), 1, axes, 1));
+ *     if (kiln_scope_end(s, 1, &y, NULL, &program) != KILN_OK) puts(kiln_errmsg());
+ *
+ * Thread safety: every function here is thread-safe.  Scopes on different devices may be
+ * open at once, on one thread or several; one scope may be used from several threads
+ * (operations are serialized).
+ * ------------------------------------------------------------------------------------- */
+typedef struct kiln_device kiln_device;
+typedef struct kiln_program kiln_program;
+
+typedef struct kiln_scope {
+    uint64_t serial; /* 0: the null scope */
+    uint64_t check;
+} kiln_scope;
+
+typedef struct kiln_tensor {
+    uint64_t scope; /* serial of the recording scope; 0: the null tensor */
+    uint32_t node;
+    uint32_t check;
+} kiln_tensor;
+
+static inline int
+kiln_scope_is_null(kiln_scope s)
+{
+    return s.serial == 0;
+}
+
+static inline int
+kiln_tensor_is_null(kiln_tensor t)
+{
+    return t.scope == 0;
+}
+
+/* kiln_device_new: a new capture device with a process-unique id (ids are never reused,
+ * so a stale tensor can never alias a newer device).  NULL on KILN_ERR_NOMEM.
+ * kiln_device_free: NULL is a no-op; KILN_ERR_SCOPE_ACTIVE (device kept) while a scope is
+ * open on it; KILN_ERR_MISUSE for a freed or foreign pointer. */
+KILN_API kiln_device *kiln_device_new(void);
+KILN_API kiln_status kiln_device_free(kiln_device *device);
+/* The device's id (>= 1), or 0 with KILN_ERR_MISUSE. */
+KILN_API uint64_t kiln_device_id(const kiln_device *device);
+
+/* kiln_scope_begin: open a capture scope on `device`: create its client and register it
+ * with the router.  Null scope on KILN_ERR_SCOPE_ACTIVE (the device has an open scope),
+ * KILN_ERR_MISUSE (bad device), KILN_ERR_NOMEM. */
+KILN_API kiln_scope kiln_scope_begin(kiln_device *device);
+
+/* kiln_scope_output: mark `t` as an output of its scope named `name` (NULL: "out<i>",
+ * i = its position among the outputs).  Errors: KILN_ERR_BOUNDARY (null tensor, tensor
+ * already an output, duplicate name, tensor of a scope that has ended),
+ * KILN_ERR_SCOPE_CLOSED (the scope has ended), KILN_ERR_FOREIGN_TENSOR (t belongs to
+ * another open scope), KILN_ERR_MISUSE.  A failure here also becomes the scope's first
+ * error, reported again by kiln_scope_end. */
+KILN_API kiln_status kiln_scope_output(kiln_scope scope, const char *name, kiln_tensor t);
+
+/* Executors: FUSED (default) compiles fused kernels, EAGER one kernel per op, INTERP runs
+ * the reference interpreter.  (Until the JIT is built every mode runs the interpreter;
+ * kiln_program_mode says which executor a program really uses.) */
+typedef enum kiln_mode {
+    KILN_MODE_FUSED,
+    KILN_MODE_EAGER,
+    KILN_MODE_INTERP,
+    KILN_MODE_COUNT
+} kiln_mode;
+
+/* Options for ending a scope; NULL or a zeroed struct means the defaults. */
+typedef struct kiln_options {
+    kiln_mode mode;
+    /* Names for the outputs passed to kiln_scope_end (NULL, or NULL entries: "out<i>"). */
+    const char *const *output_names;
+    /* The program's input order: each kiln_input of the scope exactly once.  0/NULL:
+     * declaration order. */
+    int ninputs;
+    const kiln_tensor *inputs;
+    /* The captured graph's name (NULL: "captured"). */
+    const char *graph_name;
+} kiln_options;
+
+/* kiln_scope_end: finish the scope.  The `noutputs` tensors in `outputs` become outputs
+ * after any marked with kiln_scope_output.  Boundaries are checked, the client is
+ * unregistered on every path (success or error: the device is free again), and the
+ * completed graph is compiled into *program (caller frees with kiln_program_free).
+ * Errors: the scope's first recorded error if any op failed (its own code and message);
+ * KILN_ERR_BOUNDARY (no outputs; a null or duplicate output; a duplicate name; an output
+ * from a scope that has ended; a bad input order list, or an entry of it that is computed
+ * inside the scope rather than declared with kiln_input); KILN_ERR_FOREIGN_TENSOR (an
+ * output recorded in another open scope); KILN_ERR_SCOPE_CLOSED (the scope already
+ * ended); KILN_ERR_MISUSE (garbage handle); KILN_ERR_INVALID_ARG; KILN_ERR_NOMEM; compile
+ * errors.  *program is NULL on any error.  Ending a scope a second time is
+ * KILN_ERR_SCOPE_CLOSED and changes nothing. */
+KILN_API kiln_status kiln_scope_end(kiln_scope scope, int noutputs, const kiln_tensor *outputs,
+                                    const kiln_options *options, kiln_program **program);
+
+/* kiln_scope_end_graph: like kiln_scope_end but returns the captured graph without
+ * compiling (for export and dumps); caller frees with kiln_graph_free. */
+KILN_API kiln_status kiln_scope_end_graph(kiln_scope scope, int noutputs,
+                                          const kiln_tensor *outputs, const kiln_options *options,
+                                          kiln_graph **graph);
+
+/* kiln_scope_abort: discard an open scope and release its device.  Tensors of the scope
+ * become stale.  KILN_ERR_SCOPE_CLOSED if it already ended. */
+KILN_API kiln_status kiln_scope_abort(kiln_scope scope);
+
+/* kiln_capture_scope: begin a scope on `device`, call fn(scope, user) — which records
+ * operations and marks outputs with kiln_scope_output — and end it, so a scope can never
+ * be left open.  If fn returns an error the scope is aborted (device released) and that
+ * error is returned (with the scope's first error message if one was recorded). */
+typedef kiln_status (*kiln_capture_fn)(kiln_scope scope, void *user);
+KILN_API kiln_status kiln_capture_scope(kiln_device *device, kiln_capture_fn fn, void *user,
+                                        const kiln_options *options, kiln_program **program);
+
+/* ---- creating tensors: through the router, inside an open scope of `device` ----------
+ * Each returns the null tensor and sets the error on failure: KILN_ERR_OUTSIDE_SCOPE (the
+ * device has no open scope), KILN_ERR_MISUSE, KILN_ERR_SHAPE / ERR_DTYPE / ERR_OVERFLOW,
+ * KILN_ERR_INVALID_ARG. */
+
+/* A graph input named `name` (unique in the scope). */
+KILN_API kiln_tensor kiln_input(kiln_device *device, const char *name, kiln_dtype dtype, int rank,
+                                const int64_t *dims);
+/* A constant: `data` (row-major, count*size bytes) is copied into the graph. */
+KILN_API kiln_tensor kiln_constant(kiln_device *device, kiln_dtype dtype, int rank,
+                                   const int64_t *dims, const void *data);
+/* Every element `value` converted to dtype by the cast rules. */
+KILN_API kiln_tensor kiln_full(kiln_device *device, kiln_dtype dtype, int rank,
+                               const int64_t *dims, double value);
+/* Rank-0 full. */
+KILN_API kiln_tensor kiln_scalar(kiln_device *device, kiln_dtype dtype, double value);
+/* Rank-0 full of like's dtype in like's scope (for `x * 0.5`). */
+KILN_API kiln_tensor kiln_scalar_like(kiln_tensor like, double value);
+/* [n]: start + i*delta (n >= 0; dtype not bool). */
+KILN_API kiln_tensor kiln_arange(kiln_device *device, kiln_dtype dtype, int64_t n, double start,
+                                 double delta);
+
+/* ---- operations: one per op of the op table (docs/semantics.md has the meanings) ----
+ * Operands must belong to one open scope: KILN_ERR_SCOPE_CLOSED for a tensor whose scope
+ * ended, KILN_ERR_FOREIGN_TENSOR for tensors of different scopes, KILN_ERR_MISUSE for a
+ * garbage handle; shape and dtype errors name the op and the shapes. */
+#define KILN_UNARY_(name) KILN_API kiln_tensor kiln_##name(kiln_tensor x);
+#define KILN_BINARY_(name) KILN_API kiln_tensor kiln_##name(kiln_tensor a, kiln_tensor b);
+KILN_UNARY_(neg) KILN_UNARY_(abs) KILN_UNARY_(sign) KILN_UNARY_(exp) KILN_UNARY_(exp2)
+KILN_UNARY_(expm1) KILN_UNARY_(log) KILN_UNARY_(log2) KILN_UNARY_(log1p) KILN_UNARY_(sqrt)
+KILN_UNARY_(rsqrt) KILN_UNARY_(recip) KILN_UNARY_(sin) KILN_UNARY_(cos) KILN_UNARY_(tan)
+KILN_UNARY_(tanh) KILN_UNARY_(sigmoid) KILN_UNARY_(erf) KILN_UNARY_(relu) KILN_UNARY_(gelu)
+KILN_UNARY_(gelu_erf) KILN_UNARY_(silu) KILN_UNARY_(floor) KILN_UNARY_(ceil) KILN_UNARY_(round)
+KILN_UNARY_(trunc) KILN_UNARY_(not) KILN_UNARY_(isnan) KILN_UNARY_(isinf)
+KILN_BINARY_(add) KILN_BINARY_(sub) KILN_BINARY_(mul) KILN_BINARY_(div) KILN_BINARY_(rem)
+KILN_BINARY_(pow) KILN_BINARY_(max) KILN_BINARY_(min) KILN_BINARY_(atan2) KILN_BINARY_(eq)
+KILN_BINARY_(ne) KILN_BINARY_(lt) KILN_BINARY_(le) KILN_BINARY_(gt) KILN_BINARY_(ge)
+KILN_BINARY_(and) KILN_BINARY_(or) KILN_BINARY_(xor) KILN_BINARY_(matmul)
+#undef KILN_UNARY_
+#undef KILN_BINARY_
+
+KILN_API kiln_tensor kiln_where(kiln_tensor cond, kiln_tensor a, kiln_tensor b);
+KILN_API kiln_tensor kiln_clamp(kiln_tensor x, kiln_tensor lo, kiln_tensor hi);
+KILN_API kiln_tensor kiln_cast(kiln_tensor x, kiln_dtype to);
+
+/* Movement.  Lists have one entry per axis of x unless stated. */
+KILN_API kiln_tensor kiln_reshape(kiln_tensor x, int rank, const int64_t *dims);
+KILN_API kiln_tensor kiln_permute(kiln_tensor x, int rank, const int *perm);
+KILN_API kiln_tensor kiln_expand(kiln_tensor x, int rank, const int64_t *dims);
+/* Python x[start:stop:step] per axis; a NULL list means the default for every axis
+ * (start 0 or the end for negative steps, stop past the end, step 1). */
+KILN_API kiln_tensor kiln_slice(kiln_tensor x, const int64_t *start, const int64_t *stop,
+                                const int64_t *step);
+KILN_API kiln_tensor kiln_concat(int n, const kiln_tensor *xs, int axis);
+KILN_API kiln_tensor kiln_pad(kiln_tensor x, const int64_t *low, const int64_t *high,
+                              double value);
+KILN_API kiln_tensor kiln_gather(kiln_tensor x, kiln_tensor indices, int axis);
+
+/* Reductions over `naxes` axes (negative axes count from the end); keepdim non-zero keeps
+ * them as size 1.  argmax/argmin take exactly one axis. */
+#define KILN_REDUCE_(name)                                                                   \
+    KILN_API kiln_tensor kiln_##name(kiln_tensor x, int naxes, const int *axes, int keepdim);
+KILN_REDUCE_(reduce_sum) KILN_REDUCE_(reduce_mean) KILN_REDUCE_(reduce_max)
+KILN_REDUCE_(reduce_min) KILN_REDUCE_(reduce_prod) KILN_REDUCE_(argmax) KILN_REDUCE_(argmin)
+#undef KILN_REDUCE_
+
+/* Tensor accessors: -1 (dtype: -1 cast to kiln_dtype) with the error set for a null,
+ * stale or garbage tensor or an axis out of range. */
+KILN_API kiln_dtype kiln_tensor_dtype(kiln_tensor t);
+KILN_API int kiln_tensor_rank(kiln_tensor t);
+KILN_API int64_t kiln_tensor_dim(kiln_tensor t, int axis);
+
+/* ---- programs ------------------------------------------------------------------------ */
+/* kiln_program_run: inputs[i] points at input i (program input order, row-major,
+ * contiguous, sizes as declared); outputs[i] at room for output i.  A program may be run
+ * from several threads at once.  Errors: KILN_ERR_MISUSE, KILN_ERR_INVALID_ARG,
+ * KILN_ERR_NOMEM. */
+KILN_API kiln_status kiln_program_run(kiln_program *program, const void *const *inputs,
+                                      void *const *outputs);
+/* NULL is a no-op. */
+KILN_API void kiln_program_free(kiln_program *program);
+/* The captured graph (owned by the program; print it with kiln_graph_print — kiln dump
+ * and kiln run accept what it prints).  NULL with KILN_ERR_MISUSE for a bad handle. */
+KILN_API const kiln_graph *kiln_program_graph(const kiln_program *program);
+/* The executor the program really uses. */
+KILN_API kiln_mode kiln_program_mode(const kiln_program *program);
+
 #ifdef __cplusplus
 }
 #endif

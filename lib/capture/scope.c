@@ -1,0 +1,326 @@
+/* scope.c — capture scopes: begin registers the scope's client with the router, end
+ * checks the boundaries and unregisters it on every path.
+ *
+ * Scopes and tensors are value handles checked against a per-process key: a handle from
+ * a finished scope is recognised by its serial (never reused) and refused with
+ * KILN_ERR_SCOPE_CLOSED; a garbage handle fails its check word (KILN_ERR_MISUSE).
+ * Nothing is ever dereferenced through a handle. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "capture.h"
+
+static _Atomic uint64_t next_serial = 1;
+static const uint64_t key = 0x6b696c6e2d736370ull; /* "kiln-scp" */
+
+static uint64_t
+mix(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x;
+}
+
+static uint64_t
+scope_check(uint64_t serial)
+{
+    return mix(serial ^ key);
+}
+
+uint32_t
+cap_tensor_check(uint64_t scope, uint32_t node)
+{
+    return (uint32_t)mix(scope_check(scope) + node);
+}
+
+kiln_tensor
+cap_tensor_make(const cap_scope *s, int32_t node)
+{
+    kiln_tensor t = {s->serial, (uint32_t)node, cap_tensor_check(s->serial, (uint32_t)node)};
+    return t;
+}
+
+void
+cap_scope_fail_locked(cap_scope *s)
+{
+    if (s->err)
+        return;
+    s->err = kiln_errcode() ? kiln_errcode() : KILN_ERR_INTERNAL;
+    s->errmsg = ir_strdup(kiln_errmsg()); /* NULL on OOM: the code alone is kept */
+}
+
+static void
+operand_name(char *buf, size_t n, int argi)
+{
+    if (argi > 0)
+        snprintf(buf, n, "operand %d", argi);
+    else
+        snprintf(buf, n, "tensor");
+}
+
+kiln_status
+cap_tensor_resolve_locked(const char *api, kiln_tensor t, int argi, cap_scope **scope)
+{
+    char what[32];
+    operand_name(what, sizeof what, argi);
+    *scope = NULL;
+    if (t.scope == 0) {
+        /* Sticky failure: the op that produced this null tensor already set the error. */
+        if (kiln_errcode() != KILN_OK)
+            return kiln_errcode();
+        return ir_error(KILN_ERR_MISUSE, "%s: invalid handle: %s is the null tensor", api, what);
+    }
+    if (t.check != cap_tensor_check(t.scope, t.node))
+        return ir_error(KILN_ERR_MISUSE, "%s: invalid handle: %s is not a kiln tensor", api,
+                        what);
+    cap_scope *s = cap_scope_find_locked(t.scope);
+    if (!s)
+        return ir_error(KILN_ERR_SCOPE_CLOSED,
+                        "%s: capture scope is already complete: %s was recorded in scope %llu, "
+                        "which has ended",
+                        api, what, (unsigned long long)t.scope);
+    if ((int64_t)t.node >= s->graph->nnodes)
+        return ir_error(KILN_ERR_MISUSE, "%s: invalid handle: %s is not a kiln tensor", api,
+                        what);
+    *scope = s;
+    return KILN_OK;
+}
+
+/* The live scope named by handle h, or an error naming `api`. */
+static kiln_status
+scope_resolve_locked(const char *api, kiln_scope h, cap_scope **scope)
+{
+    *scope = NULL;
+    if (h.serial == 0)
+        return ir_error(KILN_ERR_MISUSE, "%s: invalid handle: the null scope", api);
+    if (h.check != scope_check(h.serial))
+        return ir_error(KILN_ERR_MISUSE, "%s: invalid handle: not a kiln scope", api);
+    cap_scope *s = cap_scope_find_locked(h.serial);
+    if (!s)
+        return ir_error(KILN_ERR_SCOPE_CLOSED,
+                        "%s: capture scope is already complete: scope %llu has ended", api,
+                        (unsigned long long)h.serial);
+    *scope = s;
+    return KILN_OK;
+}
+
+static void
+scope_free(cap_scope *s)
+{
+    if (!s)
+        return;
+    kiln_graph_free(s->graph);
+    ir_free(s->errmsg);
+    ir_free(s);
+}
+
+kiln_scope
+kiln_scope_begin(kiln_device *d)
+{
+    const char *api = "kiln_scope_begin";
+    kiln_scope h = {0, 0};
+    cap_scope *s = ir_calloc(1, sizeof *s);
+    kiln_graph *g = ir_graph_new("captured");
+    if (!s || !g) {
+        ir_free(s);
+        kiln_graph_free(g);
+        ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
+        return h;
+    }
+    s->graph = g;
+    cap_lock();
+    kiln_status st = cap_device_check(d, api);
+    if (!st) {
+        s->device = d->id;
+        s->serial = atomic_fetch_add(&next_serial, 1);
+        st = cap_router_register_locked(&cap_capture_channel, d->id, s, api);
+    }
+    cap_unlock();
+    if (st) {
+        scope_free(s);
+        return h;
+    }
+    h.serial = s->serial;
+    h.check = scope_check(s->serial);
+    return h;
+}
+
+/* Add `t` as an output of s named `name` (NULL: "out<i>"). */
+static kiln_status
+add_output_locked(const char *api, cap_scope *s, const char *name, kiln_tensor t, int i)
+{
+    char buf[32];
+    if (t.scope == 0) {
+        if (s->err)
+            return KILN_ERR_BOUNDARY; /* the caller reports the scope's first error */
+        return ir_error(KILN_ERR_BOUNDARY,
+                        "%s: bad output: output %d is the null tensor (no error was recorded "
+                        "in this scope; was it created by a failed call in another scope?)",
+                        api, i);
+    }
+    if (t.check != cap_tensor_check(t.scope, t.node))
+        return ir_error(KILN_ERR_MISUSE, "%s: invalid handle: output %d is not a kiln tensor",
+                        api, i);
+    if (t.scope != s->serial)
+        return ir_error(cap_scope_find_locked(t.scope) ? KILN_ERR_FOREIGN_TENSOR
+                                                       : KILN_ERR_BOUNDARY,
+                        "%s: bad output: output %d was not produced in this scope (scope %llu; "
+                        "it belongs to scope %llu%s)",
+                        api, i, (unsigned long long)s->serial, (unsigned long long)t.scope,
+                        cap_scope_find_locked(t.scope) ? "" : ", which has ended");
+    kiln_graph *g = s->graph;
+    for (int32_t k = 0; k < g->noutputs; k++)
+        if (g->outputs[k].node == (int32_t)t.node)
+            return ir_error(KILN_ERR_BOUNDARY,
+                            "%s: duplicate output: output %d is the same tensor as output '%s'",
+                            api, i, g->outputs[k].name);
+    if (!name) {
+        snprintf(buf, sizeof buf, "out%d", (int)g->noutputs);
+        name = buf;
+    }
+    kiln_status st = ir_graph_add_output(g, name, (int32_t)t.node);
+    if (st == KILN_ERR_BOUNDARY) /* re-word ir's message for this API */
+        return ir_error(KILN_ERR_BOUNDARY, "%s: duplicate output: name '%s' is used twice", api,
+                        name);
+    return st;
+}
+
+kiln_status
+kiln_scope_output(kiln_scope h, const char *name, kiln_tensor t)
+{
+    const char *api = "kiln_scope_output";
+    cap_scope *s;
+    cap_lock();
+    kiln_status st = scope_resolve_locked(api, h, &s);
+    if (!st && (st = add_output_locked(api, s, name, t, s->graph->noutputs)) != KILN_OK)
+        cap_scope_fail_locked(s);
+    cap_unlock();
+    return st;
+}
+
+/* Put the graph's inputs in the order the options give. */
+static kiln_status
+order_inputs(const char *api, cap_scope *s, const kiln_options *o)
+{
+    kiln_graph *g = s->graph;
+    if (!o || o->ninputs == 0)
+        return KILN_OK;
+    if (o->ninputs != g->ninputs || !o->inputs)
+        return ir_error(KILN_ERR_BOUNDARY,
+                        "%s: bad input order: %d entries for the scope's %d inputs", api,
+                        o->ninputs, (int)g->ninputs);
+    int32_t *order = ir_malloc(sizeof(int32_t) * (size_t)g->ninputs);
+    if (!order)
+        return ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < o->ninputs && !st; i++) {
+        kiln_tensor t = o->inputs[i];
+        if (t.scope != s->serial || t.check != cap_tensor_check(t.scope, t.node) ||
+            (int64_t)t.node >= g->nnodes) {
+            st = ir_error(KILN_ERR_BOUNDARY,
+                          "%s: bad input order: entry %d is not a tensor of this scope", api, i);
+            break;
+        }
+        const ir_node *nd = &g->nodes[t.node];
+        if (nd->op != IR_OP_INPUT) {
+            st = ir_error(KILN_ERR_BOUNDARY,
+                          "%s: bad input: entry %d is computed inside the scope (by %s), not "
+                          "declared with kiln_input",
+                          api, i, ir_ops[nd->op].name);
+            break;
+        }
+        for (int k = 0; k < i; k++)
+            if (order[k] == (int32_t)t.node) {
+                st = ir_error(KILN_ERR_BOUNDARY,
+                              "%s: bad input order: input '%s' is listed twice", api, nd->name);
+                break;
+            }
+        order[i] = (int32_t)t.node;
+    }
+    if (!st) {
+        for (int i = 0; i < o->ninputs; i++) {
+            g->inputs[i] = order[i];
+            g->nodes[order[i]].at.index = i;
+        }
+    }
+    ir_free(order);
+    return st;
+}
+
+kiln_status
+cap_scope_finish(const char *api, kiln_scope h, int noutputs, const kiln_tensor *outputs,
+                 const kiln_options *o, kiln_graph **graph)
+{
+    cap_scope *s;
+    *graph = NULL;
+    cap_lock();
+    kiln_status st = scope_resolve_locked(api, h, &s);
+    if (st) {
+        cap_unlock();
+        return st;
+    }
+    /* From here the scope is ours alone: unregistered, so no other thread can reach it,
+     * and the device is free again whatever happens next. */
+    cap_router_unregister_locked(&cap_capture_channel, s->device);
+    if (noutputs < 0 || (noutputs > 0 && !outputs))
+        st = ir_error(KILN_ERR_INVALID_ARG, "%s: invalid argument: %d outputs at %p", api,
+                      noutputs, (const void *)outputs);
+    for (int i = 0; i < noutputs && !st && !s->err; i++) {
+        const char *name = o && o->output_names ? o->output_names[i] : NULL;
+        st = add_output_locked(api, s, name, outputs[i], (int)s->graph->noutputs);
+    }
+    cap_unlock();
+
+    if (s->err) /* sticky: the first failure inside the scope is the one to report */
+        st = ir_error(s->err, "%s", s->errmsg ? s->errmsg : kiln_status_str(s->err));
+    if (!st && s->graph->noutputs == 0)
+        st = ir_error(KILN_ERR_BOUNDARY,
+                      "%s: no outputs: mark outputs with kiln_scope_output or pass them to "
+                      "kiln_scope_end",
+                      api);
+    if (!st)
+        st = order_inputs(api, s, o);
+    if (!st && o && o->graph_name) {
+        const char *nm = ir_arena_strdup(&s->graph->arena, o->graph_name);
+        if (nm)
+            s->graph->name = nm;
+        else
+            st = KILN_ERR_NOMEM;
+    }
+    if (!st && (st = ir_graph_verify(s->graph)) != KILN_OK)
+        st = ir_error(KILN_ERR_INTERNAL, "%s: internal error: captured graph does not verify: %s",
+                      api, kiln_errmsg());
+    if (!st) {
+        *graph = s->graph;
+        s->graph = NULL;
+    }
+    scope_free(s);
+    return st;
+}
+
+kiln_status
+kiln_scope_end_graph(kiln_scope h, int noutputs, const kiln_tensor *outputs,
+                     const kiln_options *options, kiln_graph **graph)
+{
+    if (!graph)
+        return ir_error(KILN_ERR_INVALID_ARG, "kiln_scope_end_graph: invalid argument: graph is NULL");
+    return cap_scope_finish("kiln_scope_end_graph", h, noutputs, outputs, options, graph);
+}
+
+kiln_status
+kiln_scope_abort(kiln_scope h)
+{
+    cap_scope *s;
+    cap_lock();
+    kiln_status st = scope_resolve_locked("kiln_scope_abort", h, &s);
+    if (!st)
+        cap_router_unregister_locked(&cap_capture_channel, s->device);
+    cap_unlock();
+    if (!st)
+        scope_free(s);
+    return st;
+}
