@@ -1,0 +1,278 @@
+/* engine.c — ORC LLJIT through LLVM's C API.
+ *
+ * Facts measured on the development machine with LLVM 19.1.7 that shape this file:
+ *  - LLVMRunPasses vectorises nothing unless given a target machine for the host CPU
+ *    name and features; the JIT generates code for the same CPU and features.
+ *  - Concurrent add+lookup on one LLJIT crashed: one lock serialises the whole
+ *    optimise/add/lookup/remove path (compiles are rare; runs never take it).
+ *  - One unresolved symbol fails every symbol of its module: modules are verified first.
+ *  - Emitting assembly mutates the module: dumps are taken from a clone.
+ *  - Each compiled module gets its own resource tracker, so freeing a program frees its
+ *    machine code and memory plateaus over many compile/free cycles.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Error.h>
+#include <llvm-c/LLJIT.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include "llvm.h"
+
+struct jit_code {
+    LLVMOrcResourceTrackerRef rt;
+};
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static LLVMOrcLLJITRef jit;
+static LLVMTargetMachineRef opt_tm; /* for LLVMRunPasses and assembly dumps */
+static char *init_error;            /* set when start-up failed */
+static jit_stats stats;
+
+double
+jit_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static char *
+take_error(LLVMErrorRef e)
+{
+    char *m = LLVMGetErrorMessage(e);
+    char *copy = strdup(m ? m : "unknown LLVM error");
+    LLVMDisposeErrorMessage(m);
+    return copy;
+}
+
+static LLVMTargetMachineRef
+host_tm(char **err)
+{
+    const jit_host *h = jit_host_info();
+    LLVMTargetRef target;
+    char *msg = NULL;
+    if (LLVMGetTargetFromTriple(h->triple, &target, &msg)) {
+        *err = strdup(msg ? msg : "no target for the host triple");
+        LLVMDisposeMessage(msg);
+        return NULL;
+    }
+    LLVMTargetMachineRef tm =
+        LLVMCreateTargetMachine(target, h->triple, h->cpu, h->features, LLVMCodeGenLevelAggressive,
+                                LLVMRelocDefault, LLVMCodeModelJITDefault);
+    if (!tm)
+        *err = strdup("LLVMCreateTargetMachine failed for the host CPU");
+    return tm;
+}
+
+static void
+start(void)
+{
+    double t0 = jit_now_ms();
+    LLVMInitializeNativeTarget();
+    LLVMInitializeNativeAsmPrinter();
+    char *err = NULL;
+    LLVMTargetMachineRef jit_tm = host_tm(&err);
+    opt_tm = jit_tm ? host_tm(&err) : NULL;
+    if (!jit_tm || !opt_tm) {
+        init_error = err;
+        return;
+    }
+    LLVMOrcLLJITBuilderRef b = LLVMOrcCreateLLJITBuilder();
+    LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(
+        b, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(jit_tm));
+    LLVMErrorRef e = LLVMOrcCreateLLJIT(&jit, b);
+    if (e) {
+        init_error = take_error(e);
+        jit = NULL;
+        return;
+    }
+    /* Kernels may call into the process (libm for the few ops kiln does not vectorise). */
+    LLVMOrcDefinitionGeneratorRef gen;
+    e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
+        &gen, LLVMOrcLLJITGetGlobalPrefix(jit), NULL, NULL);
+    if (e) {
+        init_error = take_error(e);
+        return;
+    }
+    LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(jit), gen);
+    stats.startup_ms = jit_now_ms() - t0;
+}
+
+static kiln_status
+started(const char *api)
+{
+    pthread_once(&once, start);
+    if (init_error || !jit)
+        return ir_error(KILN_ERR_COMPILE, "%s: compilation failed: LLVM start-up: %s", api,
+                        init_error ? init_error : "unknown error");
+    return KILN_OK;
+}
+
+kiln_status
+jit_unit_new(jit_unit *u, const char *name)
+{
+    memset(u, 0, sizeof *u);
+    kiln_status st = started("kiln_jit");
+    if (st)
+        return st;
+    u->tsc = LLVMOrcCreateNewThreadSafeContext();
+    u->ctx = LLVMOrcThreadSafeContextGetContext(u->tsc);
+    u->mod = LLVMModuleCreateWithNameInContext(name, u->ctx);
+    LLVMSetTarget(u->mod, jit_host_info()->triple);
+    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(opt_tm);
+    LLVMSetModuleDataLayout(u->mod, dl);
+    LLVMDisposeTargetData(dl);
+    return KILN_OK;
+}
+
+void
+jit_unit_dispose(jit_unit *u)
+{
+    if (u->mod)
+        LLVMDisposeModule(u->mod);
+    if (u->tsc)
+        LLVMOrcDisposeThreadSafeContext(u->tsc);
+    memset(u, 0, sizeof *u);
+}
+
+static char *
+emit_asm(LLVMModuleRef mod)
+{
+    LLVMModuleRef clone = LLVMCloneModule(mod);
+    LLVMMemoryBufferRef buf = NULL;
+    char *msg = NULL, *out;
+    if (LLVMTargetMachineEmitToMemoryBuffer(opt_tm, clone, LLVMAssemblyFile, &msg, &buf)) {
+        out = strdup(msg ? msg : "assembly emission failed");
+        LLVMDisposeMessage(msg);
+    } else {
+        size_t n = LLVMGetBufferSize(buf);
+        out = malloc(n + 1);
+        if (out) {
+            memcpy(out, LLVMGetBufferStart(buf), n);
+            out[n] = '\0';
+        }
+        LLVMDisposeMemoryBuffer(buf);
+    }
+    LLVMDisposeModule(clone);
+    return out;
+}
+
+static char *
+print_module(LLVMModuleRef mod)
+{
+    char *s = LLVMPrintModuleToString(mod);
+    char *copy = strdup(s);
+    LLVMDisposeMessage(s);
+    return copy;
+}
+
+kiln_status
+jit_unit_compile(jit_unit *u, int n, const char *const *names, void **addrs, jit_code **code,
+                 jit_dumps *dumps)
+{
+    const char *api = "kiln_jit";
+    kiln_status st = KILN_OK;
+    char *msg = NULL;
+    *code = NULL;
+    if (LLVMVerifyModule(u->mod, LLVMReturnStatusAction, &msg)) {
+        st = ir_error(KILN_ERR_INTERNAL, "%s: internal error: generated module does not verify: %s",
+                      api, msg ? msg : "");
+        LLVMDisposeMessage(msg);
+        jit_unit_dispose(u);
+        return st;
+    }
+    LLVMDisposeMessage(msg);
+    if (dumps && dumps->want_llvm)
+        dumps->llvm = print_module(u->mod);
+
+    pthread_mutex_lock(&lock);
+    double t0 = jit_now_ms();
+    LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+    LLVMErrorRef e = LLVMRunPasses(u->mod, "default<O3>", opt_tm, po);
+    LLVMDisposePassBuilderOptions(po);
+    if (e) {
+        char *m = take_error(e);
+        st = ir_error(KILN_ERR_COMPILE, "%s: compilation failed: optimisation: %s", api, m);
+        free(m);
+        goto fail;
+    }
+    if (dumps && dumps->want_opt)
+        dumps->opt = print_module(u->mod);
+    if (dumps && dumps->want_asm)
+        dumps->asm_text = emit_asm(u->mod);
+
+    jit_code *c = ir_calloc(1, sizeof *c);
+    if (!c) {
+        st = ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
+        goto fail;
+    }
+    c->rt = LLVMOrcJITDylibCreateResourceTracker(LLVMOrcLLJITGetMainJITDylib(jit));
+    LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(u->mod, u->tsc);
+    u->mod = NULL; /* owned by the thread-safe module now */
+    LLVMOrcDisposeThreadSafeContext(u->tsc);
+    u->tsc = NULL;
+    e = LLVMOrcLLJITAddLLVMIRModuleWithRT(jit, c->rt, tsm);
+    if (e) {
+        LLVMOrcDisposeThreadSafeModule(tsm);
+        char *m = take_error(e);
+        st = ir_error(KILN_ERR_COMPILE, "%s: compilation failed: %s", api, m);
+        free(m);
+        LLVMOrcReleaseResourceTracker(c->rt);
+        ir_free(c);
+        goto fail;
+    }
+    for (int i = 0; i < n; i++) {
+        LLVMOrcExecutorAddress a = 0;
+        e = LLVMOrcLLJITLookup(jit, &a, names[i]);
+        if (e) {
+            char *m = take_error(e);
+            st = ir_error(KILN_ERR_COMPILE, "%s: compilation failed: lookup of %s: %s", api,
+                          names[i], m);
+            free(m);
+            break;
+        }
+        addrs[i] = (void *)(uintptr_t)a;
+    }
+    stats.compiles++;
+    stats.compile_ms += jit_now_ms() - t0;
+    pthread_mutex_unlock(&lock);
+    if (st) {
+        jit_code_free(c);
+        return st;
+    }
+    *code = c;
+    return KILN_OK;
+fail:
+    pthread_mutex_unlock(&lock);
+    jit_unit_dispose(u);
+    return st;
+}
+
+void
+jit_code_free(jit_code *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&lock);
+    LLVMErrorRef e = LLVMOrcResourceTrackerRemove(c->rt);
+    if (e)
+        LLVMConsumeError(e); /* nothing useful to do: the code is unreachable either way */
+    LLVMOrcReleaseResourceTracker(c->rt);
+    pthread_mutex_unlock(&lock);
+    ir_free(c);
+}
+
+void
+jit_stats_get(jit_stats *s)
+{
+    pthread_mutex_lock(&lock);
+    *s = stats;
+    pthread_mutex_unlock(&lock);
+}
