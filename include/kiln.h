@@ -241,9 +241,11 @@ KILN_API kiln_scope kiln_scope_begin(kiln_device *device);
  * error, reported again by kiln_scope_end. */
 KILN_API kiln_status kiln_scope_output(kiln_scope scope, const char *name, kiln_tensor t);
 
-/* Executors: FUSED (default) compiles fused kernels, EAGER one kernel per op, INTERP runs
- * the reference interpreter.  (Until the JIT is built every mode runs the interpreter;
- * kiln_program_mode says which executor a program really uses.) */
+/* Executors: FUSED (default) compiles fused SIMD kernels for the host CPU; EAGER is the
+ * same compiler with fusion off (one kernel per op, every intermediate written to memory:
+ * the honest baseline for what fusion buys); INTERP runs the reference interpreter.
+ * Ops the JIT does not compile yet (reductions, matmul, concat, pad, gather, arange,
+ * integer pow) run as reference steps inside FUSED and EAGER programs. */
 typedef enum kiln_mode {
     KILN_MODE_FUSED,
     KILN_MODE_EAGER,
@@ -262,7 +264,12 @@ typedef struct kiln_options {
     const kiln_tensor *inputs;
     /* The captured graph's name (NULL: "captured"). */
     const char *graph_name;
+    /* KILN_KEEP_DUMPS: keep each kernel's LLVM IR, optimised IR and assembly for
+     * kiln_program_dump (compiles afresh instead of reusing cached kernels). */
+    unsigned flags;
 } kiln_options;
+
+#define KILN_KEEP_DUMPS 1u
 
 /* kiln_scope_end: finish the scope.  The `noutputs` tensors in `outputs` become outputs
  * after any marked with kiln_scope_output.  Boundaries are checked, the client is
@@ -383,6 +390,32 @@ KILN_API void kiln_program_free(kiln_program *program);
 KILN_API const kiln_graph *kiln_program_graph(const kiln_program *program);
 /* The executor the program really uses. */
 KILN_API kiln_mode kiln_program_mode(const kiln_program *program);
+
+/* kiln_program_compile: compile a graph (parsed, or from kiln_scope_end_graph) into a
+ * program; the graph is copied, the caller keeps it.  Errors as kiln_scope_end. */
+KILN_API kiln_status kiln_program_compile(const kiln_graph *graph, const kiln_options *options,
+                                          kiln_program **program);
+
+/* kiln_program_dump: write one view of the program to `stream`: "graph" (text format),
+ * "plan" (which op went into which kernel and why each boundary was drawn), "llvm" (IR
+ * before optimisation), "opt" (after), "asm" (host assembly).  llvm/opt/asm need the
+ * program compiled with KILN_KEEP_DUMPS or the KILN_DUMP environment variable.
+ * KILN_DUMP=graph,plan,llvm,opt,asm dumps every compiled program to stderr, or into
+ * files in KILN_DUMP_DIR.  Errors: KILN_ERR_INVALID_ARG (unknown view), KILN_ERR_IO. */
+KILN_API kiln_status kiln_program_dump(const kiln_program *program, const char *what,
+                                       FILE *stream);
+
+/* Process-wide JIT counters, for tests ("a cache hit does no LLVM work") and benchmarks. */
+typedef struct kiln_stats {
+    uint64_t kernel_compiles; /* kernels compiled by LLVM */
+    uint64_t kernel_hits;     /* kernels found in the kernel cache */
+    uint64_t plan_hits;       /* programs whose whole compiled form was cached */
+    uint64_t plan_misses;
+    double compile_ms;        /* time spent in LLVM (optimise + codegen) */
+    double startup_ms;        /* one-time LLVM/LLJIT start-up */
+    int threads;              /* thread pool size (KILN_NUM_THREADS or online cores) */
+} kiln_stats;
+KILN_API void kiln_jit_stats(kiln_stats *stats);
 
 #ifdef __cplusplus
 }

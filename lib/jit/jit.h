@@ -18,3 +18,139 @@ typedef struct jit_host {
 IR_HIDDEN const jit_host *jit_host_info(void);
 
 #endif
+
+/* ---- kernels ---------------------------------------------------------------------------
+ * A kernel is described by a flat, size-free instruction list (jit_kdesc).  The
+ * description is the kernel cache key: its bytes are hashed and compared, so every field
+ * is fixed-size and unused fields are zero.  Sizes and strides are run-time arguments:
+ *
+ *   void kernel(void *const *ptrs, const int64_t *strides, const int64_t *dims,
+ *               int64_t begin, int64_t end);
+ *
+ * computes the elements [begin, end) (row-major linear indices) of an iteration space of
+ * `rank` dims.  ptrs[0..nloads) are the loaded buffers (already offset), ptrs[nloads..)
+ * the stored ones (contiguous, row-major over the iteration space).  strides[j*rank+d] is
+ * load j's element stride along dim d (0 where it broadcasts). */
+typedef enum jit_kind {
+    JIT_LOAD,  /* value of load slot `slot` */
+    JIT_SPLAT, /* the scalar `value` in every lane */
+    JIT_OP,    /* ir op `op` of instructions a[0..nin) */
+} jit_kind;
+
+typedef enum jit_load_class {
+    JIT_CONTIG,  /* inner stride 1: vector load */
+    JIT_BCAST,   /* inner stride 0: one scalar per row, splat */
+    JIT_STRIDED, /* any other inner stride: gather */
+} jit_load_class;
+
+typedef struct jit_kinst {
+    uint8_t kind;  /* jit_kind */
+    uint8_t op;    /* ir_op (JIT_OP) */
+    uint8_t dtype; /* result dtype */
+    uint8_t cls;   /* jit_load_class (JIT_LOAD) */
+    int32_t slot;  /* JIT_LOAD */
+    int32_t a[3];  /* JIT_OP operands: indices of earlier instructions */
+    ir_scalar value; /* JIT_SPLAT */
+} jit_kinst;
+
+#define JIT_MAX_INST 4096
+typedef struct jit_kdesc {
+    int32_t rank; /* >= 1 */
+    int32_t ninst, nloads, nstores;
+    jit_kinst *inst;  /* ninst */
+    int32_t *stores;  /* nstores instruction indices, stored in this order */
+} jit_kdesc;
+
+/* Can the JIT compute this op in a kernel (for these operand dtypes)? */
+IR_HIDDEN bool jit_op_is_lowerable(const kiln_graph *g, const ir_node *nd);
+/* Does vmath provide this (transcendental) op? (lower.c) */
+IR_HIDDEN bool jit_math_available(ir_op op);
+
+/* A compiled kernel from the cache (shared, reference counted). */
+typedef void (*jit_kernel_fn)(void *const *ptrs, const int64_t *strides, const int64_t *dims,
+                              int64_t begin, int64_t end);
+typedef struct jit_kernel jit_kernel;
+/* Find or compile the kernel for `d`.  *hit tells whether LLVM work was avoided. */
+IR_HIDDEN kiln_status jit_kernel_get(const jit_kdesc *d, bool want_dumps, jit_kernel **k, bool *hit);
+/* Drop every cached kernel no program uses. */
+IR_HIDDEN void jit_cache_trim(void);
+IR_HIDDEN jit_kernel_fn jit_kernel_entry(const jit_kernel *k);
+IR_HIDDEN void jit_kernel_release(jit_kernel *k);
+/* Text dumps captured when the kernel was compiled (NULL if not requested then). */
+IR_HIDDEN const char *jit_kernel_dump(const jit_kernel *k, int what /* 0 llvm, 1 opt, 2 asm */);
+IR_HIDDEN void jit_cache_counters(uint64_t *compiles, uint64_t *hits);
+
+/* Lowering (lower.c): compile the descriptions into one module. */
+IR_HIDDEN kiln_status jit_lower_compile(const jit_kdesc *d, const char *name, jit_kernel_fn *fn,
+                                        void **code, char **dumps /* [3] or NULL */);
+IR_HIDDEN void jit_lower_free_code(void *code);
+
+/* ---- thread pool (pool.c) ---------------------------------------------------------------- */
+/* Run fn(ctx, i) for i in [0, nchunks) on the pool (the caller takes part); returns when
+ * all are done.  nchunks == 1 runs on the caller's thread. */
+typedef void (*jit_task_fn)(void *ctx, int64_t chunk);
+IR_HIDDEN void jit_pool_run(jit_task_fn fn, void *ctx, int64_t nchunks);
+IR_HIDDEN int jit_pool_threads(void);
+
+/* ---- plans (plan.c) ------------------------------------------------------------------------
+ * A plan turns a verified graph into steps over buffers:
+ *   KERNEL  one compiled kernel over one iteration space (a fused cluster, or one op in
+ *           eager mode, or the materialisation of a view);
+ *   REF     one op the JIT does not compile yet, run by the reference interpreter;
+ *   COPY    a memcpy (an output that is an input, a constant or another output).
+ * Every buffer is an input, a constant, an output or a slice of one temporary block. */
+typedef enum jit_loc_kind { JIT_LOC_INPUT, JIT_LOC_OUTPUT, JIT_LOC_CONST, JIT_LOC_TEMP } jit_loc_kind;
+
+typedef struct jit_loc {
+    jit_loc_kind kind;
+    int32_t index;     /* INPUT / OUTPUT: position */
+    size_t offset;     /* TEMP: byte offset in the block */
+    const void *cdata; /* CONST */
+} jit_loc;
+
+typedef enum jit_step_kind { JIT_STEP_KERNEL, JIT_STEP_REF, JIT_STEP_COPY } jit_step_kind;
+
+typedef struct jit_step {
+    jit_step_kind kind;
+    char *explain; /* what the step computes and why its boundary is there */
+    /* KERNEL */
+    jit_kdesc desc;
+    jit_kernel *kernel;
+    int nslots;
+    jit_loc *slot;       /* loads then stores */
+    int64_t *slot_off;   /* element offset into each slot's buffer */
+    int64_t *strides;    /* nloads * rank */
+    int64_t dims[IR_MAX_RANK];
+    int64_t total;       /* elements of the iteration space */
+    size_t bytes_per_elem; /* bytes moved per element (for chunking) */
+    /* REF */
+    kiln_graph *sub;     /* one-op graph: inputs = operands */
+    int nin;
+    jit_loc *in;
+    jit_loc out;
+    /* COPY */
+    jit_loc from, to;
+    size_t bytes;
+} jit_step;
+
+typedef struct jit_plan {
+    kiln_graph *g; /* the simplified graph the steps compute (owned) */
+    int nsteps;
+    jit_step *steps;
+    size_t temp_bytes;
+    char *simplify_log;
+    int nkernels, nhits; /* kernels compiled for this plan / found in the cache */
+} jit_plan;
+
+/* Build and compile the plan of verified graph `g` in `mode` (FUSED or EAGER). */
+IR_HIDDEN kiln_status jit_plan_build(const kiln_graph *g, kiln_mode mode, bool want_dumps,
+                                     jit_plan **out);
+IR_HIDDEN void jit_plan_free(jit_plan *p);
+/* Run: inputs/outputs as in kiln_program_run; temp is temp_bytes of 64-aligned memory. */
+IR_HIDDEN kiln_status jit_plan_run(const jit_plan *p, const void *const *inputs,
+                                   void *const *outputs, void *temp);
+IR_HIDDEN void jit_plan_dump(const jit_plan *p, FILE *f);
+
+/* Simplification (simplify.c): dead code, common subexpressions, folding of elementwise
+ * ops on `full` operands.  Returns a new verified graph; *log says what it did. */
+IR_HIDDEN kiln_status jit_simplify(const kiln_graph *g, kiln_graph **out, char **log);

@@ -1,18 +1,46 @@
-/* program.c — programs: what kiln_scope_end hands back.  The completed graph is owned by
- * the program together with its executor.  Until the LLVM pipeline lands every mode runs
- * the reference interpreter behind this same API (kiln_program_mode says so honestly). */
+/* program.c — programs: what kiln_scope_end hands back.
+ *
+ * A program owns the captured graph and holds a compiled form: for FUSED and EAGER a
+ * jit_plan (kernels + schedule + buffer plan), for INTERP the reference interpreter.
+ * Compiled forms are cached by the graph's structural hash and the mode: capturing the
+ * same graph again takes a reference to the cached form (no planning, no LLVM work);
+ * a graph differing only in sizes is planned again but finds its kernels in the kernel
+ * cache (cache.c). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "capture.h"
-#include "jit.h"
+#include "llvm.h"
 
 #define PROGRAM_MAGIC 0x6b707267u /* "kprg" */
+#define PLAN_CACHE_LIMIT 256
+
+/* A compiled form, shared by every program of an equal graph and mode. */
+typedef struct compiled {
+    struct compiled *next;
+    uint64_t hash;
+    kiln_mode mode;
+    kiln_graph *graph; /* private copy, for equality checks */
+    jit_plan *plan;
+    int refs; /* guarded by cache_lock */
+    bool cached;
+} compiled;
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static compiled *cache_head;
+static int cache_count;
+static _Atomic uint64_t plan_hits, plan_misses;
 
 struct kiln_program {
     uint32_t magic;
     kiln_graph *graph;
-    kiln_mode requested; /* what the options asked for */
-    kiln_mode mode;      /* what runs */
+    kiln_mode requested;
+    kiln_mode mode;
+    compiled *comp;           /* NULL for INTERP */
+    void *temp;               /* cached temporaries block */
+    atomic_flag temp_busy;
 };
 
 static kiln_status
@@ -23,6 +51,159 @@ program_check(const kiln_program *p, const char *api)
     if (p->magic != PROGRAM_MAGIC)
         return ir_error(KILN_ERR_MISUSE,
                         "%s: invalid handle: not a live kiln_program (freed or foreign)", api);
+    return KILN_OK;
+}
+
+/* A structural copy of g (for the cache: programs own and free their own graphs). */
+static kiln_graph *
+graph_clone(const kiln_graph *g)
+{
+    kiln_graph *c = ir_graph_new(g->name);
+    if (!c)
+        return NULL;
+    for (int32_t n = 0; n < g->nnodes; n++) {
+        const ir_node *nd = &g->nodes[n];
+        int32_t id = nd->op == IR_OP_INPUT
+                         ? ir_graph_add_input(c, nd->name, &nd->type)
+                         : ir_graph_add_node(c, "kiln_jit", nd->op, nd->nin, nd->in, &nd->at,
+                                             &nd->type, nd->name);
+        if (id != n) {
+            kiln_graph_free(c);
+            return NULL;
+        }
+    }
+    for (int32_t i = 0; i < g->noutputs; i++)
+        if (ir_graph_add_output(c, g->outputs[i].name, g->outputs[i].node)) {
+            kiln_graph_free(c);
+            return NULL;
+        }
+    return c;
+}
+
+static void
+compiled_destroy(compiled *c)
+{
+    jit_plan_free(c->plan);
+    kiln_graph_free(c->graph);
+    ir_free(c);
+}
+
+static void
+compiled_release(compiled *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&cache_lock);
+    bool destroy = --c->refs == 0;
+    pthread_mutex_unlock(&cache_lock);
+    if (destroy)
+        compiled_destroy(c);
+}
+
+static bool
+want_dumps(void)
+{
+    const char *e = getenv("KILN_DUMP");
+    return e && *e;
+}
+
+/* KILN_DUMP=graph,plan,llvm,opt,asm writes those dumps of every compiled program, into
+ * KILN_DUMP_DIR/<graph>-<hash>.<what> when KILN_DUMP_DIR is set, else to stderr. */
+static void
+dump_env(const kiln_program *p)
+{
+    const char *e = getenv("KILN_DUMP");
+    const char *dir = getenv("KILN_DUMP_DIR");
+    static const char *const whats[] = {"graph", "plan", "llvm", "opt", "asm"};
+    for (size_t i = 0; i < sizeof whats / sizeof whats[0]; i++) {
+        const char *w = whats[i];
+        const char *hit = strstr(e, w);
+        size_t n = strlen(w);
+        if (!hit || (hit != e && hit[-1] != ',') || (hit[n] != ',' && hit[n] != '\0'))
+            continue;
+        FILE *f = stderr;
+        if (dir && *dir) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s-%016llx.%s", dir, p->graph->name,
+                     (unsigned long long)ir_graph_hash(p->graph, false), w);
+            f = fopen(path, "w");
+            if (!f) {
+                fprintf(stderr, "kiln: KILN_DUMP: cannot write %s\n", path);
+                continue;
+            }
+        } else {
+            fprintf(stderr, "==== kiln dump: %s of graph %s\n", w, p->graph->name);
+        }
+        kiln_program_dump(p, w, f);
+        if (f != stderr)
+            fclose(f);
+    }
+}
+
+/* Find or build the compiled form of g in mode. */
+static kiln_status
+compile(const char *api, const kiln_graph *g, kiln_mode mode, bool dumps, compiled **out)
+{
+    uint64_t h = ir_graph_hash(g, false);
+    *out = NULL;
+    /* With dumps requested the kernels are compiled afresh (the cached ones may have been
+     * compiled without keeping their text). */
+    pthread_mutex_lock(&cache_lock);
+    for (compiled *c = cache_head; c && !dumps; c = c->next)
+        if (c->hash == h && c->mode == mode && ir_graph_equal(c->graph, g)) {
+            c->refs++;
+            pthread_mutex_unlock(&cache_lock);
+            atomic_fetch_add(&plan_hits, 1);
+            *out = c;
+            return KILN_OK;
+        }
+    pthread_mutex_unlock(&cache_lock);
+    atomic_fetch_add(&plan_misses, 1);
+
+    compiled *c = ir_calloc(1, sizeof *c);
+    if (!c)
+        return ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
+    c->hash = h;
+    c->mode = mode;
+    c->refs = 1;
+    kiln_status st = jit_plan_build(g, mode, dumps, &c->plan);
+    if (st) {
+        ir_free(c);
+        return st;
+    }
+    c->graph = dumps ? NULL : graph_clone(g);
+    if (c->graph) {
+        /* cache it (the cache holds one reference) */
+        pthread_mutex_lock(&cache_lock);
+        c->refs++;
+        c->cached = true;
+        c->next = cache_head;
+        cache_head = c;
+        compiled *dead = NULL;
+        if (++cache_count > PLAN_CACHE_LIMIT) {
+            /* drop unreferenced entries from the tail half */
+            compiled **pp = &cache_head;
+            int i = 0;
+            while (*pp) {
+                compiled *e = *pp;
+                if (i++ > PLAN_CACHE_LIMIT / 2 && e->refs == 1) {
+                    *pp = e->next;
+                    e->next = dead;
+                    dead = e;
+                    cache_count--;
+                } else {
+                    pp = &e->next;
+                }
+            }
+        }
+        pthread_mutex_unlock(&cache_lock);
+        while (dead) {
+            compiled *n = dead->next;
+            compiled_destroy(dead);
+            dead = n;
+        }
+    }
+    *out = c;
     return KILN_OK;
 }
 
@@ -43,7 +224,18 @@ program_new(const char *api, kiln_graph *g, const kiln_options *o, kiln_program 
     p->magic = PROGRAM_MAGIC;
     p->graph = g;
     p->requested = mode;
-    p->mode = KILN_MODE_INTERP;
+    p->mode = mode;
+    atomic_flag_clear(&p->temp_busy);
+    if (mode != KILN_MODE_INTERP) {
+        bool dumps = want_dumps() || (o && (o->flags & KILN_KEEP_DUMPS));
+        kiln_status st = compile(api, g, mode, dumps, &p->comp);
+        if (st) {
+            kiln_program_free(p);
+            return st;
+        }
+    }
+    if (want_dumps())
+        dump_env(p);
     *out = p;
     return KILN_OK;
 }
@@ -68,6 +260,21 @@ kiln_scope_end(kiln_scope scope, int noutputs, const kiln_tensor *outputs,
 }
 
 kiln_status
+kiln_program_compile(const kiln_graph *graph, const kiln_options *options, kiln_program **program)
+{
+    const char *api = "kiln_program_compile";
+    if (!ir_graph_is_valid(graph))
+        return ir_error(KILN_ERR_MISUSE, "%s: invalid handle: not a live kiln_graph", api);
+    if (!program)
+        return ir_error(KILN_ERR_INVALID_ARG, "%s: invalid argument: program is NULL", api);
+    *program = NULL;
+    kiln_graph *g = graph_clone(graph);
+    if (!g)
+        return kiln_errcode() ? kiln_errcode() : ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
+    return program_new(api, g, options, program);
+}
+
+kiln_status
 kiln_capture_scope(kiln_device *device, kiln_capture_fn fn, void *user,
                    const kiln_options *options, kiln_program **program)
 {
@@ -82,15 +289,26 @@ kiln_capture_scope(kiln_device *device, kiln_capture_fn fn, void *user,
         return kiln_errcode();
     kiln_status st = fn(s, user);
     if (st) {
-        /* The callback failed: release the device, keep the callback's error.  If the
-         * thread's error is unrelated (the callback returned a code without a kiln error),
-         * say so rather than show a stale message. */
-        kiln_status code = kiln_errcode();
-        char msg[1024];
-        strncpy(msg, kiln_errmsg(), sizeof msg - 1);
-        msg[sizeof msg - 1] = '\0';
+        /* The callback failed: release the device, keep the callback's error.  The message
+         * is the scope's first error if one was recorded (sticky, as kiln_scope_end would
+         * report it), else the thread's if it matches the code; if the thread's error is
+         * unrelated (the callback returned a code without a kiln error), say so rather
+         * than show a stale message. */
+        bool have = false;
+        char msg[2048];
+        cap_lock();
+        cap_scope *cs = cap_scope_find_locked(s.serial);
+        if (cs && cs->err) {
+            snprintf(msg, sizeof msg, "%s", cs->errmsg ? cs->errmsg : kiln_status_str(cs->err));
+            have = true;
+        }
+        cap_unlock();
+        if (!have && kiln_errcode() == st) {
+            snprintf(msg, sizeof msg, "%s", kiln_errmsg());
+            have = true;
+        }
         kiln_scope_abort(s);
-        if (code == st)
+        if (have)
             ir_error(st, "%s", msg);
         else
             ir_error(st, "%s: callback failed: %s", api, kiln_status_str(st));
@@ -99,13 +317,56 @@ kiln_capture_scope(kiln_device *device, kiln_capture_fn fn, void *user,
     return kiln_scope_end(s, 0, NULL, options, program);
 }
 
+static void *
+temp_alloc(size_t n)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? n : 64) != 0)
+        return NULL;
+    return p;
+}
+
 kiln_status
 kiln_program_run(kiln_program *p, const void *const *inputs, void *const *outputs)
 {
-    kiln_status st = program_check(p, "kiln_program_run");
+    const char *api = "kiln_program_run";
+    kiln_status st = program_check(p, api);
     if (st)
         return st;
-    return kiln_graph_interpret(p->graph, inputs, outputs);
+    const kiln_graph *g = p->graph;
+    for (int32_t i = 0; i < g->ninputs; i++)
+        if ((!inputs || !inputs[i]) && ir_type_bytes(&g->nodes[g->inputs[i]].type) > 0)
+            return ir_error(KILN_ERR_INVALID_ARG, "%s: invalid argument: input %d ('%s') is NULL",
+                            api, (int)i, g->nodes[g->inputs[i]].name);
+    for (int32_t i = 0; i < g->noutputs; i++)
+        if ((!outputs || !outputs[i]) && ir_type_bytes(&g->nodes[g->outputs[i].node].type) > 0)
+            return ir_error(KILN_ERR_INVALID_ARG,
+                            "%s: invalid argument: output %d ('%s') is NULL", api, (int)i,
+                            g->outputs[i].name);
+    if (!p->comp)
+        return ir_interpret(g, inputs, outputs);
+    const jit_plan *plan = p->comp->plan;
+    /* The program's temporaries are reused run after run (no page faults); a concurrent
+     * run of the same program gets a block of its own. */
+    bool mine = !atomic_flag_test_and_set(&p->temp_busy);
+    void *temp = mine ? p->temp : NULL;
+    if (!temp && plan->temp_bytes) {
+        temp = temp_alloc(plan->temp_bytes);
+        if (!temp) {
+            if (mine)
+                atomic_flag_clear(&p->temp_busy);
+            return ir_error(KILN_ERR_NOMEM, "%s: out of memory: %zu bytes of temporaries", api,
+                            plan->temp_bytes);
+        }
+        if (mine)
+            p->temp = temp;
+    }
+    st = jit_plan_run(plan, inputs, outputs, temp);
+    if (mine)
+        atomic_flag_clear(&p->temp_busy);
+    else
+        free(temp);
+    return st;
 }
 
 void
@@ -114,7 +375,9 @@ kiln_program_free(kiln_program *p)
     if (!p || program_check(p, "kiln_program_free"))
         return;
     p->magic = 0;
+    compiled_release(p->comp);
     kiln_graph_free(p->graph);
+    free(p->temp);
     ir_free(p);
 }
 
@@ -128,4 +391,62 @@ kiln_mode
 kiln_program_mode(const kiln_program *p)
 {
     return program_check(p, "kiln_program_mode") ? (kiln_mode)-1 : p->mode;
+}
+
+kiln_status
+kiln_program_dump(const kiln_program *p, const char *what, FILE *f)
+{
+    const char *api = "kiln_program_dump";
+    kiln_status st = program_check(p, api);
+    if (st)
+        return st;
+    if (!what || !f)
+        return ir_error(KILN_ERR_INVALID_ARG, "%s: invalid argument: %s is NULL", api,
+                        what ? "stream" : "what");
+    const jit_plan *plan = p->comp ? p->comp->plan : NULL;
+    if (strcmp(what, "graph") == 0)
+        return ir_graph_print(p->graph, f);
+    if (strcmp(what, "plan") == 0) {
+        if (!plan) {
+            fprintf(f, "plan: interpreter (mode interp): every node runs in the reference interpreter\n");
+            return KILN_OK;
+        }
+        jit_plan_dump(plan, f);
+        return KILN_OK;
+    }
+    int which = strcmp(what, "llvm") == 0 ? 0 : strcmp(what, "opt") == 0 ? 1
+                : strcmp(what, "asm") == 0 ? 2 : -1;
+    if (which < 0)
+        return ir_error(KILN_ERR_INVALID_ARG,
+                        "%s: invalid argument: '%s' (expected graph, plan, llvm, opt or asm)", api, what);
+    if (!plan)
+        return KILN_OK;
+    for (int i = 0; i < plan->nsteps; i++) {
+        const jit_step *s = &plan->steps[i];
+        if (s->kind != JIT_STEP_KERNEL)
+            continue;
+        const char *text = jit_kernel_dump(s->kernel, which);
+        fprintf(f, "; ---- step %d: %s\n", i, s->explain ? s->explain : "");
+        if (text)
+            fputs(text, f);
+        else
+            fprintf(f, "; (not captured: compile with KILN_DUMP set or kiln dump --%s)\n", what);
+    }
+    return ferror(f) ? ir_error(KILN_ERR_IO, "%s: i/o error", api) : KILN_OK;
+}
+
+void
+kiln_jit_stats(kiln_stats *s)
+{
+    if (!s)
+        return;
+    memset(s, 0, sizeof *s);
+    jit_stats js;
+    jit_stats_get(&js);
+    jit_cache_counters(&s->kernel_compiles, &s->kernel_hits);
+    s->plan_hits = atomic_load(&plan_hits);
+    s->plan_misses = atomic_load(&plan_misses);
+    s->compile_ms = js.compile_ms;
+    s->startup_ms = js.startup_ms;
+    s->threads = jit_pool_threads();
 }

@@ -1,0 +1,532 @@
+/* lower.c — one LLVM function per kernel description (see jit.h for the signature).
+ *
+ *   rows:  the iteration space is walked row by row (the last dim is the row); a row's
+ *          load offsets come from its outer indices and the run-time strides;
+ *   body:  W lanes at a time (W = vector bits / 32: 16 with AVX-512, 8 with AVX2);
+ *   tail:  the same instructions once more under a lane mask (masked loads and stores),
+ *          so the tail computes exactly the function the body does.
+ *
+ * No fast-math flags: + - * / sqrt round exactly as the reference interpreter's
+ * f64-then-round-once does for f32, max/min are llvm.maximum/minimum (NaN-propagating,
+ * -0 < +0), float->int casts are llvm.fptosi.sat (saturating, NaN -> 0), as ops.def says. */
+#include <stdio.h>
+#include <string.h>
+
+#include <llvm-c/Core.h>
+
+#include "llvm.h"
+
+typedef struct L {
+    LLVMContextRef ctx;
+    LLVMModuleRef mod;
+    LLVMBuilderRef b;
+    int W;
+    LLVMTypeRef i1, i8, i32, i64, f32, f64, ptr;
+} L;
+
+/* Transcendental ops come from vmath (vector polynomials); NULL when not available. */
+static LLVMValueRef
+math_op(L *l, ir_op op, LLVMValueRef *a)
+{
+    (void)l, (void)op, (void)a;
+    return NULL;
+}
+
+static LLVMTypeRef
+scalar_type(L *l, kiln_dtype t)
+{
+    switch (t) {
+    case KILN_DTYPE_F32: return l->f32;
+    case KILN_DTYPE_F64: return l->f64;
+    case KILN_DTYPE_I32: return l->i32;
+    case KILN_DTYPE_I64: return l->i64;
+    case KILN_DTYPE_BOOL: return l->i1;
+    default: IR_ASSERT(!"bad dtype");
+    }
+}
+
+static LLVMTypeRef
+mem_type(L *l, kiln_dtype t)
+{
+    return t == KILN_DTYPE_BOOL ? l->i8 : scalar_type(l, t);
+}
+
+static LLVMTypeRef
+vec(L *l, LLVMTypeRef t)
+{
+    return LLVMVectorType(t, (unsigned)l->W);
+}
+
+static LLVMValueRef
+ci64(L *l, int64_t v)
+{
+    return LLVMConstInt(l->i64, (unsigned long long)v, 1);
+}
+
+/* Call an overloaded intrinsic. */
+static LLVMValueRef
+intr(L *l, const char *name, LLVMTypeRef *over, int nover, LLVMValueRef *args, int nargs)
+{
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    IR_ASSERT(id != 0);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(l->mod, id, over, (size_t)nover);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(l->ctx, id, over, (size_t)nover);
+    return LLVMBuildCall2(l->b, fty, fn, args, (unsigned)nargs, "");
+}
+
+static LLVMValueRef
+intr1(L *l, const char *name, LLVMValueRef x)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    return intr(l, name, &t, 1, &x, 1);
+}
+
+static LLVMValueRef
+intr2(L *l, const char *name, LLVMValueRef x, LLVMValueRef y)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    LLVMValueRef a[2] = {x, y};
+    return intr(l, name, &t, 1, a, 2);
+}
+
+static LLVMValueRef
+splat(L *l, LLVMValueRef scalar)
+{
+    LLVMTypeRef vt = vec(l, LLVMTypeOf(scalar));
+    LLVMValueRef v = LLVMBuildInsertElement(l->b, LLVMGetPoison(vt), scalar,
+                                            LLVMConstInt(l->i32, 0, 0), "");
+    LLVMValueRef zero = LLVMConstNull(LLVMVectorType(l->i32, (unsigned)l->W));
+    return LLVMBuildShuffleVector(l->b, v, LLVMGetPoison(vt), zero, "");
+}
+
+static LLVMValueRef
+const_vec(L *l, kiln_dtype t, const ir_scalar *s)
+{
+    LLVMValueRef c;
+    switch (t) {
+    case KILN_DTYPE_F32: {
+        float f;
+        memcpy(&f, s->bytes, 4);
+        uint32_t bits;
+        memcpy(&bits, &f, 4);
+        /* Through the bit pattern, so NaN payloads and -0.0 survive. */
+        c = LLVMConstBitCast(LLVMConstInt(l->i32, bits, 0), l->f32);
+        break;
+    }
+    case KILN_DTYPE_F64: {
+        uint64_t bits;
+        memcpy(&bits, s->bytes, 8);
+        c = LLVMConstBitCast(LLVMConstInt(l->i64, bits, 0), l->f64);
+        break;
+    }
+    default:
+        c = LLVMConstInt(scalar_type(l, t), (unsigned long long)ir_scalar_i64(t, s), 1);
+    }
+    LLVMValueRef lanes[64];
+    for (int i = 0; i < l->W; i++)
+        lanes[i] = c;
+    return LLVMConstVector(lanes, (unsigned)l->W);
+}
+
+static LLVMValueRef
+fconst(L *l, LLVMTypeRef vt, double v)
+{
+    return splat(l, LLVMConstReal(LLVMGetElementType(vt), v));
+}
+
+static LLVMValueRef
+iconst(L *l, LLVMTypeRef vt, int64_t v)
+{
+    return splat(l, LLVMConstInt(LLVMGetElementType(vt), (unsigned long long)v, 1));
+}
+
+/* Integer a/b or a%b with the documented edge rules: x/0 = 0, x%0 = 0,
+ * INT_MIN/-1 = INT_MIN, INT_MIN%-1 = 0 (no undefined behaviour in any lane). */
+static LLVMValueRef
+int_divrem(L *l, LLVMValueRef a, LLVMValueRef b, bool rem)
+{
+    LLVMTypeRef vt = LLVMTypeOf(a);
+    unsigned bits = LLVMGetIntTypeWidth(LLVMGetElementType(vt));
+    LLVMValueRef zero = LLVMConstNull(vt), one = iconst(l, vt, 1), m1 = iconst(l, vt, -1);
+    LLVMValueRef minv = iconst(l, vt, (int64_t)((uint64_t)1 << (bits - 1)));
+    LLVMValueRef bz = LLVMBuildICmp(l->b, LLVMIntEQ, b, zero, "");
+    LLVMValueRef ovf = LLVMBuildAnd(l->b, LLVMBuildICmp(l->b, LLVMIntEQ, a, minv, ""),
+                                    LLVMBuildICmp(l->b, LLVMIntEQ, b, m1, ""), "");
+    LLVMValueRef safe = LLVMBuildSelect(l->b, LLVMBuildOr(l->b, bz, ovf, ""), one, b, "");
+    LLVMValueRef r = rem ? LLVMBuildSRem(l->b, a, safe, "") : LLVMBuildSDiv(l->b, a, safe, "");
+    /* With divisor 1: INT_MIN/1 = INT_MIN and INT_MIN%1 = 0, as documented. */
+    return LLVMBuildSelect(l->b, bz, zero, r, "");
+}
+
+static LLVMValueRef
+cast(L *l, LLVMValueRef x, kiln_dtype from, kiln_dtype to)
+{
+    LLVMTypeRef vt = vec(l, scalar_type(l, to));
+    if (from == to)
+        return x;
+    if (to == KILN_DTYPE_BOOL) {
+        LLVMValueRef zero = LLVMConstNull(LLVMTypeOf(x));
+        return ir_dtype_is_float(from) ? LLVMBuildFCmp(l->b, LLVMRealUNE, x, zero, "")
+                                       : LLVMBuildICmp(l->b, LLVMIntNE, x, zero, "");
+    }
+    if (from == KILN_DTYPE_BOOL)
+        return ir_dtype_is_float(to) ? LLVMBuildUIToFP(l->b, x, vt, "")
+                                     : LLVMBuildZExt(l->b, x, vt, "");
+    if (ir_dtype_is_float(from) && ir_dtype_is_float(to))
+        return to == KILN_DTYPE_F64 ? LLVMBuildFPExt(l->b, x, vt, "")
+                                    : LLVMBuildFPTrunc(l->b, x, vt, "");
+    if (ir_dtype_is_float(from)) {
+        LLVMTypeRef over[2] = {vt, LLVMTypeOf(x)};
+        return intr(l, "llvm.fptosi.sat", over, 2, &x, 1);
+    }
+    if (ir_dtype_is_float(to))
+        return LLVMBuildSIToFP(l->b, x, vt, "");
+    return to == KILN_DTYPE_I64 ? LLVMBuildSExt(l->b, x, vt, "") : LLVMBuildTrunc(l->b, x, vt, "");
+}
+
+static LLVMValueRef
+lower_op(L *l, ir_op op, kiln_dtype t, LLVMValueRef *a)
+{
+    LLVMBuilderRef b = l->b;
+    bool fl = ir_dtype_is_float(t);
+    LLVMTypeRef vt = LLVMTypeOf(a[0]);
+    switch (op) {
+    case IR_OP_NEG: return fl ? LLVMBuildFNeg(b, a[0], "") : LLVMBuildSub(b, LLVMConstNull(vt), a[0], "");
+    case IR_OP_ABS: {
+        if (fl)
+            return intr1(l, "llvm.fabs", a[0]);
+        LLVMTypeRef over = vt;
+        LLVMValueRef args[2] = {a[0], LLVMConstInt(l->i1, 0, 0)};
+        return intr(l, "llvm.abs", &over, 1, args, 2);
+    }
+    case IR_OP_SIGN:
+        if (fl) {
+            LLVMValueRef zero = LLVMConstNull(vt);
+            LLVMValueRef r = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, a[0], zero, ""),
+                                             fconst(l, vt, -1.0), a[0], "");
+            return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, a[0], zero, ""),
+                                   fconst(l, vt, 1.0), r, "");
+        } else {
+            LLVMValueRef zero = LLVMConstNull(vt);
+            LLVMValueRef pos = LLVMBuildZExt(b, LLVMBuildICmp(b, LLVMIntSGT, a[0], zero, ""), vt, "");
+            LLVMValueRef neg = LLVMBuildZExt(b, LLVMBuildICmp(b, LLVMIntSLT, a[0], zero, ""), vt, "");
+            return LLVMBuildSub(b, pos, neg, "");
+        }
+    case IR_OP_SQRT: return intr1(l, "llvm.sqrt", a[0]);
+    case IR_OP_RSQRT:
+        if (t == KILN_DTYPE_F32) {
+            /* In f64 and rounded once, like the reference: sqrt then divide in f32 would
+             * round twice. */
+            LLVMValueRef x = LLVMBuildFPExt(b, a[0], vec(l, l->f64), "");
+            LLVMValueRef r = LLVMBuildFDiv(b, fconst(l, vec(l, l->f64), 1.0), intr1(l, "llvm.sqrt", x), "");
+            return LLVMBuildFPTrunc(b, r, vt, "");
+        }
+        return LLVMBuildFDiv(b, fconst(l, vt, 1.0), intr1(l, "llvm.sqrt", a[0]), "");
+    case IR_OP_RECIP: return LLVMBuildFDiv(b, fconst(l, vt, 1.0), a[0], "");
+    case IR_OP_RELU:
+        return fl ? intr2(l, "llvm.maximum", a[0], LLVMConstNull(vt))
+                  : intr2(l, "llvm.smax", a[0], LLVMConstNull(vt));
+    case IR_OP_FLOOR: return intr1(l, "llvm.floor", a[0]);
+    case IR_OP_CEIL: return intr1(l, "llvm.ceil", a[0]);
+    case IR_OP_ROUND: return intr1(l, "llvm.roundeven", a[0]);
+    case IR_OP_TRUNC: return intr1(l, "llvm.trunc", a[0]);
+    case IR_OP_NOT: return LLVMBuildNot(b, a[0], "");
+    case IR_OP_ISNAN: return LLVMBuildFCmp(b, LLVMRealUNO, a[0], a[0], "");
+    case IR_OP_ISINF:
+        return LLVMBuildFCmp(b, LLVMRealOEQ, intr1(l, "llvm.fabs", a[0]), fconst(l, vt, 1.0 / 0.0), "");
+    case IR_OP_ADD: return fl ? LLVMBuildFAdd(b, a[0], a[1], "") : LLVMBuildAdd(b, a[0], a[1], "");
+    case IR_OP_SUB: return fl ? LLVMBuildFSub(b, a[0], a[1], "") : LLVMBuildSub(b, a[0], a[1], "");
+    case IR_OP_MUL: return fl ? LLVMBuildFMul(b, a[0], a[1], "") : LLVMBuildMul(b, a[0], a[1], "");
+    case IR_OP_DIV: return fl ? LLVMBuildFDiv(b, a[0], a[1], "") : int_divrem(l, a[0], a[1], false);
+    case IR_OP_REM: return fl ? LLVMBuildFRem(b, a[0], a[1], "") : int_divrem(l, a[0], a[1], true);
+    case IR_OP_MAX: return intr2(l, fl ? "llvm.maximum" : "llvm.smax", a[0], a[1]);
+    case IR_OP_MIN: return intr2(l, fl ? "llvm.minimum" : "llvm.smin", a[0], a[1]);
+    case IR_OP_EQ: return fl ? LLVMBuildFCmp(b, LLVMRealOEQ, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntEQ, a[0], a[1], "");
+    case IR_OP_NE: return fl ? LLVMBuildFCmp(b, LLVMRealUNE, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntNE, a[0], a[1], "");
+    case IR_OP_LT: return fl ? LLVMBuildFCmp(b, LLVMRealOLT, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntSLT, a[0], a[1], "");
+    case IR_OP_LE: return fl ? LLVMBuildFCmp(b, LLVMRealOLE, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntSLE, a[0], a[1], "");
+    case IR_OP_GT: return fl ? LLVMBuildFCmp(b, LLVMRealOGT, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntSGT, a[0], a[1], "");
+    case IR_OP_GE: return fl ? LLVMBuildFCmp(b, LLVMRealOGE, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntSGE, a[0], a[1], "");
+    case IR_OP_AND: return LLVMBuildAnd(b, a[0], a[1], "");
+    case IR_OP_OR: return LLVMBuildOr(b, a[0], a[1], "");
+    case IR_OP_XOR: return LLVMBuildXor(b, a[0], a[1], "");
+    case IR_OP_WHERE: return LLVMBuildSelect(b, a[0], a[1], a[2], "");
+    case IR_OP_CLAMP:
+        return fl ? intr2(l, "llvm.minimum", intr2(l, "llvm.maximum", a[0], a[1]), a[2])
+                  : intr2(l, "llvm.smin", intr2(l, "llvm.smax", a[0], a[1]), a[2]);
+    default:
+        return math_op(l, op, a);
+    }
+}
+
+/* ---- the kernel function ------------------------------------------------------------------ */
+
+typedef struct kstate {
+    LLVMValueRef *ptr;    /* per load/store slot: base pointer */
+    LLVMValueRef *off;    /* per load: element offset of the current row */
+    LLVMValueRef *istride; /* per load: inner stride */
+    LLVMValueRef out_base; /* element index of the row start in the stored buffers */
+    LLVMValueRef *val;    /* per instruction */
+} kstate;
+
+static LLVMValueRef
+lane_ids(L *l)
+{
+    LLVMValueRef lanes[64];
+    for (int i = 0; i < l->W; i++)
+        lanes[i] = LLVMConstInt(l->i64, (unsigned long long)i, 0);
+    return LLVMConstVector(lanes, (unsigned)l->W);
+}
+
+/* Emit every instruction and store for lanes starting at column c; mask NULL = all. */
+static void
+emit_body(L *l, const jit_kdesc *d, kstate *s, LLVMValueRef c, LLVMValueRef mask)
+{
+    LLVMBuilderRef b = l->b;
+    for (int32_t i = 0; i < d->ninst; i++) {
+        const jit_kinst *in = &d->inst[i];
+        kiln_dtype t = (kiln_dtype)in->dtype;
+        LLVMTypeRef mt = mem_type(l, t), vmt = vec(l, mt);
+        unsigned align = (unsigned)kiln_dtype_size(t);
+        LLVMValueRef v = NULL;
+        if (in->kind == JIT_SPLAT) {
+            v = const_vec(l, t, &in->value);
+        } else if (in->kind == JIT_LOAD) {
+            int j = in->slot;
+            if (in->cls == JIT_BCAST) {
+                LLVMValueRef p = LLVMBuildGEP2(b, mt, s->ptr[j], &s->off[j], 1, "");
+                LLVMValueRef x = LLVMBuildLoad2(b, mt, p, "");
+                LLVMSetAlignment(x, align);
+                v = splat(l, x);
+            } else if (in->cls == JIT_CONTIG) {
+                LLVMValueRef idx = LLVMBuildAdd(b, s->off[j], c, "");
+                LLVMValueRef p = LLVMBuildGEP2(b, mt, s->ptr[j], &idx, 1, "");
+                if (!mask) {
+                    v = LLVMBuildLoad2(b, vmt, p, "");
+                    LLVMSetAlignment(v, align);
+                } else {
+                    LLVMTypeRef over[2] = {vmt, l->ptr};
+                    LLVMValueRef args[4] = {p, LLVMConstInt(l->i32, align, 0), mask,
+                                            LLVMConstNull(vmt)};
+                    v = intr(l, "llvm.masked.load", over, 2, args, 4);
+                }
+            } else {
+                /* idx = off + (c + lane) * stride */
+                LLVMValueRef cl = LLVMBuildAdd(b, splat(l, c), lane_ids(l), "");
+                LLVMValueRef idx = LLVMBuildAdd(b, splat(l, s->off[j]),
+                                                LLVMBuildMul(b, cl, splat(l, s->istride[j]), ""), "");
+                LLVMValueRef ps = LLVMBuildGEP2(b, mt, s->ptr[j], &idx, 1, "");
+                LLVMValueRef all = mask;
+                if (!all) {
+                    LLVMValueRef lanes[64];
+                    for (int k = 0; k < l->W; k++)
+                        lanes[k] = LLVMConstInt(l->i1, 1, 0);
+                    all = LLVMConstVector(lanes, (unsigned)l->W);
+                }
+                LLVMTypeRef over[2] = {vmt, LLVMTypeOf(ps)};
+                LLVMValueRef args[4] = {ps, LLVMConstInt(l->i32, align, 0), all, LLVMConstNull(vmt)};
+                v = intr(l, "llvm.masked.gather", over, 2, args, 4);
+            }
+            if (t == KILN_DTYPE_BOOL)
+                v = LLVMBuildICmp(b, LLVMIntNE, v, LLVMConstNull(vmt), "");
+        } else {
+            LLVMValueRef a[3] = {NULL, NULL, NULL};
+            int nin = ir_ops[in->op].arity;
+            for (int k = 0; k < nin; k++)
+                a[k] = s->val[in->a[k]];
+            if (in->op == IR_OP_CAST)
+                v = cast(l, a[0], (kiln_dtype)d->inst[in->a[0]].dtype, t);
+            else
+                v = lower_op(l, (ir_op)in->op, (kiln_dtype)d->inst[in->a[0]].dtype, a);
+        }
+        s->val[i] = v;
+    }
+    for (int32_t k = 0; k < d->nstores; k++) {
+        const jit_kinst *in = &d->inst[d->stores[k]];
+        kiln_dtype t = (kiln_dtype)in->dtype;
+        LLVMTypeRef mt = mem_type(l, t), vmt = vec(l, mt);
+        unsigned align = (unsigned)kiln_dtype_size(t);
+        LLVMValueRef v = s->val[d->stores[k]];
+        if (t == KILN_DTYPE_BOOL)
+            v = LLVMBuildZExt(b, v, vmt, "");
+        LLVMValueRef idx = LLVMBuildAdd(b, s->out_base, c, "");
+        LLVMValueRef p = LLVMBuildGEP2(b, mt, s->ptr[d->nloads + k], &idx, 1, "");
+        if (!mask) {
+            LLVMValueRef st = LLVMBuildStore(b, v, p);
+            LLVMSetAlignment(st, align);
+        } else {
+            LLVMTypeRef over[2] = {vmt, l->ptr};
+            LLVMValueRef args[4] = {v, p, LLVMConstInt(l->i32, align, 0), mask};
+            intr(l, "llvm.masked.store", over, 2, args, 4);
+        }
+    }
+}
+
+static void
+build_kernel(L *l, const jit_kdesc *d, const char *name)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMTypeRef params[5] = {l->ptr, l->ptr, l->ptr, l->i64, l->i64};
+    LLVMValueRef fn = LLVMAddFunction(l->mod, name,
+                                      LLVMFunctionType(LLVMVoidTypeInContext(l->ctx), params, 5, 0));
+    LLVMValueRef pptrs = LLVMGetParam(fn, 0), pstrides = LLVMGetParam(fn, 1),
+                 pdims = LLVMGetParam(fn, 2), pbegin = LLVMGetParam(fn, 3), pend = LLVMGetParam(fn, 4);
+    /* Buffers never alias what they are computed from: loads and stores are distinct
+     * allocations (the planner guarantees it), which lets LLVM keep values in registers. */
+    LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(l->ctx, fn, "entry");
+    LLVMBasicBlockRef rowhead = LLVMAppendBasicBlockInContext(l->ctx, fn, "row");
+    LLVMBasicBlockRef vhead = LLVMAppendBasicBlockInContext(l->ctx, fn, "vec.head");
+    LLVMBasicBlockRef vbody = LLVMAppendBasicBlockInContext(l->ctx, fn, "vec.body");
+    LLVMBasicBlockRef tailchk = LLVMAppendBasicBlockInContext(l->ctx, fn, "tail.check");
+    LLVMBasicBlockRef tail = LLVMAppendBasicBlockInContext(l->ctx, fn, "tail");
+    LLVMBasicBlockRef rownext = LLVMAppendBasicBlockInContext(l->ctx, fn, "row.next");
+    LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(l->ctx, fn, "exit");
+
+    int R = d->rank, nslots = d->nloads + d->nstores;
+    kstate s;
+    LLVMValueRef stack[4 * 64];
+    LLVMValueRef *mem = nslots * 3 + d->ninst <= 256 ? stack : ir_calloc((size_t)(nslots * 3 + d->ninst), sizeof(LLVMValueRef));
+    IR_ASSERT(mem != NULL); /* lowering allocations are tiny; see jit_lower_compile */
+    s.ptr = mem;
+    s.off = mem + nslots;
+    s.istride = mem + 2 * nslots;
+    s.val = mem + 3 * nslots;
+
+    LLVMPositionBuilderAtEnd(b, entry);
+    for (int j = 0; j < nslots; j++) {
+        LLVMValueRef idx = ci64(l, j);
+        s.ptr[j] = LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->ptr, pptrs, &idx, 1, ""), "");
+    }
+    LLVMValueRef *dims = ir_calloc((size_t)R, sizeof(LLVMValueRef));
+    IR_ASSERT(dims != NULL);
+    for (int k = 0; k < R; k++) {
+        LLVMValueRef idx = ci64(l, k);
+        dims[k] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pdims, &idx, 1, ""), "");
+    }
+    LLVMValueRef inner = dims[R - 1];
+    for (int j = 0; j < d->nloads; j++) {
+        LLVMValueRef idx = ci64(l, (int64_t)j * R + R - 1);
+        s.istride[j] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pstrides, &idx, 1, ""), "");
+    }
+    LLVMValueRef row0 = LLVMBuildSDiv(b, pbegin, inner, "");
+    LLVMValueRef col0 = LLVMBuildSRem(b, pbegin, inner, "");
+    LLVMBuildBr(b, rowhead);
+
+    /* row: phi row, col, pos */
+    LLVMPositionBuilderAtEnd(b, rowhead);
+    LLVMValueRef row = LLVMBuildPhi(b, l->i64, "row");
+    LLVMValueRef col = LLVMBuildPhi(b, l->i64, "col");
+    LLVMValueRef pos = LLVMBuildPhi(b, l->i64, "pos");
+    LLVMValueRef left = LLVMBuildSub(b, pend, pos, "");
+    LLVMValueRef room = LLVMBuildSub(b, inner, col, "");
+    LLVMValueRef seg = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, left, room, ""), left, room, "seg");
+    LLVMValueRef cend = LLVMBuildAdd(b, col, seg, "cend");
+    /* outer indices of this row -> per-load offsets */
+    for (int j = 0; j < d->nloads; j++)
+        s.off[j] = ci64(l, 0);
+    LLVMValueRef r = row;
+    for (int k = R - 2; k >= 0; k--) {
+        LLVMValueRef ik = LLVMBuildURem(b, r, dims[k], "");
+        r = LLVMBuildUDiv(b, r, dims[k], "");
+        for (int j = 0; j < d->nloads; j++) {
+            LLVMValueRef idx = ci64(l, (int64_t)j * R + k);
+            LLVMValueRef st = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pstrides, &idx, 1, ""), "");
+            s.off[j] = LLVMBuildAdd(b, s.off[j], LLVMBuildMul(b, ik, st, ""), "");
+        }
+    }
+    s.out_base = LLVMBuildMul(b, row, inner, "");
+    LLVMValueRef Wc = ci64(l, l->W);
+    LLVMBuildBr(b, vhead);
+
+    /* vec.head: phi c; full vectors while c + W <= cend */
+    LLVMPositionBuilderAtEnd(b, vhead);
+    LLVMValueRef c = LLVMBuildPhi(b, l->i64, "c");
+    LLVMValueRef cn = LLVMBuildAdd(b, c, Wc, "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, cn, cend, ""), vbody, tailchk);
+    LLVMPositionBuilderAtEnd(b, vbody);
+    emit_body(l, d, &s, c, NULL);
+    LLVMBasicBlockRef vbody_end = LLVMGetInsertBlock(b);
+    LLVMBuildBr(b, vhead);
+    LLVMValueRef cin[2] = {col, cn};
+    LLVMBasicBlockRef cbb[2] = {rowhead, vbody_end};
+    LLVMAddIncoming(c, cin, cbb, 2);
+
+    /* tail: the same instructions under a mask of the remaining lanes */
+    LLVMPositionBuilderAtEnd(b, tailchk);
+    LLVMValueRef rest = LLVMBuildSub(b, cend, c, "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, rest, ci64(l, 0), ""), tail, rownext);
+    LLVMPositionBuilderAtEnd(b, tail);
+    LLVMValueRef mask = LLVMBuildICmp(b, LLVMIntSLT, lane_ids(l), splat(l, rest), "mask");
+    emit_body(l, d, &s, c, mask);
+    LLVMBuildBr(b, rownext);
+
+    LLVMPositionBuilderAtEnd(b, rownext);
+    LLVMValueRef pos2 = LLVMBuildAdd(b, pos, seg, "");
+    LLVMValueRef row2 = LLVMBuildAdd(b, row, ci64(l, 1), "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, pos2, pend, ""), rowhead, exit);
+    LLVMValueRef rin[2] = {row0, row2}, colin[2] = {col0, ci64(l, 0)}, posin[2] = {pbegin, pos2};
+    LLVMBasicBlockRef rbb[2] = {entry, rownext};
+    LLVMAddIncoming(row, rin, rbb, 2);
+    LLVMAddIncoming(col, colin, rbb, 2);
+    LLVMAddIncoming(pos, posin, rbb, 2);
+
+    LLVMPositionBuilderAtEnd(b, exit);
+    LLVMBuildRetVoid(b);
+    ir_free(dims);
+    if (mem != stack)
+        ir_free(mem);
+}
+
+kiln_status
+jit_lower_compile(const jit_kdesc *d, const char *name, jit_kernel_fn *fn, void **code,
+                  char **dumps)
+{
+    jit_unit u;
+    kiln_status st = jit_unit_new(&u, name);
+    if (st)
+        return st;
+    L l = {0};
+    l.ctx = u.ctx;
+    l.mod = u.mod;
+    l.b = LLVMCreateBuilderInContext(u.ctx);
+    l.W = jit_host_info()->vector_bits / 32;
+    l.i1 = LLVMInt1TypeInContext(u.ctx);
+    l.i8 = LLVMInt8TypeInContext(u.ctx);
+    l.i32 = LLVMInt32TypeInContext(u.ctx);
+    l.i64 = LLVMInt64TypeInContext(u.ctx);
+    l.f32 = LLVMFloatTypeInContext(u.ctx);
+    l.f64 = LLVMDoubleTypeInContext(u.ctx);
+    l.ptr = LLVMPointerTypeInContext(u.ctx, 0);
+    build_kernel(&l, d, name);
+    LLVMDisposeBuilder(l.b);
+
+    jit_dumps dm = {0};
+    if (dumps)
+        dm.want_llvm = dm.want_opt = dm.want_asm = true;
+    jit_code *c;
+    void *addr;
+    st = jit_unit_compile(&u, 1, &name, &addr, &c, dumps ? &dm : NULL);
+    if (dumps) {
+        dumps[0] = dm.llvm;
+        dumps[1] = dm.opt;
+        dumps[2] = dm.asm_text;
+    }
+    if (st)
+        return st;
+    memcpy(fn, &addr, sizeof *fn); /* object to function pointer, as dlsym */
+    *code = c;
+    return KILN_OK;
+}
+
+void
+jit_lower_free_code(void *code)
+{
+    jit_code_free(code);
+}
+
+bool
+jit_math_available(ir_op op)
+{
+    (void)op;
+    return false;
+}

@@ -1,0 +1,1127 @@
+/* plan.c — the fusion planner: from a verified graph to steps over buffers.
+ *
+ *   simplify (simplify.c) ──► classify every node:
+ *        BUF    materialised: inputs, constants, reference steps, stored kernel values
+ *        FULL   a splat constant, folded into the kernels that read it
+ *        ELEM   an elementwise op the JIT compiles
+ *        VIEW   expand / permute / slice / reshape of a buffer: index arithmetic
+ *               (base, offset, strides) folded into the loads that read it
+ *   ──► clusters: an ELEM joins the cluster of an ELEM operand of the same shape unless
+ *       that could create a cycle between steps; in eager mode every op is alone
+ *   ──► a value is stored only when something outside its cluster reads it or it is an
+ *       output; views and fulls are materialised only for outputs and reference steps
+ *   ──► steps in dependency order, temporaries packed by lifetime, kernels compiled
+ *       (or found in the cache) from their size-free descriptions.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jit.h"
+
+enum { C_BUF, C_FULL, C_ELEM, C_VIEW };
+
+typedef struct view {
+    int32_t base;     /* materialised node */
+    int64_t offset;   /* elements */
+    int64_t strides[IR_MAX_RANK]; /* over the node's own shape */
+} view;
+
+typedef struct nodeinfo {
+    int cls;
+    int32_t cluster;  /* ELEM (and materialised VIEW/FULL): its cluster; else -1 */
+    int32_t lastdep;  /* highest cluster id this value depends on, -1 none */
+    bool stored;      /* written to memory by its cluster */
+    int32_t step;     /* step that produces the buffer (BUF from REF, stored values) */
+    view v;           /* VIEW, and BUF (identity) */
+    jit_loc loc;      /* where a materialised value lives */
+    bool has_loc;
+    int32_t last_use; /* last step index reading the buffer */
+    char why[160];    /* why it is stored / a boundary */
+} nodeinfo;
+
+typedef struct cluster {
+    int32_t *members; /* ELEM nodes in order (a copy cluster has none) */
+    int32_t nmembers, capmembers;
+    int32_t root_copy; /* for a copy cluster: the VIEW/FULL node it materialises; else -1 */
+    ir_shape shape;
+} cluster;
+
+typedef struct planner {
+    const kiln_graph *g;
+    kiln_mode mode;
+    nodeinfo *ni;
+    cluster *cl;
+    int32_t ncl, capcl;
+    int32_t *users_n;  /* number of users per node */
+    int32_t **users;
+    int32_t *out_of;   /* first output index naming each node, -1 */
+} planner;
+
+static bool
+is_view_op(ir_op op)
+{
+    return op == IR_OP_EXPAND || op == IR_OP_PERMUTE || op == IR_OP_SLICE || op == IR_OP_RESHAPE;
+}
+
+bool
+jit_op_is_lowerable(const kiln_graph *g, const ir_node *nd)
+{
+    (void)g;
+    if (!ir_op_is_elementwise(nd->op))
+        return false;
+    switch (nd->op) {
+    case IR_OP_EXP: case IR_OP_EXP2: case IR_OP_EXPM1: case IR_OP_LOG: case IR_OP_LOG2:
+    case IR_OP_LOG1P: case IR_OP_SIN: case IR_OP_COS: case IR_OP_TAN: case IR_OP_TANH:
+    case IR_OP_SIGMOID: case IR_OP_ERF: case IR_OP_GELU: case IR_OP_GELU_ERF: case IR_OP_SILU:
+    case IR_OP_ATAN2:
+        return jit_math_available(nd->op);
+    case IR_OP_POW:
+        return ir_dtype_is_float(nd->type.dtype) && jit_math_available(nd->op);
+    default:
+        return true;
+    }
+}
+
+static void
+contiguous_strides(const ir_shape *s, int64_t *st)
+{
+    int64_t k = 1;
+    for (int i = s->rank - 1; i >= 0; i--) {
+        st[i] = k;
+        k *= s->dims[i];
+    }
+}
+
+static bool
+view_is_contiguous(const view *v, const ir_shape *s)
+{
+    int64_t st[IR_MAX_RANK];
+    contiguous_strides(s, st);
+    for (int i = 0; i < s->rank; i++)
+        if (s->dims[i] != 1 && st[i] != v->strides[i])
+            return false;
+    return true;
+}
+
+/* The view of VIEW node n over its operand's view (operand already classified). */
+static bool
+make_view(planner *p, int32_t n)
+{
+    const ir_node *nd = &p->g->nodes[n];
+    const ir_node *x = &p->g->nodes[nd->in[0]];
+    const view *src = &p->ni[nd->in[0]].v;
+    view *v = &p->ni[n].v;
+    const ir_shape *xs = &x->type.shape, *ys = &nd->type.shape;
+    v->base = src->base;
+    v->offset = src->offset;
+    memset(v->strides, 0, sizeof v->strides);
+    switch (nd->op) {
+    case IR_OP_RESHAPE:
+        if (!view_is_contiguous(src, xs))
+            return false;
+        contiguous_strides(ys, v->strides);
+        return true;
+    case IR_OP_EXPAND:
+        for (int i = 0; i < ys->rank; i++) {
+            int j = xs->rank - ys->rank + i;
+            v->strides[i] = j >= 0 && xs->dims[j] == ys->dims[i] ? src->strides[j] : 0;
+        }
+        return true;
+    case IR_OP_PERMUTE:
+        for (int i = 0; i < ys->rank; i++)
+            v->strides[i] = src->strides[nd->at.perm[i]];
+        return true;
+    case IR_OP_SLICE:
+        for (int i = 0; i < ys->rank; i++) {
+            int64_t first, count;
+            ir_slice_axis(xs->dims[i], nd->at.begin[i], nd->at.stop[i], nd->at.step[i], &first,
+                          &count);
+            if (count > 0)
+                v->offset += first * src->strides[i];
+            v->strides[i] = src->strides[i] * nd->at.step[i];
+        }
+        return true;
+    default:
+        return false;
+    }
+}
+
+static int32_t
+new_cluster(planner *p, const ir_shape *shape, int32_t root_copy)
+{
+    if (p->ncl == p->capcl) {
+        int32_t n = p->capcl ? 2 * p->capcl : 16;
+        cluster *c = ir_realloc(p->cl, sizeof *c * (size_t)n);
+        if (!c)
+            return -1;
+        p->cl = c;
+        p->capcl = n;
+    }
+    cluster *c = &p->cl[p->ncl];
+    memset(c, 0, sizeof *c);
+    c->shape = *shape;
+    c->root_copy = root_copy;
+    return p->ncl++;
+}
+
+static bool
+cluster_add(planner *p, int32_t c, int32_t n)
+{
+    cluster *cl = &p->cl[c];
+    if (cl->nmembers == cl->capmembers) {
+        int32_t m = cl->capmembers ? 2 * cl->capmembers : 8;
+        int32_t *a = ir_realloc(cl->members, sizeof(int32_t) * (size_t)m);
+        if (!a)
+            return false;
+        cl->members = a;
+        cl->capmembers = m;
+    }
+    cl->members[cl->nmembers++] = n;
+    p->ni[n].cluster = c;
+    return true;
+}
+
+/* Materialise VIEW or FULL node n with a copy kernel of its own (once). */
+static kiln_status
+materialise(planner *p, int32_t n, const char *why)
+{
+    nodeinfo *ni = &p->ni[n];
+    if (ni->stored || ni->cls == C_BUF)
+        return KILN_OK;
+    int32_t c = new_cluster(p, &p->g->nodes[n].type.shape, n);
+    if (c < 0)
+        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+    ni->stored = true;
+    ni->cluster = c;
+    int32_t dep = ni->lastdep > c ? ni->lastdep : c;
+    ni->lastdep = dep;
+    snprintf(ni->why, sizeof ni->why, "%s", why);
+    return KILN_OK;
+}
+
+/* ---- classification and clustering --------------------------------------------------- */
+
+static kiln_status
+classify(planner *p)
+{
+    const kiln_graph *g = p->g;
+    bool eager = p->mode == KILN_MODE_EAGER;
+    for (int32_t n = 0; n < g->nnodes; n++) {
+        const ir_node *nd = &g->nodes[n];
+        nodeinfo *ni = &p->ni[n];
+        ni->cluster = -1;
+        ni->lastdep = -1;
+        ni->step = -1;
+        ni->last_use = -1;
+        for (int k = 0; k < nd->nin; k++)
+            if (p->ni[nd->in[k]].lastdep > ni->lastdep)
+                ni->lastdep = p->ni[nd->in[k]].lastdep;
+        if (nd->op == IR_OP_FULL) {
+            ni->cls = C_FULL;
+            continue;
+        }
+        if (nd->op == IR_OP_INPUT || nd->op == IR_OP_CONSTANT) {
+            ni->cls = C_BUF;
+            ni->v.base = n;
+            contiguous_strides(&nd->type.shape, ni->v.strides);
+            continue;
+        }
+        if (is_view_op(nd->op)) {
+            int32_t x = nd->in[0];
+            int xc = p->ni[x].cls;
+            if (xc == C_ELEM) {
+                p->ni[x].stored = true;
+                snprintf(p->ni[x].why, sizeof p->ni[x].why, "read through %s %%%d (a view needs a buffer)",
+                         ir_ops[nd->op].name, (int)n);
+            }
+            if (xc == C_FULL) {
+                kiln_status st = materialise(p, x, "a view of it is taken");
+                if (st)
+                    return st;
+                xc = C_BUF;
+            }
+            if (xc == C_ELEM || p->ni[x].stored) {
+                p->ni[x].v.base = x;
+                p->ni[x].v.offset = 0;
+                contiguous_strides(&g->nodes[x].type.shape, p->ni[x].v.strides);
+            }
+            ni->cls = C_VIEW;
+            if (!make_view(p, n)) {
+                /* reshape of a non-contiguous view: copy the operand first */
+                kiln_status st = materialise(p, x, "reshaped while not contiguous");
+                if (st)
+                    return st;
+                p->ni[x].v.base = x;
+                p->ni[x].v.offset = 0;
+                contiguous_strides(&g->nodes[x].type.shape, p->ni[x].v.strides);
+                IR_ASSERT(make_view(p, n));
+            }
+            if (eager) {
+                kiln_status st = materialise(p, n, "eager mode: one kernel per op");
+                if (st)
+                    return st;
+            }
+            continue;
+        }
+        if (!jit_op_is_lowerable(g, nd)) {
+            ni->cls = C_BUF; /* a reference step */
+            ni->v.base = n;
+            contiguous_strides(&nd->type.shape, ni->v.strides);
+            for (int k = 0; k < nd->nin; k++) {
+                int32_t x = nd->in[k];
+                char why[160];
+                snprintf(why, sizeof why, "read by %s %%%d (reference step)", ir_ops[nd->op].name,
+                         (int)n);
+                if (p->ni[x].cls == C_ELEM && !p->ni[x].stored) {
+                    p->ni[x].stored = true;
+                    snprintf(p->ni[x].why, sizeof p->ni[x].why, "%s", why);
+                } else if (p->ni[x].cls == C_VIEW || p->ni[x].cls == C_FULL) {
+                    kiln_status st = materialise(p, x, why);
+                    if (st)
+                        return st;
+                }
+            }
+            /* the reference step runs after everything it reads */
+            continue;
+        }
+        /* ELEM: join an operand's cluster when safe */
+        ni->cls = C_ELEM;
+        int32_t join = -1;
+        if (!eager) {
+            for (int k = 0; k < nd->nin && join < 0; k++) {
+                int32_t u = nd->in[k];
+                if (p->ni[u].cls != C_ELEM || p->ni[u].cluster < 0 ||
+                    p->cl[p->ni[u].cluster].root_copy >= 0 ||
+                    !ir_shape_equal(&g->nodes[u].type.shape, &nd->type.shape))
+                    continue;
+                int32_t c = p->ni[u].cluster;
+                bool safe = true;
+                for (int m = 0; m < nd->nin && safe; m++) {
+                    int32_t w = nd->in[m];
+                    if (p->ni[w].cls == C_ELEM && p->ni[w].cluster == c)
+                        continue;
+                    /* w must not depend on cluster c (else c -> w -> c would be a cycle) */
+                    if (p->ni[w].lastdep >= c)
+                        safe = false;
+                }
+                if (safe)
+                    join = c;
+            }
+        }
+        if (join < 0) {
+            join = new_cluster(p, &nd->type.shape, -1);
+            if (join < 0)
+                return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+        }
+        if (!cluster_add(p, join, n))
+            return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+        if (join > ni->lastdep)
+            ni->lastdep = join;
+        /* operands in other clusters are stored by them */
+        for (int k = 0; k < nd->nin; k++) {
+            int32_t u = nd->in[k];
+            if (p->ni[u].cls == C_ELEM && p->ni[u].cluster != join && !p->ni[u].stored) {
+                p->ni[u].stored = true;
+                snprintf(p->ni[u].why, sizeof p->ni[u].why, "%s %%%d is in another kernel (%s)",
+                         ir_ops[nd->op].name, (int)n,
+                         eager ? "eager mode: one kernel per op"
+                               : !ir_shape_equal(&g->nodes[u].type.shape, &nd->type.shape)
+                                     ? "different shape"
+                                     : "fusing would create a cycle");
+            }
+        }
+    }
+    /* outputs are stored */
+    for (int32_t i = 0; i < g->noutputs; i++) {
+        int32_t n = g->outputs[i].node;
+        nodeinfo *ni = &p->ni[n];
+        if (ni->cls == C_ELEM && !ni->stored) {
+            ni->stored = true;
+            snprintf(ni->why, sizeof ni->why, "graph output '%s'", g->outputs[i].name);
+        } else if (ni->cls == C_VIEW || ni->cls == C_FULL) {
+            char why[160];
+            snprintf(why, sizeof why, "graph output '%s'", g->outputs[i].name);
+            kiln_status st = materialise(p, n, why);
+            if (st)
+                return st;
+        }
+    }
+    return KILN_OK;
+}
+
+/* ---- steps ---------------------------------------------------------------------------- */
+
+/* The node whose buffer a load of n (from cluster c) reads, and its view. */
+static const view *
+load_source(planner *p, int32_t n, int32_t c, view *tmp)
+{
+    nodeinfo *ni = &p->ni[n];
+    bool own = ni->cls == C_ELEM || (ni->cls == C_VIEW && ni->stored &&
+                                     p->mode == KILN_MODE_EAGER && ni->cluster != c);
+    if (own || ni->cls == C_BUF) {
+        tmp->base = n;
+        tmp->offset = 0;
+        contiguous_strides(&p->g->nodes[n].type.shape, tmp->strides);
+        return tmp;
+    }
+    return &ni->v; /* a view over its base */
+}
+
+/* The step that produces node n's buffer (-1: an input or a constant). */
+static int32_t
+producer(planner *p, int32_t n, int32_t *cluster_step, int32_t *ref_step)
+{
+    nodeinfo *ni = &p->ni[n];
+    if (ni->cls == C_BUF)
+        return p->g->nodes[n].op == IR_OP_INPUT || p->g->nodes[n].op == IR_OP_CONSTANT ? -1 : ref_step[n];
+    return cluster_step[ni->cluster];
+}
+
+typedef struct ivec {
+    int32_t *v;
+    int32_t n, cap;
+} ivec;
+
+static bool
+ivec_push(ivec *a, int32_t x)
+{
+    if (a->n == a->cap) {
+        int32_t m = a->cap ? 2 * a->cap : 16;
+        int32_t *v = ir_realloc(a->v, sizeof(int32_t) * (size_t)m);
+        if (!v)
+            return false;
+        a->v = v;
+        a->cap = m;
+    }
+    a->v[a->n++] = x;
+    return true;
+}
+
+/* Buffers (node ids) read by a step: a cluster (c >= 0) or the reference step of node r. */
+static bool
+step_reads(planner *p, int32_t c, int32_t r, ivec *out)
+{
+    const kiln_graph *g = p->g;
+    view tmp;
+    out->n = 0;
+    if (r >= 0) {
+        const ir_node *nd = &g->nodes[r];
+        for (int k = 0; k < nd->nin; k++) {
+            int32_t x = nd->in[k];
+            if (!ivec_push(out, p->ni[x].cls == C_VIEW && !p->ni[x].stored ? p->ni[x].v.base : x))
+                return false;
+        }
+        return true;
+    }
+    cluster *cl = &p->cl[c];
+    if (cl->root_copy >= 0) {
+        int32_t x = cl->root_copy;
+        if (p->ni[x].cls == C_VIEW)
+            return ivec_push(out, p->ni[x].v.base);
+        return true; /* a full: nothing read */
+    }
+    for (int32_t i = 0; i < cl->nmembers; i++) {
+        const ir_node *nd = &g->nodes[cl->members[i]];
+        for (int k = 0; k < nd->nin; k++) {
+            int32_t x = nd->in[k];
+            if ((p->ni[x].cls == C_ELEM && p->ni[x].cluster == c) || p->ni[x].cls == C_FULL)
+                continue;
+            if (!ivec_push(out, load_source(p, x, c, &tmp)->base))
+                return false;
+        }
+    }
+    return true;
+}
+
+/* ---- kernel descriptions ---------------------------------------------------------------- */
+
+typedef struct kbuild {
+    planner *p;
+    int32_t c;
+    int R;
+    int64_t dims[IR_MAX_RANK];
+    jit_kinst *inst;
+    int32_t ninst, capinst;
+    int32_t *memo; /* node -> inst + 1 (0: none) */
+    ivec touched;
+    /* loads */
+    ivec load_node; /* base node per slot */
+    int64_t *load_off;
+    int64_t *load_strides; /* slot * R */
+    int32_t capload;
+} kbuild;
+
+static int32_t
+kb_push(kbuild *k, const jit_kinst *in)
+{
+    if (k->ninst >= JIT_MAX_INST) {
+        ir_error(KILN_ERR_UNSUPPORTED, "kiln_jit: unsupported: kernel with more than %d instructions",
+                 JIT_MAX_INST);
+        return -1;
+    }
+    if (k->ninst == k->capinst) {
+        int32_t m = k->capinst ? 2 * k->capinst : 32;
+        jit_kinst *a = ir_realloc(k->inst, sizeof *a * (size_t)m);
+        if (!a) {
+            ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+            return -1;
+        }
+        k->inst = a;
+        k->capinst = m;
+    }
+    k->inst[k->ninst] = *in;
+    return k->ninst++;
+}
+
+/* A load of node n into the iteration space. */
+static int32_t
+kb_load(kbuild *k, int32_t n)
+{
+    planner *p = k->p;
+    const ir_node *nd = &p->g->nodes[n];
+    view tmp;
+    const view *v = load_source(p, n, k->c, &tmp);
+    int64_t st[IR_MAX_RANK];
+    const ir_shape *s = &nd->type.shape;
+    for (int d = 0; d < k->R; d++) {
+        int j = s->rank - k->R + d;
+        st[d] = j >= 0 && s->dims[j] != 1 && k->dims[d] != 1 ? v->strides[j] : 0;
+    }
+    int32_t slot = k->load_node.n;
+    if (slot == k->capload) {
+        int32_t m = k->capload ? 2 * k->capload : 8;
+        int64_t *o = ir_realloc(k->load_off, sizeof(int64_t) * (size_t)m);
+        if (o)
+            k->load_off = o;
+        int64_t *ss = o ? ir_realloc(k->load_strides, sizeof(int64_t) * (size_t)m * (size_t)k->R) : NULL;
+        if (!o || !ss) {
+            ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+            return -1;
+        }
+        k->load_strides = ss;
+        k->capload = m;
+    }
+    if (!ivec_push(&k->load_node, v->base)) {
+        ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        return -1;
+    }
+    k->load_off[slot] = v->offset;
+    memcpy(k->load_strides + (size_t)slot * (size_t)k->R, st, sizeof(int64_t) * (size_t)k->R);
+    jit_kinst in = {0};
+    in.kind = JIT_LOAD;
+    in.dtype = (uint8_t)nd->type.dtype;
+    in.slot = slot;
+    int64_t inner = st[k->R - 1];
+    in.cls = inner == 1 ? JIT_CONTIG : inner == 0 ? JIT_BCAST : JIT_STRIDED;
+    return kb_push(k, &in);
+}
+
+static int32_t
+kb_value(kbuild *k, int32_t n)
+{
+    planner *p = k->p;
+    if (k->memo[n])
+        return k->memo[n] - 1;
+    const ir_node *nd = &p->g->nodes[n];
+    nodeinfo *ni = &p->ni[n];
+    int32_t r;
+    if (ni->cls == C_FULL) {
+        jit_kinst in = {0};
+        in.kind = JIT_SPLAT;
+        in.dtype = (uint8_t)nd->type.dtype;
+        in.value = nd->at.value;
+        r = kb_push(k, &in);
+    } else if (ni->cls == C_ELEM && ni->cluster == k->c && p->cl[k->c].root_copy < 0) {
+        jit_kinst in = {0};
+        in.kind = JIT_OP;
+        in.op = (uint8_t)nd->op;
+        in.dtype = (uint8_t)nd->type.dtype;
+        for (int i = 0; i < nd->nin; i++) {
+            int32_t a = kb_value(k, nd->in[i]);
+            if (a < 0)
+                return -1;
+            in.a[i] = a;
+        }
+        r = kb_push(k, &in);
+    } else {
+        r = kb_load(k, n);
+    }
+    if (r < 0)
+        return -1;
+    k->memo[n] = r + 1;
+    if (!ivec_push(&k->touched, n)) {
+        ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        return -1;
+    }
+    return r;
+}
+
+/* ---- the plan ------------------------------------------------------------------------------ */
+
+static void
+explain_cluster(planner *p, int32_t c, FILE *f)
+{
+    cluster *cl = &p->cl[c];
+    const kiln_graph *g = p->g;
+    char tb[IR_TYPE_STR_MAX];
+    if (cl->root_copy >= 0) {
+        int32_t n = cl->root_copy;
+        fprintf(f, "kernel: materialise %s %%%d %s (%s)", ir_ops[g->nodes[n].op].name, (int)n,
+                ir_type_str(&g->nodes[n].type, tb, sizeof tb), p->ni[n].why);
+        return;
+    }
+    fprintf(f, "kernel over %s:", ir_shape_str(&cl->shape, tb, sizeof tb));
+    for (int32_t i = 0; i < cl->nmembers; i++)
+        fprintf(f, " %%%d %s", (int)cl->members[i], ir_ops[g->nodes[cl->members[i]].op].name);
+    for (int32_t i = 0; i < cl->nmembers; i++) {
+        int32_t n = cl->members[i];
+        if (p->ni[n].stored)
+            fprintf(f, "\n      stores %%%d: %s", (int)n, p->ni[n].why);
+    }
+}
+
+/* Pack temporaries: buffer b lives from step def[b] to step last[b] inclusive. */
+typedef struct tbuf {
+    int32_t node, def, last;
+    size_t size, offset;
+} tbuf;
+
+static size_t
+pack(tbuf *b, int32_t n)
+{
+    size_t top = 0;
+    for (int32_t i = 0; i < n; i++) {
+        size_t off = 0;
+        for (bool moved = true; moved;) {
+            moved = false;
+            for (int32_t j = 0; j < i; j++) {
+                bool overlap_t = !(b[j].last < b[i].def || b[i].last < b[j].def);
+                bool overlap_m = off < b[j].offset + b[j].size && b[j].offset < off + b[i].size;
+                if (overlap_t && overlap_m) {
+                    off = (b[j].offset + b[j].size + 63) & ~(size_t)63;
+                    moved = true;
+                }
+            }
+        }
+        b[i].offset = off;
+        if (off + b[i].size > top)
+            top = off + b[i].size;
+    }
+    return top;
+}
+
+static void
+step_free(jit_step *s)
+{
+    free(s->explain);
+    ir_free(s->desc.inst);
+    ir_free(s->desc.stores);
+    jit_kernel_release(s->kernel);
+    ir_free(s->slot);
+    ir_free(s->slot_off);
+    ir_free(s->strides);
+    kiln_graph_free(s->sub);
+    ir_free(s->in);
+}
+
+void
+jit_plan_free(jit_plan *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; i < p->nsteps; i++)
+        step_free(&p->steps[i]);
+    ir_free(p->steps);
+    kiln_graph_free(p->g);
+    free(p->simplify_log);
+    ir_free(p);
+}
+
+static kiln_status
+build_kernel_step(planner *p, int32_t c, jit_step *s, bool want_dumps, int *nkernels, int *nhits)
+{
+    cluster *cl = &p->cl[c];
+    kbuild k = {0};
+    kiln_status st = KILN_OK;
+    k.p = p;
+    k.c = c;
+    k.R = cl->shape.rank > 0 ? cl->shape.rank : 1;
+    for (int d = 0; d < k.R; d++)
+        k.dims[d] = cl->shape.rank > 0 ? cl->shape.dims[d] : 1;
+    k.memo = ir_calloc((size_t)p->g->nnodes, sizeof(int32_t));
+    ivec stores = {0};
+    if (!k.memo) {
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        goto done;
+    }
+    if (cl->root_copy >= 0) {
+        int32_t r = kb_value(&k, cl->root_copy);
+        if (r < 0 || !ivec_push(&stores, cl->root_copy)) {
+            st = kiln_errcode() ? kiln_errcode() : KILN_ERR_NOMEM;
+            goto done;
+        }
+    } else {
+        for (int32_t i = 0; i < cl->nmembers; i++) {
+            int32_t n = cl->members[i];
+            if (kb_value(&k, n) < 0) {
+                st = kiln_errcode();
+                goto done;
+            }
+            if (p->ni[n].stored && !ivec_push(&stores, n)) {
+                st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+                goto done;
+            }
+        }
+    }
+    s->kind = JIT_STEP_KERNEL;
+    s->desc.rank = k.R;
+    s->desc.ninst = k.ninst;
+    s->desc.nloads = k.load_node.n;
+    s->desc.nstores = stores.n;
+    s->desc.inst = k.inst;
+    k.inst = NULL;
+    s->desc.stores = ir_malloc(sizeof(int32_t) * (size_t)(stores.n ? stores.n : 1));
+    s->nslots = k.load_node.n + stores.n;
+    s->slot = ir_calloc((size_t)s->nslots, sizeof(jit_loc));
+    s->slot_off = ir_calloc((size_t)s->nslots, sizeof(int64_t));
+    s->strides = ir_malloc(sizeof(int64_t) * (size_t)(k.load_node.n ? k.load_node.n : 1) * (size_t)k.R);
+    if (!s->desc.stores || !s->slot || !s->slot_off || !s->strides) {
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        goto done;
+    }
+    s->total = 1;
+    for (int d = 0; d < k.R; d++) {
+        s->dims[d] = k.dims[d];
+        s->total *= k.dims[d];
+    }
+    s->bytes_per_elem = 0;
+    for (int32_t j = 0; j < k.load_node.n; j++) {
+        int32_t b = k.load_node.v[j];
+        s->slot[j] = p->ni[b].loc;
+        s->slot_off[j] = k.load_off[j];
+        memcpy(s->strides + (size_t)j * (size_t)k.R, k.load_strides + (size_t)j * (size_t)k.R,
+               sizeof(int64_t) * (size_t)k.R);
+    }
+    for (int32_t i = 0; i < k.ninst && s->desc.inst; i++) {
+        const jit_kinst *in = &s->desc.inst[i];
+        if (in->kind == JIT_LOAD && in->cls != JIT_BCAST)
+            s->bytes_per_elem += kiln_dtype_size((kiln_dtype)in->dtype);
+    }
+    for (int32_t i = 0; i < stores.n; i++) {
+        int32_t n = stores.v[i];
+        s->desc.stores[i] = k.memo[n] - 1;
+        s->slot[k.load_node.n + i] = p->ni[n].loc;
+        s->bytes_per_elem += kiln_dtype_size(p->g->nodes[n].type.dtype);
+    }
+    bool hit;
+    st = jit_kernel_get(&s->desc, want_dumps, &s->kernel, &hit);
+    if (!st) {
+        (*nkernels)++;
+        *nhits += hit;
+    }
+done:
+    ir_free(k.inst);
+    ir_free(k.memo);
+    ir_free(k.touched.v);
+    ir_free(k.load_node.v);
+    ir_free(k.load_off);
+    ir_free(k.load_strides);
+    ir_free(stores.v);
+    return st;
+}
+
+static kiln_status
+build_ref_step(planner *p, int32_t r, jit_step *s)
+{
+    const ir_node *nd = &p->g->nodes[r];
+    s->kind = JIT_STEP_REF;
+    s->sub = ir_graph_new(ir_ops[nd->op].name);
+    s->nin = nd->nin;
+    s->in = ir_calloc((size_t)(nd->nin ? nd->nin : 1), sizeof(jit_loc));
+    int32_t *ids = ir_calloc((size_t)(nd->nin ? nd->nin : 1), sizeof(int32_t));
+    kiln_status st = KILN_OK;
+    if (!s->sub || !s->in || !ids) {
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        goto done;
+    }
+    for (int k = 0; k < nd->nin; k++) {
+        char name[32];
+        int32_t x = nd->in[k];
+        snprintf(name, sizeof name, "x%d", k);
+        if ((ids[k] = ir_graph_add_input(s->sub, name, &p->g->nodes[x].type)) < 0) {
+            st = kiln_errcode();
+            goto done;
+        }
+        /* operands of reference steps are materialised and contiguous */
+        int32_t b = p->ni[x].cls == C_VIEW && !p->ni[x].stored ? p->ni[x].v.base : x;
+        s->in[k] = p->ni[b].loc;
+    }
+    int32_t id = ir_graph_add_node(s->sub, "kiln_jit", nd->op, nd->nin, ids, &nd->at, &nd->type, NULL);
+    if (id < 0 || (st = ir_graph_add_output(s->sub, "out", id))) {
+        st = kiln_errcode();
+        goto done;
+    }
+    s->out = p->ni[r].loc;
+done:
+    ir_free(ids);
+    return st;
+}
+
+kiln_status
+jit_plan_build(const kiln_graph *g0, kiln_mode mode, bool want_dumps, jit_plan **out)
+{
+    kiln_status st;
+    planner pl = {0};
+    planner *p = &pl;
+    jit_plan *plan = ir_calloc(1, sizeof *plan);
+    int32_t *step_of_cluster = NULL, *step_of_ref = NULL, *order = NULL, *indeg = NULL;
+    int32_t *key = NULL;
+    ivec *deps = NULL, reads = {0};
+    tbuf *tb = NULL;
+    int32_t nsteps = 0;
+    *out = NULL;
+    if (!plan)
+        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+    if ((st = jit_simplify(g0, &plan->g, &plan->simplify_log)))
+        goto fail;
+    const kiln_graph *g = plan->g;
+    p->g = g;
+    p->mode = mode;
+    p->ni = ir_calloc((size_t)g->nnodes, sizeof *p->ni);
+    if (!p->ni) {
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        goto fail;
+    }
+    if ((st = classify(p)))
+        goto fail;
+
+    /* steps: clusters, then reference nodes */
+    step_of_cluster = ir_calloc((size_t)p->ncl + 1, sizeof(int32_t));
+    step_of_ref = ir_calloc((size_t)g->nnodes, sizeof(int32_t));
+    int32_t nref = 0;
+    for (int32_t n = 0; n < g->nnodes; n++) {
+        step_of_ref[n] = -1;
+        if (p->ni[n].cls == C_BUF && g->nodes[n].op != IR_OP_INPUT && g->nodes[n].op != IR_OP_CONSTANT)
+            step_of_ref[n] = p->ncl + nref++;
+    }
+    nsteps = p->ncl + nref;
+    order = ir_calloc((size_t)nsteps + 1, sizeof(int32_t));
+    indeg = ir_calloc((size_t)nsteps + 1, sizeof(int32_t));
+    key = ir_calloc((size_t)nsteps + 1, sizeof(int32_t));
+    deps = ir_calloc((size_t)nsteps + 1, sizeof(ivec)); /* deps[s] = steps that wait for s */
+    int32_t *refnode = ir_calloc((size_t)nsteps + 1, sizeof(int32_t));
+    if (!step_of_cluster || !order || !indeg || !key || !deps || !refnode) {
+        ir_free(refnode);
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        goto fail;
+    }
+    for (int32_t c = 0; c < p->ncl; c++) {
+        step_of_cluster[c] = c;
+        key[c] = p->cl[c].root_copy >= 0 ? p->cl[c].root_copy : p->cl[c].members[0];
+        refnode[c] = -1;
+    }
+    for (int32_t n = 0; n < g->nnodes; n++)
+        if (step_of_ref[n] >= 0) {
+            key[step_of_ref[n]] = n;
+            refnode[step_of_ref[n]] = n;
+        }
+    for (int32_t s = 0; s < nsteps; s++) {
+        bool ok = refnode[s] >= 0 ? step_reads(p, -1, refnode[s], &reads) : step_reads(p, s, -1, &reads);
+        if (!ok) {
+            ir_free(refnode);
+            st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+            goto fail;
+        }
+        for (int32_t i = 0; i < reads.n; i++) {
+            int32_t src = producer(p, reads.v[i], step_of_cluster, step_of_ref);
+            if (src >= 0 && src != s) {
+                if (!ivec_push(&deps[src], s)) {
+                    ir_free(refnode);
+                    st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+                    goto fail;
+                }
+                indeg[s]++;
+            }
+        }
+    }
+    /* Kahn's algorithm, smallest first node first, so the order follows the graph. */
+    for (int32_t i = 0; i < nsteps; i++) {
+        int32_t best = -1;
+        for (int32_t s = 0; s < nsteps; s++)
+            if (indeg[s] == 0 && (best < 0 || key[s] < key[best]))
+                best = s;
+        if (best < 0) {
+            ir_free(refnode);
+            st = ir_error(KILN_ERR_INTERNAL, "kiln_jit: internal error: fusion plan has a cycle");
+            goto fail;
+        }
+        indeg[best] = -1;
+        order[i] = best;
+        for (int32_t k = 0; k < deps[best].n; k++)
+            indeg[deps[best].v[k]]--;
+    }
+
+    /* buffers: outputs write straight into the caller's memory */
+    int32_t *pos = indeg; /* reuse: step -> position */
+    for (int32_t i = 0; i < nsteps; i++)
+        pos[order[i]] = i;
+    for (int32_t n = 0; n < g->nnodes; n++) {
+        nodeinfo *ni = &p->ni[n];
+        const ir_node *nd = &g->nodes[n];
+        if (nd->op == IR_OP_INPUT) {
+            ni->loc = (jit_loc){JIT_LOC_INPUT, nd->at.index, 0, NULL};
+            ni->has_loc = true;
+        } else if (nd->op == IR_OP_CONSTANT) {
+            ni->loc = (jit_loc){JIT_LOC_CONST, 0, 0, nd->at.data};
+            ni->has_loc = true;
+        } else if (step_of_ref[n] >= 0 || ni->stored) {
+            ni->step = pos[step_of_ref[n] >= 0 ? step_of_ref[n] : ni->cluster];
+            ni->last_use = ni->step;
+        }
+    }
+    for (int32_t i = 0; i < nsteps; i++) {
+        int32_t s = order[i];
+        if (!(refnode[s] >= 0 ? step_reads(p, -1, refnode[s], &reads) : step_reads(p, s, -1, &reads))) {
+            ir_free(refnode);
+            st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+            goto fail;
+        }
+        for (int32_t k = 0; k < reads.n; k++)
+            if (p->ni[reads.v[k]].last_use < i)
+                p->ni[reads.v[k]].last_use = i;
+    }
+    int32_t ntb = 0;
+    tb = ir_calloc((size_t)g->nnodes + 1, sizeof *tb);
+    if (!tb) {
+        ir_free(refnode);
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        goto fail;
+    }
+    for (int32_t i = 0; i < g->noutputs; i++) {
+        int32_t n = g->outputs[i].node;
+        if (!p->ni[n].has_loc && p->ni[n].step >= 0) {
+            p->ni[n].loc = (jit_loc){JIT_LOC_OUTPUT, i, 0, NULL};
+            p->ni[n].has_loc = true;
+        }
+    }
+    for (int32_t n = 0; n < g->nnodes; n++)
+        if (!p->ni[n].has_loc && p->ni[n].step >= 0)
+            tb[ntb++] = (tbuf){n, p->ni[n].step, p->ni[n].last_use,
+                               (ir_type_bytes(&g->nodes[n].type) + 63) & ~(size_t)63, 0};
+    plan->temp_bytes = pack(tb, ntb);
+    for (int32_t i = 0; i < ntb; i++) {
+        p->ni[tb[i].node].loc = (jit_loc){JIT_LOC_TEMP, 0, tb[i].offset, NULL};
+        p->ni[tb[i].node].has_loc = true;
+    }
+
+    /* the steps themselves, then copies for outputs that live elsewhere */
+    int32_t ncopies = 0;
+    for (int32_t i = 0; i < g->noutputs; i++) {
+        const nodeinfo *ni = &p->ni[g->outputs[i].node];
+        if (!(ni->loc.kind == JIT_LOC_OUTPUT && ni->loc.index == i))
+            ncopies++;
+    }
+    plan->steps = ir_calloc((size_t)(nsteps + ncopies) + 1, sizeof(jit_step));
+    if (!plan->steps) {
+        ir_free(refnode);
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        goto fail;
+    }
+    for (int32_t i = 0; i < nsteps; i++) {
+        int32_t s = order[i];
+        jit_step *js = &plan->steps[plan->nsteps++];
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        if (refnode[s] >= 0) {
+            st = build_ref_step(p, refnode[s], js);
+            if (f)
+                fprintf(f, "reference: %%%d %s (the JIT does not compile %s yet)", (int)refnode[s],
+                        ir_ops[g->nodes[refnode[s]].op].name, ir_ops[g->nodes[refnode[s]].op].name);
+        } else {
+            st = build_kernel_step(p, s, js, want_dumps, &plan->nkernels, &plan->nhits);
+            if (f)
+                explain_cluster(p, s, f);
+        }
+        if (f)
+            fclose(f);
+        js->explain = text;
+        if (st) {
+            ir_free(refnode);
+            goto fail;
+        }
+    }
+    ir_free(refnode);
+    for (int32_t i = 0; i < g->noutputs; i++) {
+        int32_t n = g->outputs[i].node;
+        const nodeinfo *ni = &p->ni[n];
+        if (ni->loc.kind == JIT_LOC_OUTPUT && ni->loc.index == i)
+            continue;
+        jit_step *js = &plan->steps[plan->nsteps++];
+        js->kind = JIT_STEP_COPY;
+        js->from = ni->loc;
+        js->to = (jit_loc){JIT_LOC_OUTPUT, i, 0, NULL};
+        js->bytes = ir_type_bytes(&g->nodes[n].type);
+        char buf[160];
+        snprintf(buf, sizeof buf, "copy: output '%s' is %%%d, which lives elsewhere",
+                 g->outputs[i].name, (int)n);
+        js->explain = strdup(buf);
+    }
+    st = KILN_OK;
+    *out = plan;
+    plan = NULL;
+fail:
+    jit_plan_free(plan);
+    for (int32_t c = 0; c < p->ncl; c++)
+        ir_free(p->cl[c].members);
+    ir_free(p->cl);
+    ir_free(p->ni);
+    ir_free(step_of_cluster);
+    ir_free(step_of_ref);
+    ir_free(order);
+    ir_free(indeg);
+    ir_free(key);
+    if (deps)
+        for (int32_t s = 0; s < nsteps; s++)
+            ir_free(deps[s].v);
+    ir_free(deps);
+    ir_free(reads.v);
+    ir_free(tb);
+    return st;
+}
+
+/* ---- running ------------------------------------------------------------------------------- */
+
+/* Work below this many bytes stays on the caller's thread: waking workers costs more. */
+#define SMALL_BYTES ((size_t)1 << 18)
+#define MAX_SLOTS_ON_STACK 64
+
+typedef struct krun {
+    jit_kernel_fn fn;
+    void *const *ptrs;
+    const int64_t *strides, *dims;
+    int64_t total, chunk;
+} krun;
+
+static void
+run_chunk(void *ctx, int64_t i)
+{
+    const krun *r = ctx;
+    int64_t begin = i * r->chunk;
+    int64_t end = begin + r->chunk < r->total ? begin + r->chunk : r->total;
+    r->fn(r->ptrs, r->strides, r->dims, begin, end);
+}
+
+static void *
+resolve(const jit_loc *l, const void *const *inputs, void *const *outputs, void *temp)
+{
+    switch (l->kind) {
+    case JIT_LOC_INPUT: return (void *)inputs[l->index];
+    case JIT_LOC_OUTPUT: return outputs[l->index];
+    case JIT_LOC_CONST: return (void *)l->cdata;
+    case JIT_LOC_TEMP: return (char *)temp + l->offset;
+    }
+    return NULL;
+}
+
+kiln_status
+jit_plan_run(const jit_plan *p, const void *const *inputs, void *const *outputs, void *temp)
+{
+    for (int i = 0; i < p->nsteps; i++) {
+        const jit_step *s = &p->steps[i];
+        if (s->kind == JIT_STEP_COPY) {
+            if (s->bytes)
+                memcpy(resolve(&s->to, inputs, outputs, temp),
+                       resolve(&s->from, inputs, outputs, temp), s->bytes);
+            continue;
+        }
+        if (s->kind == JIT_STEP_REF) {
+            const void *ins_small[8];
+            const void **ins = s->nin <= 8 ? ins_small : ir_malloc(sizeof(void *) * (size_t)s->nin);
+            if (!ins)
+                return ir_error(KILN_ERR_NOMEM, "kiln_program_run: out of memory");
+            for (int k = 0; k < s->nin; k++)
+                ins[k] = resolve(&s->in[k], inputs, outputs, temp);
+            void *out[1] = {resolve(&s->out, inputs, outputs, temp)};
+            kiln_status st = ir_interpret(s->sub, ins, out);
+            if (ins != ins_small)
+                ir_free(ins);
+            if (st)
+                return st;
+            continue;
+        }
+        if (s->total == 0)
+            continue;
+        void *ptr_small[MAX_SLOTS_ON_STACK];
+        void **ptrs = s->nslots <= MAX_SLOTS_ON_STACK ? ptr_small
+                                                       : ir_malloc(sizeof(void *) * (size_t)s->nslots);
+        if (!ptrs)
+            return ir_error(KILN_ERR_NOMEM, "kiln_program_run: out of memory");
+        for (int k = 0; k < s->nslots; k++) {
+            char *b = resolve(&s->slot[k], inputs, outputs, temp);
+            kiln_dtype t = k < s->desc.nloads
+                               ? (kiln_dtype)0
+                               : (kiln_dtype)s->desc.inst[s->desc.stores[k - s->desc.nloads]].dtype;
+            (void)t;
+            ptrs[k] = b;
+        }
+        /* load offsets are in elements of the load's dtype */
+        for (int32_t j = 0; j < s->desc.ninst; j++) {
+            const jit_kinst *in = &s->desc.inst[j];
+            if (in->kind == JIT_LOAD && s->slot_off[in->slot])
+                ptrs[in->slot] = (char *)ptrs[in->slot] +
+                                 s->slot_off[in->slot] * (int64_t)kiln_dtype_size((kiln_dtype)in->dtype);
+        }
+        krun r = {jit_kernel_entry(s->kernel), ptrs, s->strides, s->dims, s->total, s->total};
+        size_t bytes = (size_t)s->total * (s->bytes_per_elem ? s->bytes_per_elem : 1);
+        int threads = bytes < SMALL_BYTES ? 1 : jit_pool_threads();
+        if (threads > 1) {
+            /* Several chunks per thread to even out load; chunk edges on 64-element
+             * boundaries so vector bodies stay aligned with rows. */
+            int64_t chunk = (s->total + 4 * threads - 1) / (4 * threads);
+            chunk = (chunk + 63) & ~(int64_t)63;
+            if (chunk < 4096)
+                chunk = 4096;
+            r.chunk = chunk;
+        }
+        jit_pool_run(run_chunk, &r, (r.total + r.chunk - 1) / r.chunk);
+        if (ptrs != ptr_small)
+            ir_free(ptrs);
+    }
+    return KILN_OK;
+}
+
+static const char *
+loc_str(const jit_loc *l, char *buf, size_t n)
+{
+    switch (l->kind) {
+    case JIT_LOC_INPUT: snprintf(buf, n, "input %d", (int)l->index); break;
+    case JIT_LOC_OUTPUT: snprintf(buf, n, "output %d", (int)l->index); break;
+    case JIT_LOC_CONST: snprintf(buf, n, "constant"); break;
+    case JIT_LOC_TEMP: snprintf(buf, n, "temp+%zu", l->offset); break;
+    }
+    return buf;
+}
+
+void
+jit_plan_dump(const jit_plan *p, FILE *f)
+{
+    char b1[64];
+    fprintf(f, "plan: %d steps, %d kernels (%d from the cache), %zu bytes of temporaries\n",
+            p->nsteps, p->nkernels, p->nhits, p->temp_bytes);
+    if (p->simplify_log)
+        fputs(p->simplify_log, f);
+    for (int i = 0; i < p->nsteps; i++) {
+        const jit_step *s = &p->steps[i];
+        fprintf(f, "step %d: %s\n", i, s->explain ? s->explain : "");
+        if (s->kind == JIT_STEP_KERNEL) {
+            fprintf(f, "      %lld elements, rank %d, %d loads, %d stores, %d instructions\n",
+                    (long long)s->total, (int)s->desc.rank, (int)s->desc.nloads,
+                    (int)s->desc.nstores, (int)s->desc.ninst);
+            for (int k = 0; k < s->nslots; k++)
+                fprintf(f, "      %s %d: %s\n", k < s->desc.nloads ? "load " : "store",
+                        k < s->desc.nloads ? k : k - s->desc.nloads, loc_str(&s->slot[k], b1, sizeof b1));
+        }
+    }
+}

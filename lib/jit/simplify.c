@@ -1,0 +1,192 @@
+/* simplify.c — before planning: dead-code elimination (nodes no output needs), common
+ * subexpressions (same op, operands and attributes), and folding of elementwise ops whose
+ * operands are all `full` (the result is a `full` computed by the reference interpreter,
+ * so folding never changes a value). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jit.h"
+
+static bool
+same_attrs(const ir_attrs *a, const ir_attrs *b)
+{
+    return memcmp(&a->value, &b->value, sizeof a->value) == 0 &&
+           memcmp(&a->start, &b->start, sizeof a->start) == 0 &&
+           memcmp(&a->delta, &b->delta, sizeof a->delta) == 0 &&
+           memcmp(a->begin, b->begin, sizeof a->begin) == 0 &&
+           memcmp(a->stop, b->stop, sizeof a->stop) == 0 &&
+           memcmp(a->step, b->step, sizeof a->step) == 0 &&
+           memcmp(a->low, b->low, sizeof a->low) == 0 &&
+           memcmp(a->high, b->high, sizeof a->high) == 0 && a->to == b->to &&
+           ir_shape_equal(&a->shape, &b->shape) &&
+           memcmp(a->perm, b->perm, sizeof a->perm) == 0 && a->axis == b->axis &&
+           a->axes == b->axes && a->keepdim == b->keepdim;
+}
+
+static uint64_t
+node_key(ir_op op, int nin, const int32_t *in)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull * ((uint64_t)op + 1);
+    for (int i = 0; i < nin; i++)
+        h = (h ^ (uint64_t)in[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Evaluate elementwise `op` on rank-0 `full` operands: the folded scalar. */
+static kiln_status
+fold(const kiln_graph *ng, const ir_node *old, const int32_t *in, ir_scalar *value)
+{
+    kiln_graph *t = ir_graph_new("fold");
+    if (!t)
+        return KILN_ERR_NOMEM;
+    int32_t ids[3];
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < old->nin && !st; i++) {
+        const ir_node *src = &ng->nodes[in[i]];
+        ir_type ty = {src->type.dtype, {0, {0}}};
+        ids[i] = ir_graph_add_node(t, "fold", IR_OP_FULL, 0, NULL, &src->at, &ty, NULL);
+        if (ids[i] < 0)
+            st = kiln_errcode();
+    }
+    int32_t r = st ? -1 : ir_graph_add_node(t, "fold", old->op, old->nin, ids, &old->at, NULL, NULL);
+    if (r < 0 || ir_graph_add_output(t, "r", r)) {
+        kiln_graph_free(t);
+        return kiln_errcode();
+    }
+    memset(value, 0, sizeof *value);
+    void *outs[1] = {value->bytes};
+    st = ir_interpret(t, NULL, outs);
+    kiln_graph_free(t);
+    return st;
+}
+
+kiln_status
+jit_simplify(const kiln_graph *g, kiln_graph **out, char **log)
+{
+    kiln_status st = KILN_OK;
+    int32_t n = g->nnodes;
+    *out = NULL;
+    *log = NULL;
+    bool *live = ir_calloc((size_t)n + 1, sizeof *live);
+    int32_t *map = ir_malloc(sizeof(int32_t) * ((size_t)n + 1));
+    size_t cap = 64;
+    while (cap < 2 * (size_t)n + 2)
+        cap *= 2;
+    int32_t *tab = ir_malloc(sizeof(int32_t) * cap); /* CSE: new node ids, -1 empty */
+    int32_t in[IR_MAX_RANK > 3 ? IR_MAX_RANK : 3];
+    int32_t *inbig = NULL;
+    char *logbuf = NULL;
+    size_t loglen = 0;
+    FILE *lf = open_memstream(&logbuf, &loglen);
+    kiln_graph *ng = ir_graph_new(g->name);
+    int dead = 0, merged = 0, folded = 0;
+    if (!live || !map || !tab || !lf || !ng) {
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory simplifying");
+        goto done;
+    }
+    for (size_t i = 0; i < cap; i++)
+        tab[i] = -1;
+    for (int32_t i = 0; i < g->noutputs; i++)
+        live[g->outputs[i].node] = true;
+    for (int32_t i = n - 1; i >= 0; i--)
+        if (live[i] || g->nodes[i].op == IR_OP_INPUT) {
+            live[i] = true;
+            for (int k = 0; k < g->nodes[i].nin; k++)
+                live[g->nodes[i].in[k]] = true;
+        }
+    for (int32_t i = 0; i < g->ninputs; i++) {
+        const ir_node *nd = &g->nodes[g->inputs[i]];
+        if ((map[g->inputs[i]] = ir_graph_add_input(ng, nd->name, &nd->type)) < 0) {
+            st = kiln_errcode();
+            goto done;
+        }
+    }
+    for (int32_t i = 0; i < n; i++) {
+        const ir_node *nd = &g->nodes[i];
+        if (nd->op == IR_OP_INPUT)
+            continue;
+        if (!live[i]) {
+            dead++;
+            fprintf(lf, "  removed %%%d %s: no output needs it\n", (int)i, ir_ops[nd->op].name);
+            continue;
+        }
+        int32_t *ins = in;
+        if (nd->nin > (int)(sizeof in / sizeof in[0])) {
+            ir_free(inbig);
+            inbig = ir_malloc(sizeof(int32_t) * (size_t)nd->nin);
+            if (!inbig) {
+                st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory simplifying");
+                goto done;
+            }
+            ins = inbig;
+        }
+        bool all_full = ir_op_is_elementwise(nd->op) && nd->nin > 0;
+        for (int k = 0; k < nd->nin; k++) {
+            ins[k] = map[nd->in[k]];
+            all_full = all_full && ng->nodes[ins[k]].op == IR_OP_FULL;
+        }
+        /* Common subexpressions (constants are compared by value too). */
+        uint64_t h = node_key(nd->op, nd->nin, ins);
+        size_t slot = (size_t)h & (cap - 1);
+        int32_t found = -1;
+        for (; tab[slot] >= 0; slot = (slot + 1) & (cap - 1)) {
+            const ir_node *c = &ng->nodes[tab[slot]];
+            if (c->op == nd->op && c->nin == nd->nin && ir_type_equal(&c->type, &nd->type) &&
+                memcmp(c->in, ins, sizeof(int32_t) * (size_t)nd->nin) == 0 &&
+                same_attrs(&c->at, &nd->at) &&
+                (nd->op != IR_OP_CONSTANT ||
+                 memcmp(c->at.data, nd->at.data, ir_type_bytes(&nd->type)) == 0)) {
+                found = tab[slot];
+                break;
+            }
+        }
+        if (found >= 0) {
+            merged++;
+            fprintf(lf, "  merged %%%d %s into %%%d: same op, operands and attributes\n", (int)i,
+                    ir_ops[nd->op].name, (int)found);
+            map[i] = found;
+            continue;
+        }
+        int32_t id;
+        if (all_full) {
+            ir_attrs at = {0};
+            if ((st = fold(ng, nd, ins, &at.value)))
+                goto done;
+            id = ir_graph_add_node(ng, "kiln_jit", IR_OP_FULL, 0, NULL, &at, &nd->type, nd->name);
+            folded++;
+            fprintf(lf, "  folded %%%d %s of full operands into a full\n", (int)i,
+                    ir_ops[nd->op].name);
+        } else {
+            id = ir_graph_add_node(ng, "kiln_jit", nd->op, nd->nin, ins, &nd->at, &nd->type,
+                                   nd->name);
+        }
+        if (id < 0) {
+            st = kiln_errcode();
+            goto done;
+        }
+        map[i] = id;
+        if (!all_full)
+            tab[slot] = id;
+    }
+    for (int32_t i = 0; i < g->noutputs; i++)
+        if ((st = ir_graph_add_output(ng, g->outputs[i].name, map[g->outputs[i].node])))
+            goto done;
+    fprintf(lf, "simplify: %d dead, %d merged, %d folded; %d -> %d nodes\n", dead, merged,
+            folded, (int)g->nnodes, (int)ng->nnodes);
+done:
+    if (lf)
+        fclose(lf);
+    ir_free(live);
+    ir_free(map);
+    ir_free(tab);
+    ir_free(inbig);
+    if (st) {
+        kiln_graph_free(ng);
+        free(logbuf);
+        return st;
+    }
+    *out = ng;
+    *log = logbuf;
+    return KILN_OK;
+}
