@@ -30,6 +30,15 @@ rec_fail(rec *r)
     return (kiln_tensor){0, 0, 0};
 }
 
+/* The live scope of a well-formed tensor, or NULL; sets no error. */
+static cap_scope *
+live_scope_locked(kiln_tensor t)
+{
+    if (t.scope == 0 || t.check != cap_tensor_check(t.scope, t.node))
+        return NULL;
+    return cap_scope_find_locked(t.scope);
+}
+
 /* Lock and resolve the operands of an op on tensors; false (unlocked, error set) on
  * failure. */
 static bool
@@ -42,7 +51,13 @@ rec_begin(rec *r, const char *api, int n, const kiln_tensor *xs)
     if (n > (int)(sizeof r->small / sizeof r->small[0])) {
         r->in = ir_malloc(sizeof(int32_t) * (size_t)n);
         if (!r->in) {
+            /* Sticky in the operands' scope like any other failure of the op. */
+            r->in = r->small;
             ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
+            cap_lock();
+            for (int j = 0; j < n && !r->s; j++)
+                r->s = live_scope_locked(xs[j]);
+            rec_fail(r);
             return false;
         }
     }
@@ -50,6 +65,11 @@ rec_begin(rec *r, const char *api, int n, const kiln_tensor *xs)
     for (int i = 0; i < n; i++) {
         cap_scope *s;
         if (cap_tensor_resolve_locked(api, xs[i], n > 1 ? i + 1 : 0, &s)) {
+            /* The op failed in whichever live scope its other operands belong to: make the
+             * error sticky there too, whatever the operand order (add(stale, x) and
+             * add(x, stale) both poison x's scope). */
+            for (int j = i + 1; j < n && !r->s; j++)
+                r->s = live_scope_locked(xs[j]);
             rec_fail(r);
             return false;
         }

@@ -182,6 +182,9 @@ add_output_locked(const char *api, cap_scope *s, const char *name, kiln_tensor t
         snprintf(buf, sizeof buf, "out%d", (int)g->noutputs);
         name = buf;
     }
+    if (!*name)
+        return ir_error(KILN_ERR_BOUNDARY, "%s: bad output: output %d has an empty name", api,
+                        i);
     kiln_status st = ir_graph_add_output(g, name, (int32_t)t.node);
     if (st == KILN_ERR_BOUNDARY) /* re-word ir's message for this API */
         return ir_error(KILN_ERR_BOUNDARY, "%s: duplicate output: name '%s' is used twice", api,
@@ -196,8 +199,11 @@ kiln_scope_output(kiln_scope h, const char *name, kiln_tensor t)
     cap_scope *s;
     cap_lock();
     kiln_status st = scope_resolve_locked(api, h, &s);
-    if (!st && (st = add_output_locked(api, s, name, t, s->graph->noutputs)) != KILN_OK)
+    if (!st && (st = add_output_locked(api, s, name, t, s->graph->noutputs)) != KILN_OK) {
+        if (t.scope == 0 && s->err) /* sticky: the null tensor comes from the first error */
+            st = ir_error(s->err, "%s", s->errmsg ? s->errmsg : kiln_status_str(s->err));
         cap_scope_fail_locked(s);
+    }
     cap_unlock();
     return st;
 }
@@ -291,7 +297,8 @@ cap_scope_finish(const char *api, kiln_scope h, int noutputs, const kiln_tensor 
         else
             st = KILN_ERR_NOMEM;
     }
-    if (!st && (st = ir_graph_verify(s->graph)) != KILN_OK)
+    /* Verifying allocates: running out of memory there is not a capture bug. */
+    if (!st && (st = ir_graph_verify(s->graph)) != KILN_OK && st != KILN_ERR_NOMEM)
         st = ir_error(KILN_ERR_INTERNAL, "%s: internal error: captured graph does not verify: %s",
                       api, kiln_errmsg());
     if (!st) {
@@ -306,8 +313,12 @@ kiln_status
 kiln_scope_end_graph(kiln_scope h, int noutputs, const kiln_tensor *outputs,
                      const kiln_options *options, kiln_graph **graph)
 {
-    if (!graph)
-        return ir_error(KILN_ERR_INVALID_ARG, "kiln_scope_end_graph: invalid argument: graph is NULL");
+    if (!graph) {
+        /* Still end the scope so the device is released (as kiln_scope_end does). */
+        kiln_scope_abort(h);
+        return ir_error(KILN_ERR_INVALID_ARG,
+                        "kiln_scope_end_graph: invalid argument: graph is NULL");
+    }
     return cap_scope_finish("kiln_scope_end_graph", h, noutputs, outputs, options, graph);
 }
 

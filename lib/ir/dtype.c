@@ -62,7 +62,8 @@ f64_to_int(double v, int64_t lo, int64_t hi)
         return 0;
     if (v <= (double)lo)
         return lo;
-    /* (double)hi rounds up to 2^31 or 2^63, which is itself out of range. */
+    /* (double)INT64_MAX rounds up to 2^63, itself out of range, so >= saturates exactly
+     * the values that do not fit; (double)INT32_MAX is exact and >= is right as well. */
     if (v >= (double)hi)
         return hi;
     return (int64_t)v;

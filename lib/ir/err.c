@@ -73,8 +73,13 @@ is_misuse(kiln_status code)
 kiln_status
 ir_verror(kiln_status code, const char *fmt, va_list ap)
 {
+    /* Format into a local buffer first: callers wrap an earlier error by passing
+     * kiln_errmsg(), i.e. tl_msg itself, and vsnprintf's source and destination must not
+     * overlap. */
+    char msg[sizeof tl_msg];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    memcpy(tl_msg, msg, sizeof tl_msg);
     tl_code = code;
-    vsnprintf(tl_msg, sizeof tl_msg, fmt, ap);
     kiln_error_hook h = atomic_load(&hook);
     if (h)
         h(code, tl_msg, atomic_load(&hook_user));

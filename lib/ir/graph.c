@@ -50,6 +50,10 @@ grow(void **arr, int32_t *cap, int32_t need, size_t size)
 {
     if (need <= *cap)
         return true;
+    if (need > INT32_MAX / 2) {
+        ir_error(KILN_ERR_OVERFLOW, "kiln: graph too large: %d entries", (int)need);
+        return false;
+    }
     int32_t n = *cap ? *cap : 16;
     while (n < need)
         n *= 2;
@@ -84,14 +88,17 @@ ir_graph_add_input(kiln_graph *g, const char *name, const ir_type *type)
     const char *api = "kiln_input";
     if (!name || !*name)
         return ir_error(KILN_ERR_INVALID_ARG, "%s: missing name: an input needs a name", api), -1;
+    if (!type)
+        return ir_error(KILN_ERR_INVALID_ARG, "%s: missing type: input '%s' needs a type", api,
+                        name), -1;
     if (!ir_dtype_is_valid((int)type->dtype))
         return ir_error(KILN_ERR_DTYPE, "%s: bad dtype: %d", api, (int)type->dtype), -1;
     if (ir_shape_check(api, type->dtype, &type->shape))
         return -1;
-    for (int32_t i = 0; i < g->ninputs; i++)
-        if (strcmp(g->nodes[g->inputs[i]].name, name) == 0)
-            return ir_error(KILN_ERR_INVALID_ARG, "%s: duplicate input: '%s' is declared twice",
-                            api, name), -1;
+    /* Inputs share one namespace with the named nodes (the verifier's rule). */
+    if (ir_graph_find(g, name, strlen(name)) >= 0)
+        return ir_error(KILN_ERR_INVALID_ARG, "%s: duplicate input: '%s' is declared twice",
+                        api, name), -1;
     if (!grow((void **)&g->inputs, &g->capinputs, g->ninputs + 1, sizeof(int32_t)))
         return -1;
     ir_node *nd = new_node(g, api);
@@ -117,10 +124,10 @@ clean_attrs(ir_op op, const ir_attrs *src, ir_attrs *dst)
     if (!src)
         return;
     if (m & IR_A_VALUE) dst->value = src->value;
-    if (m & IR_A_START) {
-        dst->start = src->start;
+    /* START is the scalar `start` of arange and the list `begin` of slice. */
+    if ((m & IR_A_START) && op == IR_OP_ARANGE) dst->start = src->start;
+    if ((m & IR_A_START) && op == IR_OP_SLICE)
         memcpy(dst->begin, src->begin, sizeof dst->begin);
-    }
     if (m & IR_A_STOP) memcpy(dst->stop, src->stop, sizeof dst->stop);
     if (m & IR_A_STEP) memcpy(dst->step, src->step, sizeof dst->step);
     if (m & IR_A_DELTA) dst->delta = src->delta;
@@ -135,6 +142,41 @@ clean_attrs(ir_op op, const ir_attrs *src, ir_attrs *dst)
     if (m & IR_A_DATA) dst->data = src->data;
 }
 
+/* A scalar attribute in dtype t: only its first kiln_dtype_size(t) bytes mean anything and
+ * a bool is 0 or 1 (the cast rule x != 0). */
+static void
+normalize_scalar(kiln_dtype t, ir_scalar *s)
+{
+    size_t n = kiln_dtype_size(t);
+    memset(s->bytes + n, 0, sizeof s->bytes - n);
+    if (t == KILN_DTYPE_BOOL)
+        s->bytes[0] = s->bytes[0] != 0;
+}
+
+/* After the type rule accepted the node: zero what the op's rank leaves unused, so that
+ * hashing and equality see exactly what the printer writes. */
+static void
+normalize_attrs(const kiln_graph *g, ir_op op, const int32_t *in, const ir_type *t,
+                ir_attrs *at)
+{
+    int rank = ir_ops[op].kind == IR_KIND_SOURCE ? 0 : g->nodes[in[0]].type.shape.rank;
+    unsigned m = ir_ops[op].attrs;
+    for (int i = rank; i < IR_MAX_RANK; i++) {
+        at->begin[i] = at->stop[i] = at->step[i] = 0;
+        at->low[i] = at->high[i] = 0;
+        at->perm[i] = 0;
+    }
+    if (m & IR_A_SHAPE)
+        for (int i = at->shape.rank; i < IR_MAX_RANK; i++)
+            at->shape.dims[i] = 0;
+    if (m & IR_A_VALUE)
+        normalize_scalar(t->dtype, &at->value);
+    if (op == IR_OP_ARANGE) {
+        normalize_scalar(t->dtype, &at->start);
+        normalize_scalar(t->dtype, &at->delta);
+    }
+}
+
 int32_t
 ir_graph_add_node(kiln_graph *g, const char *api, ir_op op, int nin, const int32_t *in,
                   const ir_attrs *attrs, const ir_type *given, const char *name)
@@ -143,11 +185,14 @@ ir_graph_add_node(kiln_graph *g, const char *api, ir_op op, int nin, const int32
         return ir_error(KILN_ERR_INVALID_ARG, "%s: bad op: %d", api, (int)op), -1;
     if (nin < 0 || nin > (1 << 16))
         return ir_error(KILN_ERR_INVALID_ARG, "%s: bad operand count: %d", api, nin), -1;
+    if (name && !*name)
+        return ir_error(KILN_ERR_INVALID_ARG, "%s: bad name: a value name is empty", api), -1;
     ir_attrs at;
     clean_attrs(op, attrs, &at);
     ir_type t;
     if (ir_infer(g, api, op, nin, in, &at, given, &t))
         return -1;
+    normalize_attrs(g, op, in, &t, &at);
     ir_node *nd = new_node(g, api);
     if (!nd)
         return -1;
@@ -167,6 +212,9 @@ ir_graph_add_node(kiln_graph *g, const char *api, ir_op op, int nin, const int32
             return -1;
         if (bytes)
             memcpy(data, at.data, bytes);
+        if (t.dtype == KILN_DTYPE_BOOL)
+            for (size_t i = 0; i < bytes; i++)
+                ((unsigned char *)data)[i] = ((unsigned char *)data)[i] != 0;
         at.data = data;
     }
     nd->op = op;

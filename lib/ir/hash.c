@@ -70,11 +70,11 @@ hash_node(uint64_t h, const ir_node *nd, bool generic)
         h = mix_bytes(h, a->data, ir_type_bytes(&nd->type));
     if (m & IR_A_VALUE)
         h = mix_bytes(h, a->value.bytes, sizeof a->value.bytes);
-    if (m & IR_A_START) {
+    /* START is arange's scalar start and slice's list begin. */
+    if ((m & IR_A_START) && nd->op == IR_OP_ARANGE)
         h = mix_bytes(h, a->start.bytes, sizeof a->start.bytes);
-        if (!generic)
-            h = mix_i64s(h, a->begin, r);
-    }
+    if ((m & IR_A_START) && nd->op == IR_OP_SLICE && !generic)
+        h = mix_i64s(h, a->begin, r);
     if ((m & IR_A_STOP) && !generic)
         h = mix_i64s(h, a->stop, r);
     if (m & IR_A_STEP)
@@ -116,18 +116,50 @@ ir_graph_hash(const kiln_graph *g, bool generic)
 }
 
 static bool
+i64s_equal(const int64_t *a, const int64_t *b)
+{
+    return memcmp(a, b, sizeof(int64_t) * IR_MAX_RANK) == 0;
+}
+
+/* Field by field over the op's mask: a whole-struct memcmp would also compare padding
+ * bytes, which struct copies do not promise to keep zero.  add_node zeroes unused list
+ * slots and scalar bytes, so comparing every slot is exact. */
+static bool
 attrs_equal(const ir_node *x, const ir_node *y)
 {
     unsigned m = ir_ops[x->op].attrs;
     const ir_attrs *a = &x->at, *b = &y->at;
-    /* add_node zeroes every attribute the op does not have, so a whole-struct compare is
-     * exact apart from the data pointer. */
-    ir_attrs ca = *a, cb = *b;
-    ca.data = cb.data = NULL;
-    if (memcmp(&ca, &cb, sizeof ca) != 0)
+    if ((m & IR_A_DATA) && memcmp(a->data, b->data, ir_type_bytes(&x->type)) != 0)
         return false;
-    if (m & IR_A_DATA)
-        return memcmp(a->data, b->data, ir_type_bytes(&x->type)) == 0;
+    if ((m & IR_A_VALUE) && memcmp(&a->value, &b->value, sizeof a->value) != 0)
+        return false;
+    if ((m & IR_A_START) && x->op == IR_OP_ARANGE &&
+        memcmp(&a->start, &b->start, sizeof a->start) != 0)
+        return false;
+    if ((m & IR_A_START) && x->op == IR_OP_SLICE && !i64s_equal(a->begin, b->begin))
+        return false;
+    if ((m & IR_A_STOP) && !i64s_equal(a->stop, b->stop))
+        return false;
+    if ((m & IR_A_STEP) && !i64s_equal(a->step, b->step))
+        return false;
+    if ((m & IR_A_DELTA) && memcmp(&a->delta, &b->delta, sizeof a->delta) != 0)
+        return false;
+    if ((m & IR_A_LOW) && !i64s_equal(a->low, b->low))
+        return false;
+    if ((m & IR_A_HIGH) && !i64s_equal(a->high, b->high))
+        return false;
+    if ((m & IR_A_TO) && a->to != b->to)
+        return false;
+    if ((m & IR_A_SHAPE) && !ir_shape_equal(&a->shape, &b->shape))
+        return false;
+    if ((m & IR_A_PERM) && memcmp(a->perm, b->perm, sizeof a->perm) != 0)
+        return false;
+    if ((m & IR_A_AXIS) && a->axis != b->axis)
+        return false;
+    if ((m & IR_A_AXES) && a->axes != b->axes)
+        return false;
+    if ((m & IR_A_KEEPDIM) && a->keepdim != b->keepdim)
+        return false;
     return true;
 }
 

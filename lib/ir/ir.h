@@ -90,7 +90,9 @@ typedef struct ir_type {
 } ir_type;
 
 /* Element count; KILN_ERR_OVERFLOW (message names `api`) when the count or its byte size
- * exceeds IR_MAX_BYTES, KILN_ERR_SHAPE for a negative dim or a rank outside 0..8. */
+ * exceeds IR_MAX_BYTES (the count here is the product of the non-zero dims, so an empty
+ * tensor's other dims are bounded too), KILN_ERR_SHAPE for a negative dim or a rank
+ * outside 0..8. */
 IR_HIDDEN kiln_status ir_shape_check(const char *api, kiln_dtype t, const ir_shape *s);
 IR_HIDDEN size_t ir_shape_count(const ir_shape *s); /* only after ir_shape_check */
 IR_HIDDEN size_t ir_type_bytes(const ir_type *t);

@@ -11,25 +11,27 @@ ir_shape_check(const char *api, kiln_dtype t, const ir_shape *s)
     if (s->rank < 0 || s->rank > IR_MAX_RANK)
         return ir_error(KILN_ERR_SHAPE, "%s: bad rank: %d (must be 0 to %d)", api, s->rank,
                         IR_MAX_RANK);
-    uint64_t count = 1;
-    bool zero = false;
-    for (int i = 0; i < s->rank; i++) {
-        int64_t d = s->dims[i];
-        if (d < 0)
+    for (int i = 0; i < s->rank; i++)
+        if (s->dims[i] < 0)
             return ir_error(KILN_ERR_SHAPE, "%s: negative dimension: %s", api,
                             ir_shape_str(s, buf, sizeof buf));
+    /* The product of the non-zero dims is bounded even when a zero dim makes the tensor
+     * empty: strides and index arithmetic multiply the other dims regardless.  Each
+     * factor and the running product stay <= 2^48 before the next multiply, and the
+     * division test keeps the multiply itself from wrapping. */
+    uint64_t count = 1;
+    for (int i = 0; i < s->rank; i++) {
+        uint64_t d = (uint64_t)s->dims[i];
         if (d == 0)
-            zero = true;
-        else if (!zero && (uint64_t)d > IR_MAX_BYTES)
+            continue;
+        if (d > IR_MAX_BYTES || count > IR_MAX_BYTES / d)
             goto overflow;
-        else if (!zero && (count *= (uint64_t)d) > IR_MAX_BYTES)
-            goto overflow;
+        count *= d;
     }
-    if (!zero && count * kiln_dtype_size(t) > IR_MAX_BYTES)
+    if (count * kiln_dtype_size(t) > IR_MAX_BYTES)
         goto overflow;
     return KILN_OK;
 overflow:
-    /* Every dim is checked before multiplying, so count never wraps. */
     return ir_error(KILN_ERR_OVERFLOW, "%s: tensor too large: %s %s exceeds 2^48 bytes", api,
                     kiln_dtype_name(t), ir_shape_str(s, buf, sizeof buf));
 }
@@ -117,20 +119,26 @@ ir_slice_axis(int64_t n, int64_t start, int64_t stop, int64_t step, int64_t *fir
     } else if (stop >= n) {
         stop = step < 0 ? n - 1 : n;
     }
-    int64_t c = 0;
+    /* In unsigned arithmetic: -step overflows for step == INT64_MIN. */
+    uint64_t c = 0;
     if (step < 0) {
         if (stop < start)
-            c = (start - stop - 1) / (-step) + 1;
+            c = (uint64_t)(start - stop - 1) / (0 - (uint64_t)step) + 1;
     } else if (start < stop) {
-        c = (stop - start - 1) / step + 1;
+        c = (uint64_t)(stop - start - 1) / (uint64_t)step + 1;
     }
     *first = start;
-    *count = c;
+    *count = (int64_t)c;
 }
 
 char *
 ir_shape_str(const ir_shape *s, char *buf, size_t n)
 {
+    /* Messages may describe a corrupt type: never read past dims[]. */
+    if (s->rank < 0 || s->rank > IR_MAX_RANK) {
+        snprintf(buf, n, "[<rank %d>]", s->rank);
+        return buf;
+    }
     size_t k = 0;
     k += (size_t)snprintf(buf + k, n - k, "[");
     for (int i = 0; i < s->rank && k < n; i++)

@@ -302,9 +302,16 @@ ir_infer(const kiln_graph *g, const char *api, ir_op op, int nin, const int32_t 
     kiln_status st = KILN_OK;
     ir_type r = {0};
 
-    if (info->arity >= 0 ? nin != info->arity : nin < 1)
+    if (info->arity >= 0 && nin != info->arity)
         return ir_error(KILN_ERR_INVALID_ARG, "%s: wrong operand count: %s takes %d, got %d", api,
                         info->name, info->arity, nin);
+    if (info->arity < 0 && nin < 1)
+        return ir_error(KILN_ERR_INVALID_ARG,
+                        "%s: wrong operand count: %s takes 1 or more, got %d", api, info->name,
+                        nin);
+    if (nin > 0 && !in)
+        return ir_error(KILN_ERR_INVALID_ARG, "%s: bad operand: %s operands are NULL", api,
+                        info->name);
     for (int i = 0; i < nin; i++)
         if (in[i] < 0 || in[i] >= g->nnodes)
             return ir_error(KILN_ERR_INVALID_ARG, "%s: bad operand: %s operand %d is node %d of %d",
@@ -375,6 +382,10 @@ ir_infer(const kiln_graph *g, const char *api, ir_op op, int nin, const int32_t 
             return st;
         break;
     }
+    /* Broadcasting, a wider cast target, matmul's batch broadcast or argmax's i64 can make
+     * the result larger than every operand: the size limit applies to it too. */
+    if ((st = ir_shape_check(api, r.dtype, &r.shape)))
+        return st;
     if (given && !ir_type_equal(given, &r))
         return ir_error(KILN_ERR_VERIFY, "%s: type mismatch: %s gives %s, stated %s", api,
                         info->name, TS(&r, b1), TS(given, b2));
@@ -411,11 +422,12 @@ static const char *
 node_label(const kiln_graph *g, int32_t id, char *buf, size_t n)
 {
     const ir_node *nd = &g->nodes[id];
+    /* Called before the op is checked: a corrupt op must not index the table. */
+    const char *op = (int)nd->op >= 0 && nd->op < IR_OP_COUNT ? ir_ops[nd->op].name : "?";
     if (nd->name)
-        snprintf(buf, n, "kiln_graph_verify: node %d '%s' (%s)", (int)id, nd->name,
-                 ir_ops[nd->op].name);
+        snprintf(buf, n, "kiln_graph_verify: node %d '%s' (%s)", (int)id, nd->name, op);
     else
-        snprintf(buf, n, "kiln_graph_verify: node %d (%s)", (int)id, ir_ops[nd->op].name);
+        snprintf(buf, n, "kiln_graph_verify: node %d (%s)", (int)id, op);
     return buf;
 }
 
@@ -424,6 +436,13 @@ ir_graph_verify(const kiln_graph *g)
 {
     char api[256];
     kiln_status st = KILN_OK;
+    /* The counts size the name table below: a corrupt (negative) count must not make it
+     * loop or wrap. */
+    if (g->nnodes < 0 || g->nnodes > IR_MAX_NODES || g->ninputs < 0 || g->ninputs > g->nnodes ||
+        g->noutputs < 0)
+        return ir_error(KILN_ERR_VERIFY,
+                        "kiln_graph_verify: bad counts: %d nodes, %d inputs, %d outputs",
+                        (int)g->nnodes, (int)g->ninputs, (int)g->noutputs);
     size_t cap = 16;
     while (cap < 2 * ((size_t)g->nnodes + (size_t)g->noutputs) + 2)
         cap *= 2;
@@ -435,7 +454,9 @@ ir_graph_verify(const kiln_graph *g)
         int32_t id = g->inputs[i];
         if (id < 0 || id >= g->nnodes || g->nodes[id].op != IR_OP_INPUT ||
             g->nodes[id].at.index != i) {
-            st = ir_error(KILN_ERR_VERIFY, "kiln_graph_verify: bad input list: entry %d", (int)i);
+            st = ir_error(KILN_ERR_VERIFY,
+                          "kiln_graph_verify: bad input list: entry %d names node %d, not input %d",
+                          (int)i, (int)id, (int)i);
             goto done;
         }
     }
@@ -446,6 +467,11 @@ ir_graph_verify(const kiln_graph *g)
             st = ir_error(KILN_ERR_VERIFY, "%s: bad op: %d", api, (int)nd->op);
             goto done;
         }
+        if (nd->nin < 0 || (nd->nin > 0 && !nd->in)) {
+            st = ir_error(KILN_ERR_VERIFY, "%s: bad operands: %d operands at %p", api, nd->nin,
+                          (const void *)nd->in);
+            goto done;
+        }
         for (int k = 0; k < nd->nin; k++)
             if (nd->in[k] < 0 || nd->in[k] >= id) {
                 st = ir_error(KILN_ERR_VERIFY,
@@ -453,6 +479,10 @@ ir_graph_verify(const kiln_graph *g)
                               (int)nd->in[k]);
                 goto done;
             }
+        if (nd->name && !nd->name[0]) {
+            st = ir_error(KILN_ERR_VERIFY, "%s: bad name: a value name is empty", api);
+            goto done;
+        }
         if (nd->name && !name_insert(names, cap, nd->name)) {
             st = ir_error(KILN_ERR_VERIFY, "%s: duplicate name: '%s' is defined twice", api,
                           nd->name);
@@ -460,9 +490,22 @@ ir_graph_verify(const kiln_graph *g)
         }
         if (nd->op == IR_OP_INPUT) {
             int idx = nd->at.index;
-            if (!nd->name || idx < 0 || idx >= g->ninputs || g->inputs[idx] != id) {
+            if (!nd->name) {
+                st = ir_error(KILN_ERR_VERIFY, "%s: bad name: an input needs a name", api);
+                goto done;
+            }
+            if (idx < 0 || idx >= g->ninputs || g->inputs[idx] != id) {
                 st = ir_error(KILN_ERR_VERIFY, "%s: input not declared in the graph's inputs",
                               api);
+                goto done;
+            }
+            if (nd->nin != 0) {
+                st = ir_error(KILN_ERR_VERIFY, "%s: wrong operand count: input takes 0, got %d",
+                              api, nd->nin);
+                goto done;
+            }
+            if (!ir_dtype_is_valid((int)nd->type.dtype)) {
+                st = ir_error(KILN_ERR_DTYPE, "%s: bad dtype: %d", api, (int)nd->type.dtype);
                 goto done;
             }
             if ((st = ir_shape_check(api, nd->type.dtype, &nd->type.shape)))
@@ -482,9 +525,14 @@ ir_graph_verify(const kiln_graph *g)
                           o->name ? o->name : "?", (int)o->node);
             goto done;
         }
-        if (!o->name || !name_insert(names, cap, o->name)) {
+        if (!o->name || !o->name[0]) {
+            st = ir_error(KILN_ERR_BOUNDARY, "kiln_graph_verify: bad output: output %d has no name",
+                          (int)i);
+            goto done;
+        }
+        if (!name_insert(names, cap, o->name)) {
             st = ir_error(KILN_ERR_BOUNDARY, "kiln_graph_verify: duplicate output: '%s'",
-                          o->name ? o->name : "(null)");
+                          o->name);
             goto done;
         }
     }

@@ -195,7 +195,7 @@ jit_unit_compile(jit_unit *u, int n, const char *const *names, void **addrs, jit
     pthread_mutex_lock(&lock);
     double t0 = jit_now_ms();
     LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
-    LLVMErrorRef e = LLVMRunPasses(u->mod, "default<O3>", opt_tm, po);
+    LLVMErrorRef e = LLVMRunPasses(u->mod, "default<O2>", opt_tm, po);
     LLVMDisposePassBuilderOptions(po);
     if (e) {
         char *m = take_error(e);
