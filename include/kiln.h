@@ -264,12 +264,14 @@ typedef struct kiln_options {
     const kiln_tensor *inputs;
     /* The captured graph's name (NULL: "captured"). */
     const char *graph_name;
-    /* KILN_KEEP_DUMPS: keep each kernel's LLVM IR, optimised IR and assembly for
-     * kiln_program_dump (compiles afresh instead of reusing cached kernels). */
+    /* KILN_KEEP_DUMPS, KILN_NO_CACHE (below), or 0. */
     unsigned flags;
 } kiln_options;
 
 #define KILN_KEEP_DUMPS 1u
+/* KILN_NO_CACHE: compile from scratch, neither using nor filling the caches (for
+ * measuring cold compile time). */
+#define KILN_NO_CACHE 2u
 
 /* kiln_scope_end: finish the scope.  The `noutputs` tensors in `outputs` become outputs
  * after any marked with kiln_scope_output.  Boundaries are checked, the client is

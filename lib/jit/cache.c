@@ -127,8 +127,9 @@ destroy_list(jit_kernel *k)
 }
 
 kiln_status
-jit_kernel_get(const jit_kdesc *d, bool want_dumps, jit_kernel **out, bool *hit)
+jit_kernel_get(const jit_kdesc *d, unsigned flags, jit_kernel **out, bool *hit)
 {
+    bool want_dumps = flags & JIT_F_DUMPS, nocache = flags & JIT_F_NOCACHE;
     size_t len;
     *out = NULL;
     *hit = false;
@@ -138,7 +139,7 @@ jit_kernel_get(const jit_kdesc *d, bool want_dumps, jit_kernel **out, bool *hit)
     uint64_t h = hash_bytes(key, len);
 
     pthread_mutex_lock(&lock);
-    for (jit_kernel *k = head; k; k = k->next) {
+    for (jit_kernel *k = nocache ? NULL : head; k; k = k->next) {
         if (k->hash == h && k->keylen == len && memcmp(k->key, key, len) == 0 &&
             (!want_dumps || k->dumps[2])) {
             k->refs++;
@@ -175,6 +176,11 @@ jit_kernel_get(const jit_kdesc *d, bool want_dumps, jit_kernel **out, bool *hit)
     k->hash = h;
     k->key = key;
     k->keylen = len;
+    if (nocache) {
+        k->refs = 1; /* the caller's alone */
+        *out = k;
+        return KILN_OK;
+    }
     k->refs = 2; /* the caller and the cache */
     k->cached = true;
     pthread_mutex_lock(&lock);

@@ -208,25 +208,34 @@ jit_unit_compile(jit_unit *u, int n, const char *const *names, void **addrs, jit
     if (dumps && dumps->want_asm)
         dumps->asm_text = emit_asm(u->mod);
 
-    jit_code *c = ir_calloc(1, sizeof *c);
-    if (!c) {
-        st = ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
+    /* Code generation with kiln's own target machine, then the object goes to the JIT's
+     * linker: LLJIT's IR layer would construct a fresh target machine (and subtarget) for
+     * every module, which costs more than compiling a small kernel. */
+    LLVMMemoryBufferRef obj = NULL;
+    char *cmsg = NULL;
+    if (LLVMTargetMachineEmitToMemoryBuffer(opt_tm, u->mod, LLVMObjectFile, &cmsg, &obj)) {
+        st = ir_error(KILN_ERR_COMPILE, "%s: compilation failed: code generation: %s", api,
+                      cmsg ? cmsg : "");
+        LLVMDisposeMessage(cmsg);
         goto fail;
     }
+    jit_unit_dispose(u);
+    jit_code *c = ir_calloc(1, sizeof *c);
+    if (!c) {
+        LLVMDisposeMemoryBuffer(obj);
+        pthread_mutex_unlock(&lock);
+        return ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
+    }
     c->rt = LLVMOrcJITDylibCreateResourceTracker(LLVMOrcLLJITGetMainJITDylib(jit));
-    LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(u->mod, u->tsc);
-    u->mod = NULL; /* owned by the thread-safe module now */
-    LLVMOrcDisposeThreadSafeContext(u->tsc);
-    u->tsc = NULL;
-    e = LLVMOrcLLJITAddLLVMIRModuleWithRT(jit, c->rt, tsm);
+    e = LLVMOrcLLJITAddObjectFileWithRT(jit, c->rt, obj); /* takes the buffer */
     if (e) {
-        LLVMOrcDisposeThreadSafeModule(tsm);
         char *m = take_error(e);
         st = ir_error(KILN_ERR_COMPILE, "%s: compilation failed: %s", api, m);
         free(m);
         LLVMOrcReleaseResourceTracker(c->rt);
         ir_free(c);
-        goto fail;
+        pthread_mutex_unlock(&lock);
+        return st;
     }
     for (int i = 0; i < n; i++) {
         LLVMOrcExecutorAddress a = 0;

@@ -65,13 +65,17 @@ typedef struct jit_kdesc {
 IR_HIDDEN bool jit_op_is_lowerable(const kiln_graph *g, const ir_node *nd);
 /* Does vmath provide this (transcendental) op? (lower.c) */
 IR_HIDDEN bool jit_math_available(ir_op op);
+/* The documented max error in ULP of a vector-math op for a float dtype (0: exact). */
+IR_HIDDEN double jit_math_ulp_bound(ir_op op, kiln_dtype dtype);
 
 /* A compiled kernel from the cache (shared, reference counted). */
 typedef void (*jit_kernel_fn)(void *const *ptrs, const int64_t *strides, const int64_t *dims,
                               int64_t begin, int64_t end);
 typedef struct jit_kernel jit_kernel;
 /* Find or compile the kernel for `d`.  *hit tells whether LLVM work was avoided. */
-IR_HIDDEN kiln_status jit_kernel_get(const jit_kdesc *d, bool want_dumps, jit_kernel **k, bool *hit);
+/* Compile flags: keep text dumps; bypass the caches (cold-compile measurements). */
+enum { JIT_F_DUMPS = 1, JIT_F_NOCACHE = 2 };
+IR_HIDDEN kiln_status jit_kernel_get(const jit_kdesc *d, unsigned flags, jit_kernel **k, bool *hit);
 /* Drop every cached kernel no program uses. */
 IR_HIDDEN void jit_cache_trim(void);
 IR_HIDDEN jit_kernel_fn jit_kernel_entry(const jit_kernel *k);
@@ -143,7 +147,7 @@ typedef struct jit_plan {
 } jit_plan;
 
 /* Build and compile the plan of verified graph `g` in `mode` (FUSED or EAGER). */
-IR_HIDDEN kiln_status jit_plan_build(const kiln_graph *g, kiln_mode mode, bool want_dumps,
+IR_HIDDEN kiln_status jit_plan_build(const kiln_graph *g, kiln_mode mode, unsigned flags,
                                      jit_plan **out);
 IR_HIDDEN void jit_plan_free(jit_plan *p);
 /* Run: inputs/outputs as in kiln_program_run; temp is temp_bytes of 64-aligned memory. */

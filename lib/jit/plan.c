@@ -639,7 +639,7 @@ jit_plan_free(jit_plan *p)
 }
 
 static kiln_status
-build_kernel_step(planner *p, int32_t c, jit_step *s, bool want_dumps, int *nkernels, int *nhits)
+build_kernel_step(planner *p, int32_t c, jit_step *s, unsigned flags, int *nkernels, int *nhits)
 {
     cluster *cl = &p->cl[c];
     kbuild k = {0};
@@ -715,7 +715,7 @@ build_kernel_step(planner *p, int32_t c, jit_step *s, bool want_dumps, int *nker
         s->bytes_per_elem += kiln_dtype_size(p->g->nodes[n].type.dtype);
     }
     bool hit;
-    st = jit_kernel_get(&s->desc, want_dumps, &s->kernel, &hit);
+    st = jit_kernel_get(&s->desc, flags, &s->kernel, &hit);
     if (!st) {
         (*nkernels)++;
         *nhits += hit;
@@ -769,7 +769,7 @@ done:
 }
 
 kiln_status
-jit_plan_build(const kiln_graph *g0, kiln_mode mode, bool want_dumps, jit_plan **out)
+jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **out)
 {
     kiln_status st;
     planner pl = {0};
@@ -940,7 +940,7 @@ jit_plan_build(const kiln_graph *g0, kiln_mode mode, bool want_dumps, jit_plan *
                 fprintf(f, "reference: %%%d %s (the JIT does not compile %s yet)", (int)refnode[s],
                         ir_ops[g->nodes[refnode[s]].op].name, ir_ops[g->nodes[refnode[s]].op].name);
         } else {
-            st = build_kernel_step(p, s, js, want_dumps, &plan->nkernels, &plan->nhits);
+            st = build_kernel_step(p, s, js, flags, &plan->nkernels, &plan->nhits);
             if (f)
                 explain_cluster(p, s, f);
         }

@@ -124,8 +124,9 @@ dump_env(const kiln_program *p)
         FILE *f = stderr;
         if (dir && *dir) {
             char path[4096];
-            snprintf(path, sizeof path, "%s/%s-%016llx.%s", dir, p->graph->name,
-                     (unsigned long long)ir_graph_hash(p->graph, false), w);
+            static const char *const modes[] = {"fused", "eager", "interp"};
+            snprintf(path, sizeof path, "%s/%s-%016llx-%s.%s", dir, p->graph->name,
+                     (unsigned long long)ir_graph_hash(p->graph, false), modes[p->mode], w);
             f = fopen(path, "w");
             if (!f) {
                 fprintf(stderr, "kiln: KILN_DUMP: cannot write %s\n", path);
@@ -142,14 +143,15 @@ dump_env(const kiln_program *p)
 
 /* Find or build the compiled form of g in mode. */
 static kiln_status
-compile(const char *api, const kiln_graph *g, kiln_mode mode, bool dumps, compiled **out)
+compile(const char *api, const kiln_graph *g, kiln_mode mode, unsigned flags, compiled **out)
 {
     uint64_t h = ir_graph_hash(g, false);
+    bool dumps = flags & JIT_F_DUMPS, nocache = flags & JIT_F_NOCACHE;
     *out = NULL;
     /* With dumps requested the kernels are compiled afresh (the cached ones may have been
      * compiled without keeping their text). */
     pthread_mutex_lock(&cache_lock);
-    for (compiled *c = cache_head; c && !dumps; c = c->next)
+    for (compiled *c = cache_head; c && !dumps && !nocache; c = c->next)
         if (c->hash == h && c->mode == mode && ir_graph_equal(c->graph, g)) {
             c->refs++;
             pthread_mutex_unlock(&cache_lock);
@@ -166,12 +168,12 @@ compile(const char *api, const kiln_graph *g, kiln_mode mode, bool dumps, compil
     c->hash = h;
     c->mode = mode;
     c->refs = 1;
-    kiln_status st = jit_plan_build(g, mode, dumps, &c->plan);
+    kiln_status st = jit_plan_build(g, mode, flags, &c->plan);
     if (st) {
         ir_free(c);
         return st;
     }
-    c->graph = dumps ? NULL : graph_clone(g);
+    c->graph = dumps || nocache ? NULL : graph_clone(g);
     if (c->graph) {
         /* cache it (the cache holds one reference) */
         pthread_mutex_lock(&cache_lock);
@@ -227,8 +229,9 @@ program_new(const char *api, kiln_graph *g, const kiln_options *o, kiln_program 
     p->mode = mode;
     atomic_flag_clear(&p->temp_busy);
     if (mode != KILN_MODE_INTERP) {
-        bool dumps = want_dumps() || (o && (o->flags & KILN_KEEP_DUMPS));
-        kiln_status st = compile(api, g, mode, dumps, &p->comp);
+        unsigned flags = (want_dumps() || (o && (o->flags & KILN_KEEP_DUMPS)) ? JIT_F_DUMPS : 0) |
+                         (o && (o->flags & KILN_NO_CACHE) ? JIT_F_NOCACHE : 0);
+        kiln_status st = compile(api, g, mode, flags, &p->comp);
         if (st) {
             kiln_program_free(p);
             return st;

@@ -1,0 +1,798 @@
+/* cmd_bench.c — `kiln bench`: fused against eager against the machine's own bandwidth.
+ *
+ * For each workload: cold compile time (caches bypassed), cached re-compile time, median
+ * and min–max run times of fused and eager (and interp with --mode all), the speedup,
+ * effective bandwidth from the graph's minimal traffic (its inputs and outputs), that as a
+ * fraction of a STREAM-style copy/triad probe run on the same thread pool right before
+ * and after the workload (the machine's bandwidth drifts), GFLOP/s of matmuls, and the
+ * error of fused and eager against the reference interpreter. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+#include "jit.h"
+
+double
+bench_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- errors ---------------------------------------------------------------------------- */
+
+static int64_t
+ordered32(float f)
+{
+    int32_t i;
+    memcpy(&i, &f, 4);
+    return i < 0 ? (int64_t)INT32_MIN - i : i;
+}
+
+static double
+ordered64(double d)
+{
+    int64_t i;
+    memcpy(&i, &d, 8);
+    /* as a double, to avoid overflow in the difference */
+    return i < 0 ? -((double)i - (double)INT64_MIN) : (double)i;
+}
+
+double
+bench_ulp_error(kiln_dtype t, const void *got, const void *want, size_t count, size_t *worst)
+{
+    double max = 0;
+    *worst = 0;
+    for (size_t i = 0; i < count; i++) {
+        double e;
+        if (t == KILN_DTYPE_F32) {
+            float a = ((const float *)got)[i], b = ((const float *)want)[i];
+            if (isnan(a) || isnan(b))
+                e = isnan(a) && isnan(b) ? 0 : INFINITY;
+            else
+                e = fabs((double)(ordered32(a) - ordered32(b)));
+        } else if (t == KILN_DTYPE_F64) {
+            double a = ((const double *)got)[i], b = ((const double *)want)[i];
+            if (isnan(a) || isnan(b))
+                e = isnan(a) && isnan(b) ? 0 : INFINITY;
+            else
+                e = fabs(ordered64(a) - ordered64(b));
+        } else {
+            size_t s = kiln_dtype_size(t);
+            e = memcmp((const char *)got + i * s, (const char *)want + i * s, s) != 0;
+        }
+        if (e > max) {
+            max = e;
+            *worst = i;
+        }
+    }
+    return max;
+}
+
+double
+bench_rel_error(kiln_dtype t, const void *got, const void *want, size_t count)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < count; i++) {
+        double a = ir_load_f64(t, got, i), b = ir_load_f64(t, want, i);
+        if (isnan(a) != isnan(b))
+            return INFINITY;
+        if (isnan(a))
+            continue;
+        num += (a - b) * (a - b);
+        den += b * b;
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+bool
+bench_is_elementwise(const kiln_graph *g)
+{
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        ir_kind k = ir_ops[g->nodes[i].op].kind;
+        if (k == IR_KIND_REDUCE || k == IR_KIND_MATMUL)
+            return false;
+    }
+    return true;
+}
+
+/* ---- options ------------------------------------------------------------------------------ */
+
+typedef struct opts {
+    double scale;
+    const char *json, *plot;
+    bool eager, interp;
+    double budget; /* seconds of timed runs per mode and workload */
+} opts;
+
+void
+cmd_bench_help(FILE *f)
+{
+    fprintf(f,
+            "usage: kiln bench [FILE.kiln ...] [options]\n"
+            "\n"
+            "Benchmark fused against eager execution.  With no files, runs the built-in suite\n"
+            "(chain gelu softmax layernorm bcast l2norm small mlp; see docs/benchmarking.md).\n"
+            "Inputs are random with a fixed seed.  Each workload is bracketed by a STREAM-style\n"
+            "copy/triad probe on the same thread pool, so %% of bandwidth compares like with like.\n"
+            "\n"
+            "options:\n"
+            "  --scale S        divide the leading dimension of the main inputs by S (quick runs)\n"
+            "  --threads N      thread pool size (default: KILN_NUM_THREADS or all cores)\n"
+            "  --mode M         fused (fused only), eager (fused and eager, the default) or all\n"
+            "                   (also the reference interpreter, slow)\n"
+            "  --time SECONDS   timed-run budget per mode and workload (default 1)\n"
+            "  --json FILE      every figure, the machine and kiln's version as JSON\n"
+            "  --plot FILE.svg  bars of fused and eager bandwidth against the probe\n"
+            "  -h, --help       this text\n"
+            "\n"
+            "Progress goes to stderr, the table to stdout.  Exit code 1 if a workload fails or\n"
+            "its fused or eager result is outside the error bound against the reference.\n");
+}
+
+/* ---- timing ------------------------------------------------------------------------------- */
+
+typedef struct timing {
+    double median, min, max;
+    int runs;
+} timing;
+
+static int
+cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Warm up, then run until `budget` seconds or 200 runs (at least 5). */
+static kiln_status
+time_program(kiln_program *p, const void *const *in, void *const *out, double budget, timing *t)
+{
+    double samples[200];
+    int n = 0;
+    for (int i = 0; i < 2; i++) {
+        kiln_status st = kiln_program_run(p, in, out);
+        if (st)
+            return st;
+    }
+    double start = bench_now();
+    while (n < 200 && (n < 5 || bench_now() - start < budget)) {
+        double a = bench_now();
+        kiln_status st = kiln_program_run(p, in, out);
+        if (st)
+            return st;
+        samples[n++] = bench_now() - a;
+    }
+    qsort(samples, (size_t)n, sizeof samples[0], cmp_double);
+    t->median = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+    t->min = samples[0];
+    t->max = samples[n - 1];
+    t->runs = n;
+    return KILN_OK;
+}
+
+/* ---- the bandwidth probe ------------------------------------------------------------------------
+ * copy: y = x * 1 (8 bytes per element), triad: a = b + s*c (12 bytes per element), both
+ * compiled by kiln itself and run on its thread pool, over 2^25 floats per array (128 MiB:
+ * far beyond any last-level cache). */
+typedef struct probe {
+    kiln_program *copy, *triad;
+    float *a, *b, *c;
+    size_t n;
+} probe;
+
+static kiln_status
+probe_init(probe *pr)
+{
+    char text[1024];
+    pr->n = (size_t)1 << 25;
+    snprintf(text, sizeof text,
+             "graph probe_copy(x: f32[%zu]) -> (y: f32[%zu]) {\n"
+             "  one = full(value=1) : f32[]\n  y = mul(x, one)\n}\n",
+             pr->n, pr->n);
+    kiln_graph *g;
+    kiln_status st = kiln_graph_parse(text, strlen(text), &g);
+    if (st)
+        return st;
+    st = kiln_program_compile(g, NULL, &pr->copy);
+    kiln_graph_free(g);
+    if (st)
+        return st;
+    snprintf(text, sizeof text,
+             "graph probe_triad(b: f32[%zu], c: f32[%zu]) -> (a: f32[%zu]) {\n"
+             "  s = full(value=3) : f32[]\n  sc = mul(c, s)\n  a = add(b, sc)\n}\n",
+             pr->n, pr->n, pr->n);
+    if ((st = kiln_graph_parse(text, strlen(text), &g)))
+        return st;
+    st = kiln_program_compile(g, NULL, &pr->triad);
+    kiln_graph_free(g);
+    if (st)
+        return st;
+    pr->a = malloc(pr->n * 4);
+    pr->b = malloc(pr->n * 4);
+    pr->c = malloc(pr->n * 4);
+    if (!pr->a || !pr->b || !pr->c)
+        return ir_error(KILN_ERR_NOMEM, "kiln bench: out of memory for the bandwidth probe");
+    for (size_t i = 0; i < pr->n; i++)
+        pr->a[i] = pr->b[i] = pr->c[i] = (float)(i & 1023);
+    return KILN_OK;
+}
+
+/* Best of copy and triad, GB/s (median of a few runs each). */
+static double
+probe_run(probe *pr)
+{
+    timing tc, tt;
+    const void *cin[1] = {pr->b};
+    void *cout[1] = {pr->a};
+    const void *tin[2] = {pr->b, pr->c};
+    void *tout[1] = {pr->a};
+    if (time_program(pr->copy, cin, cout, 0.15, &tc) || time_program(pr->triad, tin, tout, 0.15, &tt))
+        return 0;
+    double copy = 8.0 * (double)pr->n / tc.median * 1e-9;
+    double triad = 12.0 * (double)pr->n / tt.median * 1e-9;
+    return copy > triad ? copy : triad;
+}
+
+static void
+probe_free(probe *pr)
+{
+    kiln_program_free(pr->copy);
+    kiln_program_free(pr->triad);
+    free(pr->a);
+    free(pr->b);
+    free(pr->c);
+}
+
+/* ---- one workload ------------------------------------------------------------------------- */
+
+typedef struct result {
+    const char *name;
+    char shape[128];
+    bool ok;
+    char error[256];
+    double traffic, flops;
+    timing fused, eager, interp;
+    bool have_eager, have_interp;
+    double compile_ms, recompile_us, probe_gbs;
+    double err_fused, err_eager;
+    const char *err_unit;
+    double bound;
+    int kernels;
+    int refsteps;
+} result;
+
+/* Divide the leading dim of every input of maximal rank whose leading dim equals the first
+ * input's by `scale`; keep the graph if the result does not verify. */
+static kiln_graph *
+scaled(kiln_graph *g, double scale)
+{
+    if (scale <= 1)
+        return g;
+    int maxrank = 0;
+    size_t count = 0;
+    for (int32_t i = 0; i < g->ninputs; i++) {
+        const ir_type *t = &g->nodes[g->inputs[i]].type;
+        if (t->shape.rank > maxrank)
+            maxrank = t->shape.rank;
+        count += ir_shape_count(&t->shape);
+    }
+    if (maxrank == 0 || count <= 4096)
+        return g; /* per-call overhead workloads keep their size */
+    int64_t lead = g->nodes[g->inputs[0]].type.shape.dims[0];
+    kiln_graph *s = ir_graph_new(g->name);
+    if (!s)
+        return g;
+    for (int32_t n = 0; n < g->nnodes; n++) {
+        const ir_node *nd = &g->nodes[n];
+        int32_t id;
+        if (nd->op == IR_OP_INPUT) {
+            ir_type t = nd->type;
+            if (t.shape.rank == maxrank && t.shape.dims[0] == lead) {
+                int64_t d = (int64_t)((double)t.shape.dims[0] / scale);
+                t.shape.dims[0] = d < 1 ? 1 : d;
+            }
+            id = ir_graph_add_input(s, nd->name, &t);
+        } else {
+            const ir_type *given = ir_ops[nd->op].kind == IR_KIND_SOURCE ? &nd->type : NULL;
+            id = ir_graph_add_node(s, "kiln bench", nd->op, nd->nin, nd->in, &nd->at, given,
+                                   nd->name);
+        }
+        if (id != n)
+            goto keep;
+    }
+    for (int32_t i = 0; i < g->noutputs; i++)
+        if (ir_graph_add_output(s, g->outputs[i].name, g->outputs[i].node))
+            goto keep;
+    if (ir_graph_verify(s))
+        goto keep;
+    kiln_graph_free(g);
+    return s;
+keep:
+    kiln_graph_free(s);
+    return g;
+}
+
+static double
+graph_flops(const kiln_graph *g)
+{
+    double f = 0;
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        const ir_node *nd = &g->nodes[i];
+        if (nd->op != IR_OP_MATMUL)
+            continue;
+        const ir_shape *a = &g->nodes[nd->in[0]].type.shape;
+        double k = (double)a->dims[a->rank - 1];
+        f += 2.0 * k * (double)ir_shape_count(&nd->type.shape);
+    }
+    return f;
+}
+
+static double
+minimal_traffic(const kiln_graph *g)
+{
+    double bytes = 0;
+    for (int32_t i = 0; i < g->ninputs; i++)
+        bytes += (double)ir_type_bytes(&g->nodes[g->inputs[i]].type);
+    for (int32_t i = 0; i < g->noutputs; i++)
+        bytes += (double)ir_type_bytes(&g->nodes[g->outputs[i].node].type);
+    return bytes;
+}
+
+/* Error of `got` outputs against `want`: ULP for elementwise graphs, normwise relative
+ * otherwise (max over outputs). */
+static double
+graph_error(const kiln_graph *g, void **got, void **want, bool ulp)
+{
+    double max = 0;
+    for (int32_t i = 0; i < g->noutputs; i++) {
+        const ir_type *t = &g->nodes[g->outputs[i].node].type;
+        size_t n = ir_shape_count(&t->shape), worst;
+        double e = ulp || !ir_dtype_is_float(t->dtype)
+                       ? bench_ulp_error(t->dtype, got[i], want[i], n, &worst)
+                       : bench_rel_error(t->dtype, got[i], want[i], n);
+        if (e > max || isnan(e))
+            max = e;
+    }
+    return max;
+}
+
+static void
+free_bufs(void **b, int n)
+{
+    if (!b)
+        return;
+    for (int i = 0; i < n; i++)
+        free(b[i]);
+    free(b);
+}
+
+static void **
+alloc_outputs(const kiln_graph *g)
+{
+    void **b = calloc((size_t)g->noutputs + 1, sizeof *b);
+    for (int32_t i = 0; b && i < g->noutputs; i++) {
+        b[i] = malloc(ir_type_bytes(&g->nodes[g->outputs[i].node].type) + 1);
+        if (!b[i]) {
+            free_bufs(b, g->noutputs);
+            return NULL;
+        }
+    }
+    return b;
+}
+
+static void
+bench_one(const char *name, kiln_graph *g, const opts *o, probe *pr, result *r)
+{
+    char tb[IR_TYPE_STR_MAX];
+    r->name = name;
+    r->ok = false;
+    snprintf(r->shape, sizeof r->shape, "%s", ir_type_str(&g->nodes[g->inputs[0]].type, tb, sizeof tb));
+    r->traffic = minimal_traffic(g);
+    r->flops = graph_flops(g);
+    bool elementwise = bench_is_elementwise(g);
+    r->err_unit = elementwise ? "ulp" : "rel";
+    /* The bound: exact ops are exact, each vector-math op may add its documented ULP
+     * error; reductions and matmul (reference steps today) are compared normwise. */
+    r->bound = elementwise ? 0 : 1e-5;
+    for (int32_t i = 0; i < g->nnodes; i++)
+        if (ir_op_is_elementwise(g->nodes[i].op) && jit_math_available(g->nodes[i].op))
+            r->bound += elementwise ? jit_math_ulp_bound(g->nodes[i].op, g->nodes[i].type.dtype) : 1e-6;
+
+    const void **in = calloc((size_t)g->ninputs + 1, sizeof *in);
+    void **ref = alloc_outputs(g), **fo = alloc_outputs(g), **eo = alloc_outputs(g);
+    kiln_program *pf = NULL, *pe = NULL, *pi = NULL;
+    kiln_status st = KILN_OK;
+    if (!in || !ref || !fo || !eo) {
+        st = ir_error(KILN_ERR_NOMEM, "kiln bench: out of memory");
+        goto done;
+    }
+    uint64_t seed = 0x6b696c6e;
+    for (int32_t i = 0; i < g->ninputs; i++) {
+        const ir_type *t = &g->nodes[g->inputs[i]].type;
+        void *b = malloc(ir_type_bytes(t) + 1);
+        if (!b) {
+            st = ir_error(KILN_ERR_NOMEM, "kiln bench: out of memory");
+            goto done;
+        }
+        cli_fill_random(t->dtype, b, ir_shape_count(&t->shape), &seed);
+        in[i] = b;
+    }
+    /* cold compile: caches bypassed, median of 3 */
+    double cold[3];
+    for (int k = 0; k < 3; k++) {
+        kiln_options oc = {.mode = KILN_MODE_FUSED, .flags = KILN_NO_CACHE};
+        kiln_program *p;
+        double a = bench_now();
+        if ((st = kiln_program_compile(g, &oc, &p)))
+            goto done;
+        cold[k] = bench_now() - a;
+        kiln_program_free(p);
+    }
+    qsort(cold, 3, sizeof cold[0], cmp_double);
+    r->compile_ms = cold[1] * 1e3;
+    kiln_options of = {.mode = KILN_MODE_FUSED}, oe = {.mode = KILN_MODE_EAGER},
+                 oi = {.mode = KILN_MODE_INTERP};
+    if ((st = kiln_program_compile(g, &of, &pf)))
+        goto done;
+    /* cached: the same graph again finds its compiled form */
+    double rec[21];
+    for (int k = 0; k < 21; k++) {
+        kiln_program *p;
+        double a = bench_now();
+        if ((st = kiln_program_compile(g, &of, &p)))
+            goto done;
+        rec[k] = bench_now() - a;
+        kiln_program_free(p);
+    }
+    qsort(rec, 21, sizeof rec[0], cmp_double);
+    r->recompile_us = rec[10] * 1e6;
+    if (o->eager && (st = kiln_program_compile(g, &oe, &pe)))
+        goto done;
+
+    fprintf(stderr, "kiln bench: %s: reference...\n", name);
+    if ((st = kiln_graph_interpret(g, in, ref)))
+        goto done;
+    double p0 = probe_run(pr);
+    fprintf(stderr, "kiln bench: %s: fused...\n", name);
+    if ((st = time_program(pf, in, fo, o->budget, &r->fused)))
+        goto done;
+    r->err_fused = graph_error(g, fo, ref, elementwise);
+    if (pe) {
+        fprintf(stderr, "kiln bench: %s: eager...\n", name);
+        if ((st = time_program(pe, in, eo, o->budget, &r->eager)))
+            goto done;
+        r->have_eager = true;
+        r->err_eager = graph_error(g, eo, ref, elementwise);
+    }
+    if (o->interp) {
+        fprintf(stderr, "kiln bench: %s: interp...\n", name);
+        if ((st = kiln_program_compile(g, &oi, &pi)) ||
+            (st = time_program(pi, in, eo, o->budget, &r->interp)))
+            goto done;
+        r->have_interp = true;
+    }
+    double p1 = probe_run(pr);
+    r->probe_gbs = 0.5 * (p0 + p1);
+    r->ok = r->err_fused <= r->bound && (!r->have_eager || r->err_eager <= r->bound);
+    if (!r->ok)
+        snprintf(r->error, sizeof r->error, "error above bound %g %s", r->bound, r->err_unit);
+done:
+    if (st) {
+        r->ok = false;
+        snprintf(r->error, sizeof r->error, "%s", kiln_errmsg());
+    }
+    kiln_program_free(pf);
+    kiln_program_free(pe);
+    kiln_program_free(pi);
+    if (in)
+        for (int32_t i = 0; i < g->ninputs; i++)
+            free((void *)in[i]);
+    free(in);
+    free_bufs(ref, g->noutputs);
+    free_bufs(fo, g->noutputs);
+    free_bufs(eo, g->noutputs);
+}
+
+/* ---- output ---------------------------------------------------------------------------- */
+
+static double
+gbs(const result *r, const timing *t)
+{
+    return t->median > 0 ? r->traffic / t->median * 1e-9 : 0;
+}
+
+static void
+print_table(FILE *f, const result *rs, int n, const opts *o)
+{
+    fprintf(f, "\n%-10s %-22s %20s %20s %7s %8s %6s %8s %9s %9s %14s\n", "workload", "input",
+            "fused ms (min-max)", o->eager ? "eager ms (min-max)" : "", o->eager ? "f/e" : "",
+            "GB/s", "%bw", "GFLOP/s", "compile", "cached", "error f/e");
+    fprintf(f, "%-10s %-22s %20s %20s %7s %8s %6s %8s %9s %9s %14s\n", "", "", "", "", "",
+            "", "", "", "ms", "us", "");
+    for (int i = 0; i < n; i++) {
+        const result *r = &rs[i];
+        if (!r->fused.runs) {
+            fprintf(f, "%-10s FAILED: %s\n", r->name, r->error);
+            continue;
+        }
+        char fm[64], em[64] = "", sp[16] = "", gf[16] = "-", err[48];
+        snprintf(fm, sizeof fm, "%.3f (%.3f-%.3f)", r->fused.median * 1e3, r->fused.min * 1e3,
+                 r->fused.max * 1e3);
+        if (r->have_eager) {
+            snprintf(em, sizeof em, "%.3f (%.3f-%.3f)", r->eager.median * 1e3,
+                     r->eager.min * 1e3, r->eager.max * 1e3);
+            snprintf(sp, sizeof sp, "%.2fx", r->eager.median / r->fused.median);
+        }
+        if (r->flops > 0)
+            snprintf(gf, sizeof gf, "%.1f", r->flops / r->fused.median * 1e-9);
+        if (r->have_eager)
+            snprintf(err, sizeof err, "%.3g/%.3g %s", r->err_fused, r->err_eager, r->err_unit);
+        else
+            snprintf(err, sizeof err, "%.3g %s", r->err_fused, r->err_unit);
+        fprintf(f, "%-10s %-22s %20s %20s %7s %8.2f %5.0f%% %8s %9.2f %9.2f %14s%s\n", r->name,
+                r->shape, fm, em, sp, gbs(r, &r->fused),
+                r->probe_gbs > 0 ? 100 * gbs(r, &r->fused) / r->probe_gbs : 0, gf, r->compile_ms,
+                r->recompile_us, err, r->ok ? "" : "  <-- FAIL");
+        if (!strcmp(r->name, "small"))
+            fprintf(f, "%-10s   per call: fused %.2f us%s\n", "", r->fused.median * 1e6,
+                    r->have_eager ? "" : "");
+    }
+}
+
+static void
+json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(f, "\\u%04x", *s);
+        else
+            fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void
+json_timing(FILE *f, const char *name, const timing *t)
+{
+    fprintf(f, "\"%s\": {\"median_s\": %.9g, \"min_s\": %.9g, \"max_s\": %.9g, \"runs\": %d}",
+            name, t->median, t->min, t->max, t->runs);
+}
+
+static kiln_status
+write_json(const char *path, const result *rs, int n, const kiln_stats *ks)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return ir_error(KILN_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    const jit_host *h = jit_host_info();
+    fprintf(f, "{\n  \"kiln_version\": \"%s\",\n  \"machine\": {\"cpu\": ", kiln_version());
+    json_str(f, h->cpu);
+    fprintf(f, ", \"features\": ");
+    json_str(f, h->features);
+    fprintf(f, ", \"vector_bits\": %d, \"threads\": %d, \"llvm_version\": \"%s\"},\n",
+            h->vector_bits, ks->threads, h->llvm_version);
+    fprintf(f, "  \"startup_ms\": %.6g,\n  \"workloads\": [\n", ks->startup_ms);
+    for (int i = 0; i < n; i++) {
+        const result *r = &rs[i];
+        fprintf(f, "    {\"name\": ");
+        json_str(f, r->name);
+        fprintf(f, ", \"input\": ");
+        json_str(f, r->shape);
+        fprintf(f, ", \"ok\": %s, ", r->ok ? "true" : "false");
+        if (!r->ok) {
+            fprintf(f, "\"error\": ");
+            json_str(f, r->error);
+            fprintf(f, ", ");
+        }
+        json_timing(f, "fused", &r->fused);
+        if (r->have_eager) {
+            fprintf(f, ", ");
+            json_timing(f, "eager", &r->eager);
+            fprintf(f, ", \"speedup_fused_over_eager\": %.6g", r->eager.median / r->fused.median);
+            fprintf(f, ", \"eager_gbs\": %.6g", gbs(r, &r->eager));
+            fprintf(f, ", \"error_eager\": %.6g", r->err_eager);
+        }
+        if (r->have_interp) {
+            fprintf(f, ", ");
+            json_timing(f, "interp", &r->interp);
+        }
+        fprintf(f,
+                ", \"minimal_traffic_bytes\": %.17g, \"fused_gbs\": %.6g, \"probe_gbs\": %.6g, "
+                "\"fraction_of_bandwidth\": %.6g, \"flops\": %.17g, \"gflops\": %.6g, "
+                "\"compile_cold_ms\": %.6g, \"compile_cached_us\": %.6g, \"error_fused\": %.6g, "
+                "\"error_unit\": \"%s\", \"error_bound\": %.6g}%s\n",
+                r->traffic, gbs(r, &r->fused), r->probe_gbs,
+                r->probe_gbs > 0 ? gbs(r, &r->fused) / r->probe_gbs : 0, r->flops,
+                r->flops > 0 && r->fused.median > 0 ? r->flops / r->fused.median * 1e-9 : 0,
+                r->compile_ms, r->recompile_us, r->err_fused, r->err_unit, r->bound,
+                i + 1 < n ? "," : "");
+    }
+    fprintf(f, "  ]\n}\n");
+    if (fclose(f) != 0)
+        return ir_error(KILN_ERR_IO, "%s: write failed", path);
+    return KILN_OK;
+}
+
+/* Grouped bars per workload: fused and eager effective bandwidth, with the probe's
+ * bandwidth as a line over each group. */
+static kiln_status
+write_svg(const char *path, const result *rs, int n)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return ir_error(KILN_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    double top = 1;
+    for (int i = 0; i < n; i++) {
+        if (rs[i].probe_gbs > top) top = rs[i].probe_gbs;
+        if (gbs(&rs[i], &rs[i].fused) > top) top = gbs(&rs[i], &rs[i].fused);
+    }
+    top *= 1.15;
+    int W = 120 * n + 120, H = 400, x0 = 70, y0 = 340, ph = 280;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+               "font-family=\"sans-serif\" font-size=\"12\">\n", W, H);
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"15\">kiln bench: effective bandwidth "
+               "(GB/s, minimal traffic / median time)</text>\n", x0);
+    for (int k = 0; k <= 4; k++) {
+        double v = top * k / 4;
+        int y = y0 - (int)(ph * k / 4);
+        fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>\n", x0, y, W - 20, y);
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%.0f</text>\n", x0 - 6, y + 4, v);
+    }
+    for (int i = 0; i < n; i++) {
+        const result *r = &rs[i];
+        int gx = x0 + 20 + 120 * i;
+        double fv = gbs(r, &r->fused), ev = r->have_eager ? gbs(r, &r->eager) : 0;
+        int fh = (int)(ph * fv / top), eh = (int)(ph * ev / top), py = y0 - (int)(ph * r->probe_gbs / top);
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"40\" height=\"%d\" fill=\"#d9532b\"/>\n", gx, y0 - fh, fh);
+        if (r->have_eager)
+            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"40\" height=\"%d\" fill=\"#7a9cc6\"/>\n", gx + 42, y0 - eh, eh);
+        fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\" stroke-width=\"2\" stroke-dasharray=\"5,3\"/>\n",
+                gx - 6, py, gx + 88, py);
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", gx + 41, y0 + 18, r->name);
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"10\">%.0f%%</text>\n",
+                gx + 20, y0 - fh - 4, r->probe_gbs > 0 ? 100 * fv / r->probe_gbs : 0);
+    }
+    fprintf(f, "<rect x=\"%d\" y=\"365\" width=\"12\" height=\"12\" fill=\"#d9532b\"/><text x=\"%d\" y=\"376\">fused</text>\n", x0, x0 + 16);
+    fprintf(f, "<rect x=\"%d\" y=\"365\" width=\"12\" height=\"12\" fill=\"#7a9cc6\"/><text x=\"%d\" y=\"376\">eager</text>\n", x0 + 70, x0 + 86);
+    fprintf(f, "<line x1=\"%d\" y1=\"371\" x2=\"%d\" y2=\"371\" stroke=\"black\" stroke-width=\"2\" stroke-dasharray=\"5,3\"/><text x=\"%d\" y=\"376\">copy/triad probe (same run)</text>\n",
+            x0 + 140, x0 + 170, x0 + 176);
+    fprintf(f, "</svg>\n");
+    if (fclose(f) != 0)
+        return ir_error(KILN_ERR_IO, "%s: write failed", path);
+    return KILN_OK;
+}
+
+/* ---- the command ---------------------------------------------------------------------- */
+
+int
+cmd_bench(int argc, char **argv)
+{
+    opts o = {.scale = 1, .eager = true, .budget = 1.0};
+    const char **files = calloc((size_t)argc + 1, sizeof *files);
+    int nfiles = 0;
+    if (!files)
+        return cli_fail();
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int m;
+        if (cli_is_help(argv[i])) {
+            cmd_bench_help(stdout);
+            free(files);
+            return CLI_OK;
+        }
+        if ((m = cli_option("bench", argc, argv, &i, "--scale", &v)) != 0) {
+            if (m < 0 || (o.scale = atof(v)) < 1) {
+                free(files);
+                return m < 0 ? CLI_USAGE : cli_usage("bench", "--scale needs a number >= 1");
+            }
+        } else if ((m = cli_option("bench", argc, argv, &i, "--threads", &v)) != 0) {
+            if (m < 0 || atoi(v) < 1) {
+                free(files);
+                return m < 0 ? CLI_USAGE : cli_usage("bench", "--threads needs a number >= 1");
+            }
+            /* before anything starts the pool */
+            setenv("KILN_NUM_THREADS", v, 1);
+        } else if ((m = cli_option("bench", argc, argv, &i, "--mode", &v)) != 0) {
+            if (m < 0) {
+                free(files);
+                return CLI_USAGE;
+            }
+            if (!strcmp(v, "fused"))
+                o.eager = false;
+            else if (!strcmp(v, "all"))
+                o.interp = true;
+            else if (strcmp(v, "eager") != 0) {
+                free(files);
+                return cli_usage("bench", "--mode is fused, eager or all, not '%s'", v);
+            }
+        } else if ((m = cli_option("bench", argc, argv, &i, "--time", &v)) != 0) {
+            if (m < 0 || (o.budget = atof(v)) <= 0) {
+                free(files);
+                return m < 0 ? CLI_USAGE : cli_usage("bench", "--time needs seconds > 0");
+            }
+        } else if ((m = cli_option("bench", argc, argv, &i, "--json", &o.json)) != 0) {
+            if (m < 0) {
+                free(files);
+                return CLI_USAGE;
+            }
+        } else if ((m = cli_option("bench", argc, argv, &i, "--plot", &o.plot)) != 0) {
+            if (m < 0) {
+                free(files);
+                return CLI_USAGE;
+            }
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            free(files);
+            return cli_usage("bench", "unknown option '%s'", argv[i]);
+        } else {
+            files[nfiles++] = argv[i];
+        }
+    }
+    int n = nfiles ? nfiles : bench_suite_count;
+    result *rs = calloc((size_t)n, sizeof *rs);
+    probe pr = {0};
+    int rc = CLI_OK;
+    if (!rs) {
+        free(files);
+        return cli_fail();
+    }
+    const jit_host *h = jit_host_info();
+    fprintf(stderr, "kiln bench: %d workload(s) on %s (%d-bit vectors), %d thread(s); probe...\n",
+            n, h->cpu, h->vector_bits, jit_pool_threads());
+    if (probe_init(&pr)) {
+        rc = cli_fail();
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        kiln_graph *g = NULL;
+        kiln_status st;
+        if (nfiles) {
+            st = cli_load_graph(files[i], &g);
+            rs[i].name = files[i];
+        } else {
+            char src[64];
+            snprintf(src, sizeof src, "<bench:%s>", bench_suite[i].name);
+            st = ir_parse(bench_suite[i].text, bench_suite[i].len, src, &g);
+            rs[i].name = bench_suite[i].name;
+        }
+        if (st) {
+            snprintf(rs[i].error, sizeof rs[i].error, "%s", kiln_errmsg());
+            rc = CLI_FAIL;
+            continue;
+        }
+        g = scaled(g, o.scale);
+        bench_one(rs[i].name, g, &o, &pr, &rs[i]);
+        kiln_graph_free(g);
+        if (!rs[i].ok) {
+            fprintf(stderr, "kiln bench: %s: %s\n", rs[i].name, rs[i].error);
+            rc = CLI_FAIL;
+        }
+    }
+    kiln_stats ks;
+    kiln_jit_stats(&ks);
+    printf("kiln %s bench on %s (%d-bit vectors), %d threads, LLVM %s\n", kiln_version(), h->cpu,
+           h->vector_bits, ks.threads, h->llvm_version);
+    printf("one-time start-up (LLVM + LLJIT): %.1f ms; kernels compiled %llu, cache hits %llu\n",
+           ks.startup_ms, (unsigned long long)ks.kernel_compiles, (unsigned long long)ks.kernel_hits);
+    print_table(stdout, rs, n, &o);
+    printf("\nGB/s = minimal traffic (inputs + outputs) / median fused time; %%bw = that / the "
+           "copy-triad probe run around the workload; compile = cold (caches bypassed); "
+           "cached = compiling the same graph again.\n");
+    if (o.json && write_json(o.json, rs, n, &ks))
+        rc = cli_fail();
+    if (o.plot && write_svg(o.plot, rs, n))
+        rc = cli_fail();
+done:
+    probe_free(&pr);
+    free(rs);
+    free(files);
+    return rc;
+}
