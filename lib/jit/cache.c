@@ -130,6 +130,9 @@ kiln_status
 jit_kernel_get(const jit_kdesc *d, unsigned flags, jit_kernel **out, bool *hit)
 {
     bool want_dumps = flags & JIT_F_DUMPS, nocache = flags & JIT_F_NOCACHE;
+    /* perturbed test kernels (lower.c) must never be shared through the cache */
+    const char *pert = getenv("KILN_TEST_PERTURB");
+    nocache = nocache || (pert && *pert);
     size_t len;
     *out = NULL;
     *hit = false;

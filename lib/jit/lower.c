@@ -10,6 +10,7 @@
  * f64-then-round-once does for f32, max/min are llvm.maximum/minimum (NaN-propagating,
  * -0 < +0), float->int casts are llvm.fptosi.sat (saturating, NaN -> 0), as ops.def says. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <llvm-c/Core.h>
@@ -22,6 +23,7 @@ typedef struct L {
     LLVMBuilderRef b;
     int W;
     LLVMTypeRef i1, i8, i32, i64, f32, f64, ptr;
+    int perturb; /* ir_op whose results are perturbed (KILN_TEST_PERTURB), or -1 */
 } L;
 
 /* Transcendental ops come from vmath (vector polynomials); NULL when not available. */
@@ -338,6 +340,14 @@ emit_body(L *l, const jit_kdesc *d, kstate *s, LLVMValueRef c, LLVMValueRef mask
                 v = cast(l, a[0], (kiln_dtype)d->inst[in->a[0]].dtype, t);
             else
                 v = lower_op(l, (ir_op)in->op, (kiln_dtype)d->inst[in->a[0]].dtype, a);
+            if (l->perturb == (int)in->op && ir_dtype_is_float(t)) {
+                /* test-only (KILN_TEST_PERTURB=op): flip the last bit of the op's results,
+                 * so tests can show that kiln check catches a wrong kernel */
+                LLVMTypeRef it = vec(l, t == KILN_DTYPE_F32 ? l->i32 : l->i64);
+                LLVMValueRef bits = LLVMBuildBitCast(b, v, it, "");
+                bits = LLVMBuildXor(b, bits, iconst(l, it, 1), "");
+                v = LLVMBuildBitCast(b, bits, LLVMTypeOf(v), "");
+            }
         }
         s->val[i] = v;
     }
@@ -497,6 +507,8 @@ jit_lower_compile(const jit_kdesc *d, const char *name, jit_kernel_fn *fn, void 
     l.f32 = LLVMFloatTypeInContext(u.ctx);
     l.f64 = LLVMDoubleTypeInContext(u.ctx);
     l.ptr = LLVMPointerTypeInContext(u.ctx, 0);
+    const char *pert = getenv("KILN_TEST_PERTURB");
+    l.perturb = pert && *pert ? ir_op_from_name(pert, strlen(pert)) : -1;
     build_kernel(&l, d, name);
     LLVMDisposeBuilder(l.b);
 

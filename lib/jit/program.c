@@ -229,8 +229,9 @@ program_new(const char *api, kiln_graph *g, const kiln_options *o, kiln_program 
     p->mode = mode;
     atomic_flag_clear(&p->temp_busy);
     if (mode != KILN_MODE_INTERP) {
+        const char *pert = getenv("KILN_TEST_PERTURB"); /* test-only, see lower.c */
         unsigned flags = (want_dumps() || (o && (o->flags & KILN_KEEP_DUMPS)) ? JIT_F_DUMPS : 0) |
-                         (o && (o->flags & KILN_NO_CACHE) ? JIT_F_NOCACHE : 0);
+                         ((o && (o->flags & KILN_NO_CACHE)) || (pert && *pert) ? JIT_F_NOCACHE : 0);
         kiln_status st = compile(api, g, mode, flags, &p->comp);
         if (st) {
             kiln_program_free(p);

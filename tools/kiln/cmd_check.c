@@ -1,0 +1,401 @@
+/* cmd_check.c — `kiln check`: compiled results against the reference interpreter.
+ *
+ *   kiln check FILE.kiln ...   runs each graph fused and eager on seeded random inputs and
+ *                              on special values (0, -0, ±inf, NaN, subnormals, huge,
+ *                              tiny), reports the max error per output and where it
+ *                              occurred, and fails beyond the graph's bound;
+ *   kiln check --ulp FUNC      sweeps one f32 function over a dense sample (or all 2^32
+ *                              inputs with --exhaustive) against the f64 reference and
+ *                              prints its max ULP error: the tool behind docs/accuracy.md.
+ *
+ * The bound of a graph: 0 ULP when every op is exact in kiln's kernels (arithmetic,
+ * comparisons, casts, movement: they round exactly as the reference does), else the sum
+ * of the documented ULP bounds of its vector-math ops, measured against the magnitude of
+ * the output (an element passes if |got - want| <= bound * ulp(max(|want|, scale)) with
+ * scale the output's largest finite magnitude / 2^10, which keeps cancellation inside an
+ * expression from reading as a huge relative error). */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "jit.h"
+
+void
+cmd_check_help(FILE *f)
+{
+    fprintf(f,
+            "usage: kiln check FILE.kiln ... [--seeds N]\n"
+            "       kiln check --ulp FUNC [--dtype f32|f64] [--exhaustive]\n"
+            "\n"
+            "Compare kiln's compiled kernels (fused and eager) with the reference interpreter.\n"
+            "\n"
+            "  FILE.kiln        graphs to check on random inputs (N seeds, default 3) and on\n"
+            "                   special values; prints the max error per output and mode\n"
+            "  --ulp FUNC       sweep one unary function (exp, tanh, log, ...) or pow/atan2\n"
+            "                   over a dense sample of inputs and print its max ULP error\n"
+            "  --exhaustive     with --ulp and f32: every one of the 2^32 inputs (minutes)\n"
+            "  -h, --help       this text\n"
+            "\n"
+            "Exit code 1 when an error exceeds the documented bound (docs/accuracy.md).\n");
+}
+
+static const float specials32[] = {
+    0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1.4e-45f, -1.4e-45f, 1.1754942e-38f, 1.17549435e-38f,
+    -1.17549435e-38f, FLT_MAX, -FLT_MAX, 1e-30f, -1e-30f, 1e30f, -1e30f, 1.0f, -1.0f, 0.5f,
+    -0.5f, 2.0f, 3.0f, 88.7f, -87.3f, 89.0f, -104.0f, 1e-8f, 20.0f, -20.0f, 0.1f,
+};
+
+/* Fill float inputs with the special values (cycled, with a different phase per input so
+ * binary ops see mixed pairs); other dtypes get random values. */
+static void
+fill_special(kiln_dtype t, void *data, size_t n, int phase, uint64_t *state)
+{
+    size_t ns = sizeof specials32 / sizeof specials32[0];
+    if (!ir_dtype_is_float(t)) {
+        cli_fill_random(t, data, n, state);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        float v = specials32[(i + (size_t)phase * 7 + (i / ns) * (size_t)phase) % ns];
+        if (t == KILN_DTYPE_F32)
+            ((float *)data)[i] = v;
+        else
+            ((double *)data)[i] = (double)v;
+    }
+}
+
+typedef struct outerr {
+    double ulp;    /* max raw ULP distance */
+    size_t worst;
+    bool pass;
+} outerr;
+
+static double
+ulp_of(kiln_dtype t, double x)
+{
+    x = fabs(x);
+    if (t == KILN_DTYPE_F32) {
+        if (x < FLT_MIN)
+            return ldexp(1.0, -149);
+        int e;
+        frexp(x, &e);
+        return ldexp(1.0, e - 24);
+    }
+    if (x < DBL_MIN)
+        return ldexp(1.0, -1074);
+    int e;
+    frexp(x, &e);
+    return ldexp(1.0, e - 53);
+}
+
+static outerr
+compare(kiln_dtype t, const void *got, const void *want, size_t n, double bound)
+{
+    outerr r = {0, 0, true};
+    r.ulp = bench_ulp_error(t, got, want, n, &r.worst);
+    if (r.ulp <= bound)
+        return r;
+    if (!ir_dtype_is_float(t) || bound == 0) {
+        r.pass = false;
+        return r;
+    }
+    double scale = 0;
+    for (size_t i = 0; i < n; i++) {
+        double w = fabs(ir_load_f64(t, want, i));
+        if (isfinite(w) && w > scale)
+            scale = w;
+    }
+    scale = ldexp(scale, -10);
+    for (size_t i = 0; i < n; i++) {
+        double g = ir_load_f64(t, got, i), w = ir_load_f64(t, want, i);
+        if (isnan(g) || isnan(w)) {
+            if (isnan(g) != isnan(w)) {
+                r.pass = false;
+                r.worst = i;
+                return r;
+            }
+            continue;
+        }
+        if (g == w)
+            continue;
+        double tol = bound * ulp_of(t, fmax(fabs(w), scale));
+        if (!(fabs(g - w) <= tol)) {
+            r.pass = false;
+            r.worst = i;
+            return r;
+        }
+    }
+    return r;
+}
+
+static double
+graph_bound(const kiln_graph *g)
+{
+    double b = 0;
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        const ir_node *nd = &g->nodes[i];
+        if (ir_op_is_elementwise(nd->op) && jit_math_available(nd->op))
+            b += jit_math_ulp_bound(nd->op, nd->type.dtype);
+    }
+    return b;
+}
+
+static void
+print_value(FILE *f, kiln_dtype t, const void *p, size_t i)
+{
+    if (ir_dtype_is_float(t))
+        fprintf(f, "%.9g", ir_load_f64(t, p, i));
+    else
+        fprintf(f, "%lld", (long long)ir_load_i64(t, p, i));
+}
+
+/* Check one graph; returns CLI_OK, or CLI_FAIL when beyond the bound or on error. */
+static int
+check_graph(const char *name, const kiln_graph *g, int seeds)
+{
+    double bound = graph_bound(g);
+    int rc = CLI_OK;
+    int ni = g->ninputs, no = g->noutputs;
+    void **in = calloc((size_t)ni + 1, sizeof *in), **ref = calloc((size_t)no + 1, sizeof *ref),
+         **out = calloc((size_t)no + 1, sizeof *out);
+    kiln_program *progs[2] = {NULL, NULL};
+    static const char *const mode_names[2] = {"fused", "eager"};
+    if (!in || !ref || !out)
+        goto oom;
+    for (int i = 0; i < ni; i++)
+        if (!(in[i] = malloc(ir_type_bytes(&g->nodes[g->inputs[i]].type) + 1)))
+            goto oom;
+    for (int i = 0; i < no; i++) {
+        size_t b = ir_type_bytes(&g->nodes[g->outputs[i].node].type) + 1;
+        if (!(ref[i] = malloc(b)) || !(out[i] = malloc(b)))
+            goto oom;
+    }
+    for (int m = 0; m < 2; m++) {
+        kiln_options o = {.mode = m == 0 ? KILN_MODE_FUSED : KILN_MODE_EAGER};
+        if (kiln_program_compile(g, &o, &progs[m])) {
+            fprintf(stderr, "kiln check: %s: %s\n", name, kiln_errmsg());
+            rc = CLI_FAIL;
+            goto done;
+        }
+    }
+    printf("%s: bound %g ulp\n", name, bound);
+    for (int s = 0; s <= seeds; s++) {
+        uint64_t state = 0x636865636b + (uint64_t)s;
+        bool special = s == seeds;
+        for (int i = 0; i < ni; i++) {
+            const ir_type *t = &g->nodes[g->inputs[i]].type;
+            if (special)
+                fill_special(t->dtype, in[i], ir_shape_count(&t->shape), i, &state);
+            else
+                cli_fill_random(t->dtype, in[i], ir_shape_count(&t->shape), &state);
+        }
+        if (kiln_graph_interpret(g, (const void *const *)in, ref)) {
+            fprintf(stderr, "kiln check: %s: reference: %s\n", name, kiln_errmsg());
+            rc = CLI_FAIL;
+            goto done;
+        }
+        for (int m = 0; m < 2; m++) {
+            if (kiln_program_run(progs[m], (const void *const *)in, out)) {
+                fprintf(stderr, "kiln check: %s: %s: %s\n", name, mode_names[m], kiln_errmsg());
+                rc = CLI_FAIL;
+                goto done;
+            }
+            for (int k = 0; k < no; k++) {
+                const ir_type *t = &g->nodes[g->outputs[k].node].type;
+                size_t n = ir_shape_count(&t->shape);
+                outerr e = compare(t->dtype, out[k], ref[k], n, bound);
+                printf("  %-7s %-6s %-10s max %-10.4g ulp", special ? "special" : "random",
+                       mode_names[m], g->outputs[k].name, e.ulp);
+                if (e.ulp > 0 && n > 0) {
+                    printf("  worst at [%zu]: got ", e.worst);
+                    print_value(stdout, t->dtype, out[k], e.worst);
+                    printf(" want ");
+                    print_value(stdout, t->dtype, ref[k], e.worst);
+                }
+                printf("%s\n", e.pass ? "" : "  <-- FAIL: beyond the bound");
+                if (!e.pass)
+                    rc = CLI_FAIL;
+            }
+        }
+    }
+    goto done;
+oom:
+    ir_error(KILN_ERR_NOMEM, "kiln check: out of memory");
+    rc = cli_fail();
+done:
+    kiln_program_free(progs[0]);
+    kiln_program_free(progs[1]);
+    for (int i = 0; in && i < ni; i++)
+        free(in[i]);
+    for (int i = 0; i < no; i++) {
+        if (ref)
+            free(ref[i]);
+        if (out)
+            free(out[i]);
+    }
+    free(in);
+    free(ref);
+    free(out);
+    return rc;
+}
+
+/* ---- --ulp ------------------------------------------------------------------------------ */
+
+static int
+check_ulp(const char *func, kiln_dtype dt, bool exhaustive)
+{
+    int op = ir_op_from_name(func, strlen(func));
+    if (op < 0 || !ir_op_is_elementwise((ir_op)op) ||
+        (ir_ops[op].trule != IR_T_FLOAT && op != IR_OP_POW))
+        return cli_usage("check", "--ulp needs a float function (exp, tanh, pow, ...), not '%s'",
+                         func);
+    bool binary = ir_ops[op].arity == 2;
+    const size_t chunk = (size_t)1 << 22;
+    char text[512];
+    snprintf(text, sizeof text,
+             binary ? "graph ulp(x: %s[%zu], y: %s[%zu]) -> (r: %s[%zu]) {\n  r = %s(x, y)\n}\n"
+                    : "graph ulp(x: %s[%zu]) -> (r: %s[%zu]) {\n  r = %s(x)\n}\n",
+             kiln_dtype_name(dt), chunk, kiln_dtype_name(dt), chunk, kiln_dtype_name(dt), chunk,
+             func);
+    if (!binary)
+        snprintf(text, sizeof text, "graph ulp(x: %s[%zu]) -> (r: %s[%zu]) {\n  r = %s(x)\n}\n",
+                 kiln_dtype_name(dt), chunk, kiln_dtype_name(dt), chunk, func);
+    kiln_graph *g;
+    kiln_program *p;
+    if (kiln_graph_parse(text, strlen(text), &g))
+        return cli_fail();
+    if (kiln_program_compile(g, NULL, &p)) {
+        kiln_graph_free(g);
+        return cli_fail();
+    }
+    size_t es = kiln_dtype_size(dt);
+    void *x = malloc(chunk * es), *y = malloc(chunk * es), *got = malloc(chunk * es),
+         *want = malloc(chunk * es);
+    int rc = CLI_OK;
+    if (!x || !y || !got || !want) {
+        ir_error(KILN_ERR_NOMEM, "kiln check: out of memory");
+        rc = cli_fail();
+        goto done;
+    }
+    double max = 0, wx = 0, wy = 0;
+    uint64_t state = 0x756c70;
+    /* f32: every 2^32 / total-th bit pattern (dense over all binades, both signs);
+     * exhaustive: all of them.  f64: random bit patterns plus the f32 sweep widened. */
+    uint64_t total = exhaustive && dt == KILN_DTYPE_F32 ? (uint64_t)1 << 32 : (uint64_t)1 << 24;
+    uint64_t stride = dt == KILN_DTYPE_F32 ? ((uint64_t)1 << 32) / total : 0;
+    for (uint64_t base = 0; base < total; base += chunk) {
+        for (size_t i = 0; i < chunk; i++) {
+            uint64_t k = base + i;
+            if (dt == KILN_DTYPE_F32) {
+                uint32_t bits = (uint32_t)(k * stride + (stride > 1 ? (k * 2654435761u) % stride : 0));
+                memcpy((char *)x + 4 * i, &bits, 4);
+                if (binary) {
+                    uint32_t b2 = (uint32_t)((k * 0x9e3779b97f4a7c15ull) >> 32);
+                    memcpy((char *)y + 4 * i, &b2, 4);
+                }
+            } else {
+                state = state * 6364136223846793005ull + 1442695040888963407ull;
+                uint64_t bits = state;
+                memcpy((char *)x + 8 * i, &bits, 8);
+                state = state * 6364136223846793005ull + 1442695040888963407ull;
+                memcpy((char *)y + 8 * i, &state, 8);
+            }
+        }
+        const void *ins[2] = {x, y};
+        void *outs[1] = {got}, *refs[1] = {want};
+        if (kiln_program_run(p, ins, outs) || kiln_graph_interpret(g, ins, refs)) {
+            rc = cli_fail();
+            goto done;
+        }
+        size_t worst;
+        double e = bench_ulp_error(dt, got, want, chunk, &worst);
+        if (e > max) {
+            max = e;
+            wx = ir_load_f64(dt, x, worst);
+            wy = binary ? ir_load_f64(dt, y, worst) : 0;
+        }
+        if (total > chunk)
+            fprintf(stderr, "\rkiln check: %s: %.0f%%", func, 100.0 * (double)(base + chunk) / (double)total);
+    }
+    if (total > chunk)
+        fprintf(stderr, "\n");
+    double bound = jit_math_available((ir_op)op) ? jit_math_ulp_bound((ir_op)op, dt) : 0;
+    printf("%s %s: %llu inputs, max error %.4g ulp", func, kiln_dtype_name(dt),
+           (unsigned long long)total, max);
+    if (max > 0) {
+        printf(" at x = %.9g", wx);
+        if (binary)
+            printf(", y = %.9g", wy);
+    }
+    printf(" (bound %g, %s)\n", bound,
+           jit_math_available((ir_op)op) ? "vector math" : "reference step: not compiled yet");
+    if (max > bound)
+        rc = CLI_FAIL;
+done:
+    free(x);
+    free(y);
+    free(got);
+    free(want);
+    kiln_program_free(p);
+    kiln_graph_free(g);
+    return rc;
+}
+
+int
+cmd_check(int argc, char **argv)
+{
+    const char *func = NULL;
+    kiln_dtype dt = KILN_DTYPE_F32;
+    bool exhaustive = false;
+    int seeds = 3, rc = CLI_OK, nfiles = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int m;
+        if (cli_is_help(argv[i])) {
+            cmd_check_help(stdout);
+            return CLI_OK;
+        }
+        if ((m = cli_option("check", argc, argv, &i, "--ulp", &func)) != 0) {
+            if (m < 0)
+                return CLI_USAGE;
+        } else if ((m = cli_option("check", argc, argv, &i, "--dtype", &v)) != 0) {
+            if (m < 0)
+                return CLI_USAGE;
+            int t = ir_dtype_from_name(v, strlen(v));
+            if (t != KILN_DTYPE_F32 && t != KILN_DTYPE_F64)
+                return cli_usage("check", "--dtype is f32 or f64, not '%s'", v);
+            dt = (kiln_dtype)t;
+        } else if ((m = cli_option("check", argc, argv, &i, "--seeds", &v)) != 0) {
+            if (m < 0 || (seeds = atoi(v)) < 1)
+                return m < 0 ? CLI_USAGE : cli_usage("check", "--seeds needs a number >= 1");
+        } else if (!strcmp(argv[i], "--exhaustive")) {
+            exhaustive = true;
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            return cli_usage("check", "unknown option '%s'", argv[i]);
+        } else {
+            nfiles++;
+        }
+    }
+    if (func)
+        return nfiles ? cli_usage("check", "--ulp takes no graph files") : check_ulp(func, dt, exhaustive);
+    if (!nfiles)
+        return cli_usage("check", "give graph files or --ulp FUNC");
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            if (!strcmp(argv[i], "--seeds") || !strcmp(argv[i], "--dtype"))
+                i++;
+            continue;
+        }
+        kiln_graph *g;
+        if (cli_load_graph(argv[i], &g)) {
+            rc = cli_fail();
+            continue;
+        }
+        if (check_graph(argv[i], g, seeds) != CLI_OK)
+            rc = CLI_FAIL;
+        kiln_graph_free(g);
+    }
+    return rc;
+}
