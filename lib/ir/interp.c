@@ -311,31 +311,98 @@ run_arange(const ir_node *nd, void *out, size_t n)
     }
 }
 
-/* Unary, binary and clamp: operands broadcast to the result shape. */
+/* Element access for the elementwise loop, which runs once per element: the conversions
+ * of ir_load_f64 / ir_store_f64 (float operands) and ir_load_i64 / ir_store_i64 (int and
+ * bool operands), inlined. */
+static inline double
+load_float(kiln_dtype t, const void *p, size_t i)
+{
+    if (t == KILN_DTYPE_F32) {
+        float v;
+        memcpy(&v, (const char *)p + 4 * i, 4);
+        return v;
+    }
+    double v;
+    memcpy(&v, (const char *)p + 8 * i, 8);
+    return v;
+}
+
+static inline void
+store_float(kiln_dtype t, void *p, size_t i, double v)
+{
+    if (t == KILN_DTYPE_F32) {
+        float f = (float)v; /* the one rounding of an f32 op */
+        memcpy((char *)p + 4 * i, &f, 4);
+    } else if (t == KILN_DTYPE_F64) {
+        memcpy((char *)p + 8 * i, &v, 8);
+    } else {
+        ir_store_f64(t, p, i, v); /* bool results of tests and comparisons */
+    }
+}
+
+static inline int64_t
+load_int(kiln_dtype t, const void *p, size_t i)
+{
+    if (t == KILN_DTYPE_I32) {
+        int32_t v;
+        memcpy(&v, (const char *)p + 4 * i, 4);
+        return v;
+    }
+    if (t == KILN_DTYPE_I64) {
+        int64_t v;
+        memcpy(&v, (const char *)p + 8 * i, 8);
+        return v;
+    }
+    return ((const uint8_t *)p)[i] != 0;
+}
+
+static inline void
+store_int(kiln_dtype t, void *p, size_t i, int64_t v)
+{
+    if (t == KILN_DTYPE_I32) {
+        int32_t x = (int32_t)(uint32_t)(uint64_t)v; /* wrap to 32 bits */
+        memcpy((char *)p + 4 * i, &x, 4);
+    } else if (t == KILN_DTYPE_I64) {
+        memcpy((char *)p + 8 * i, &v, 8);
+    } else {
+        ((uint8_t *)p)[i] = v != 0;
+    }
+}
+
+/* Unary, binary and clamp: operands broadcast to the result shape.  The last axis is a
+ * plain loop (a row); a walk steps over the rows. */
 static void
 run_elementwise(const run *r, const ir_node *nd, void *out, size_t n)
 {
     const ir_shape *os = &nd->type.shape;
     kiln_dtype xt = operand_type(r, nd, 0)->dtype, ot = nd->type.dtype;
+    int nin = nd->nin, rank = os->rank, outer = rank > 0 ? rank - 1 : 0;
+    int64_t len = rank > 0 ? os->dims[rank - 1] : 1, row_st[WALK_MAX] = {0, 0, 0};
     const void *src[WALK_MAX];
     walk w;
-    walk_init(&w, os->rank, os->dims, nd->nin);
-    for (int k = 0; k < nd->nin; k++) {
+    walk_init(&w, outer, os->dims, nin);
+    for (int k = 0; k < nin; k++) {
+        int64_t st[IR_MAX_RANK];
         src[k] = operand(r, nd, k);
-        ir_broadcast_strides(&operand_type(r, nd, k)->shape, os->rank, w.st[k]);
+        ir_broadcast_strides(&operand_type(r, nd, k)->shape, rank, st);
+        memcpy(w.st[k], st, sizeof(int64_t) * (size_t)outer);
+        row_st[k] = rank > 0 ? st[rank - 1] : 0;
     }
     bool fl = ir_dtype_is_float(xt), is_bool = xt == KILN_DTYPE_BOOL;
-    for (size_t i = 0; i < n; i++, walk_next(&w)) {
-        if (fl) {
-            double v[WALK_MAX] = {0, 0, 0};
-            for (int k = 0; k < nd->nin; k++)
-                v[k] = ir_load_f64(xt, src[k], (size_t)w.off[k]);
-            ir_store_f64(ot, out, i, f_eval(nd->op, v[0], v[1], v[2]));
-        } else {
-            int64_t v[WALK_MAX] = {0, 0, 0};
-            for (int k = 0; k < nd->nin; k++)
-                v[k] = ir_load_i64(xt, src[k], (size_t)w.off[k]);
-            ir_store_i64(ot, out, i, i_eval(nd->op, is_bool, v[0], v[1], v[2]));
+    size_t i = 0;
+    for (size_t row = 0; row < n / (size_t)len; row++, walk_next(&w)) {
+        for (int64_t j = 0; j < len; j++, i++) {
+            if (fl) {
+                double v[WALK_MAX] = {0, 0, 0};
+                for (int k = 0; k < nin; k++)
+                    v[k] = load_float(xt, src[k], (size_t)(w.off[k] + j * row_st[k]));
+                store_float(ot, out, i, f_eval(nd->op, v[0], v[1], v[2]));
+            } else {
+                int64_t v[WALK_MAX] = {0, 0, 0};
+                for (int k = 0; k < nin; k++)
+                    v[k] = load_int(xt, src[k], (size_t)(w.off[k] + j * row_st[k]));
+                store_int(ot, out, i, i_eval(nd->op, is_bool, v[0], v[1], v[2]));
+            }
         }
     }
 }
@@ -522,9 +589,9 @@ run_reduce(const run *r, const ir_node *nd, void *out, size_t n)
             facc = count ? -0.0 : 0.0;
             for (size_t j = 0; j < count; j++, walk_next(&inner)) {
                 if (fl)
-                    facc += ir_load_f64(t, x, (size_t)inner.off[0]);
+                    facc += load_float(t, x, (size_t)inner.off[0]);
                 else
-                    iacc += (uint64_t)ir_load_i64(t, x, (size_t)inner.off[0]);
+                    iacc += (uint64_t)load_int(t, x, (size_t)inner.off[0]);
             }
             if (nd->op == IR_OP_REDUCE_MEAN)
                 facc = count ? facc / (double)count : NAN;
@@ -534,9 +601,9 @@ run_reduce(const run *r, const ir_node *nd, void *out, size_t n)
             iacc = 1;
             for (size_t j = 0; j < count; j++, walk_next(&inner)) {
                 if (fl)
-                    facc *= ir_load_f64(t, x, (size_t)inner.off[0]);
+                    facc *= load_float(t, x, (size_t)inner.off[0]);
                 else
-                    iacc *= (uint64_t)ir_load_i64(t, x, (size_t)inner.off[0]);
+                    iacc *= (uint64_t)load_int(t, x, (size_t)inner.off[0]);
             }
             break;
         case IR_OP_REDUCE_MAX:
@@ -546,10 +613,10 @@ run_reduce(const run *r, const ir_node *nd, void *out, size_t n)
             facc = count ? 0.0 : NAN;
             for (size_t j = 0; j < count; j++, walk_next(&inner)) {
                 if (fl) {
-                    double v = ir_load_f64(t, x, (size_t)inner.off[0]);
+                    double v = load_float(t, x, (size_t)inner.off[0]);
                     facc = j == 0 ? v : mx ? f_max(facc, v) : f_min(facc, v);
                 } else {
-                    int64_t v = ir_load_i64(t, x, (size_t)inner.off[0]);
+                    int64_t v = load_int(t, x, (size_t)inner.off[0]);
                     if (j == 0 || (mx ? v > ibest : v < ibest))
                         ibest = v;
                 }
@@ -562,7 +629,7 @@ run_reduce(const run *r, const ir_node *nd, void *out, size_t n)
             bool mx = nd->op == IR_OP_ARGMAX;
             for (size_t j = 0; j < count; j++, walk_next(&inner)) {
                 if (fl) {
-                    double v = ir_load_f64(t, x, (size_t)inner.off[0]);
+                    double v = load_float(t, x, (size_t)inner.off[0]);
                     if (isnan(v)) { /* the first NaN wins */
                         arg = (int64_t)j;
                         break;
@@ -572,7 +639,7 @@ run_reduce(const run *r, const ir_node *nd, void *out, size_t n)
                         arg = (int64_t)j;
                     }
                 } else {
-                    int64_t v = ir_load_i64(t, x, (size_t)inner.off[0]);
+                    int64_t v = load_int(t, x, (size_t)inner.off[0]);
                     if (j == 0 || (mx ? v > ibest : v < ibest)) {
                         ibest = v;
                         arg = (int64_t)j;
@@ -586,9 +653,9 @@ run_reduce(const run *r, const ir_node *nd, void *out, size_t n)
             IR_ASSERT(!"run_reduce: not a reduction");
         }
         if (fl)
-            ir_store_f64(ot, out, o, facc);
+            store_float(ot, out, o, facc);
         else
-            ir_store_i64(ot, out, o, wrap(iacc));
+            store_int(ot, out, o, wrap(iacc));
     }
 }
 
@@ -630,29 +697,32 @@ run_matmul(const run *r, const ir_node *nd, void *out, size_t n)
     }
 
     size_t na = count_of(&at->shape), nb = count_of(&bt->shape);
-    /* double and int64 have the same size, so one set of buffers serves both paths. */
-    double *A = ir_malloc(na * sizeof(double));
-    double *B = A ? ir_malloc(nb * sizeof(double)) : NULL;
-    double *acc = B ? ir_malloc(nn * sizeof(double)) : NULL;
-    if (!acc) {
-        ir_free(A);
-        ir_free(B);
-        return ir_error(KILN_ERR_NOMEM, "kiln_graph_interpret: out of memory: matmul of %zu and %zu elements",
-                        na, nb);
+    /* Scratch: both operands converted, and one result row; 8-byte elements (double for
+     * floats, uint64 for wrapping ints), so one set of buffers serves both paths. */
+    void *sa_buf = ir_malloc(na * 8);
+    void *sb_buf = sa_buf ? ir_malloc(nb * 8) : NULL;
+    void *row_buf = sb_buf ? ir_malloc(nn * 8) : NULL;
+    if (!row_buf) {
+        ir_free(sa_buf);
+        ir_free(sb_buf);
+        return ir_error(KILN_ERR_NOMEM,
+                        "kiln_graph_interpret: out of memory: matmul of %zu and %zu elements", na,
+                        nb);
     }
+    double *A = sa_buf, *B = sb_buf, *acc = row_buf;
+    uint64_t *IA = sa_buf, *IB = sb_buf, *iacc = row_buf;
     const void *a = operand(r, nd, 0), *b = operand(r, nd, 1);
-    uint64_t *IA = (uint64_t *)(void *)A, *IB = (uint64_t *)(void *)B, *iacc = (uint64_t *)(void *)acc;
     for (size_t i = 0; i < na; i++) {
         if (fl)
-            A[i] = ir_load_f64(t, a, i);
+            A[i] = load_float(t, a, i);
         else
-            IA[i] = (uint64_t)ir_load_i64(t, a, i);
+            IA[i] = (uint64_t)load_int(t, a, i);
     }
     for (size_t i = 0; i < nb; i++) {
         if (fl)
-            B[i] = ir_load_f64(t, b, i);
+            B[i] = load_float(t, b, i);
         else
-            IB[i] = (uint64_t)ir_load_i64(t, b, i);
+            IB[i] = (uint64_t)load_int(t, b, i);
     }
     size_t o = 0, nbatch = count_of(&batch);
     for (size_t bi = 0; bi < nbatch; bi++, walk_next(&w)) {
@@ -681,15 +751,15 @@ run_matmul(const run *r, const ir_node *nd, void *out, size_t n)
             }
             for (size_t j = 0; j < nn; j++, o++) {
                 if (fl)
-                    ir_store_f64(t, out, o, acc[j]);
+                    store_float(t, out, o, acc[j]);
                 else
-                    ir_store_i64(t, out, o, wrap(iacc[j]));
+                    store_int(t, out, o, wrap(iacc[j]));
             }
         }
     }
-    ir_free(A);
-    ir_free(B);
-    ir_free(acc);
+    ir_free(sa_buf);
+    ir_free(sb_buf);
+    ir_free(row_buf);
     return KILN_OK;
 }
 

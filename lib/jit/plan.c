@@ -104,13 +104,12 @@ view_is_contiguous(const view *v, const ir_shape *s)
     return true;
 }
 
-/* The view of VIEW node n over its operand's view (operand already classified). */
+/* The view of VIEW node n given `src`, the view its operand is read through. */
 static bool
-make_view(planner *p, int32_t n)
+make_view(planner *p, int32_t n, const view *src)
 {
     const ir_node *nd = &p->g->nodes[n];
     const ir_node *x = &p->g->nodes[nd->in[0]];
-    const view *src = &p->ni[nd->in[0]].v;
     view *v = &p->ni[n].v;
     const ir_shape *xs = &x->type.shape, *ys = &nd->type.shape;
     v->base = src->base;
@@ -241,22 +240,27 @@ classify(planner *p)
                     return st;
                 xc = C_BUF;
             }
+            /* A materialised operand is read from its own buffer.  Its own view stays as
+             * it is: a stored view's copy kernel still reads through it. */
+            view src = p->ni[x].v;
             if (xc == C_ELEM || p->ni[x].stored) {
-                p->ni[x].v.base = x;
-                p->ni[x].v.offset = 0;
-                contiguous_strides(&g->nodes[x].type.shape, p->ni[x].v.strides);
+                src.base = x;
+                src.offset = 0;
+                contiguous_strides(&g->nodes[x].type.shape, src.strides);
             }
             ni->cls = C_VIEW;
-            if (!make_view(p, n)) {
+            if (!make_view(p, n, &src)) {
                 /* reshape of a non-contiguous view: copy the operand first */
                 kiln_status st = materialise(p, x, "reshaped while not contiguous");
                 if (st)
                     return st;
-                p->ni[x].v.base = x;
-                p->ni[x].v.offset = 0;
-                contiguous_strides(&g->nodes[x].type.shape, p->ni[x].v.strides);
-                IR_ASSERT(make_view(p, n));
+                src.base = x;
+                src.offset = 0;
+                contiguous_strides(&g->nodes[x].type.shape, src.strides);
+                IR_ASSERT(make_view(p, n, &src));
             }
+            if (p->ni[x].lastdep > ni->lastdep)
+                ni->lastdep = p->ni[x].lastdep; /* the copy just made */
             if (eager) {
                 kiln_status st = materialise(p, n, "eager mode: one kernel per op");
                 if (st)
@@ -798,7 +802,11 @@ jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **
 
     /* steps: clusters, then reference nodes */
     step_of_cluster = ir_calloc((size_t)p->ncl + 1, sizeof(int32_t));
-    step_of_ref = ir_calloc((size_t)g->nnodes, sizeof(int32_t));
+    step_of_ref = ir_calloc((size_t)g->nnodes + 1, sizeof(int32_t));
+    if (!step_of_cluster || !step_of_ref) {
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        goto fail;
+    }
     int32_t nref = 0;
     for (int32_t n = 0; n < g->nnodes; n++) {
         step_of_ref[n] = -1;
