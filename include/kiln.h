@@ -238,7 +238,8 @@ KILN_API kiln_scope kiln_scope_begin(kiln_device *device);
  * already an output, duplicate name, tensor of a scope that has ended),
  * KILN_ERR_SCOPE_CLOSED (the scope has ended), KILN_ERR_FOREIGN_TENSOR (t belongs to
  * another open scope), KILN_ERR_MISUSE.  A failure here also becomes the scope's first
- * error, reported again by kiln_scope_end. */
+ * error, reported again by kiln_scope_end; a null tensor in a scope that already failed
+ * returns that first error (code and message). */
 KILN_API kiln_status kiln_scope_output(kiln_scope scope, const char *name, kiln_tensor t);
 
 /* Executors: FUSED (default) compiles fused SIMD kernels for the host CPU; EAGER is the

@@ -372,7 +372,7 @@ emit_body(L *l, const jit_kdesc *d, kstate *s, LLVMValueRef c, LLVMValueRef mask
     }
 }
 
-static void
+static kiln_status
 build_kernel(L *l, const jit_kdesc *d, const char *name)
 {
     LLVMBuilderRef b = l->b;
@@ -396,7 +396,13 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
     kstate s;
     LLVMValueRef stack[4 * 64];
     LLVMValueRef *mem = nslots * 3 + d->ninst <= 256 ? stack : ir_calloc((size_t)(nslots * 3 + d->ninst), sizeof(LLVMValueRef));
-    IR_ASSERT(mem != NULL); /* lowering allocations are tiny; see jit_lower_compile */
+    LLVMValueRef *dims = ir_calloc((size_t)R, sizeof(LLVMValueRef));
+    if (!mem || !dims) {
+        if (mem != stack)
+            ir_free(mem);
+        ir_free(dims);
+        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
+    }
     s.ptr = mem;
     s.off = mem + nslots;
     s.istride = mem + 2 * nslots;
@@ -407,8 +413,6 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
         LLVMValueRef idx = ci64(l, j);
         s.ptr[j] = LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->ptr, pptrs, &idx, 1, ""), "");
     }
-    LLVMValueRef *dims = ir_calloc((size_t)R, sizeof(LLVMValueRef));
-    IR_ASSERT(dims != NULL);
     for (int k = 0; k < R; k++) {
         LLVMValueRef idx = ci64(l, k);
         dims[k] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pdims, &idx, 1, ""), "");
@@ -485,6 +489,7 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
     ir_free(dims);
     if (mem != stack)
         ir_free(mem);
+    return KILN_OK;
 }
 
 kiln_status
@@ -509,8 +514,12 @@ jit_lower_compile(const jit_kdesc *d, const char *name, jit_kernel_fn *fn, void 
     l.ptr = LLVMPointerTypeInContext(u.ctx, 0);
     const char *pert = getenv("KILN_TEST_PERTURB");
     l.perturb = pert && *pert ? ir_op_from_name(pert, strlen(pert)) : -1;
-    build_kernel(&l, d, name);
+    st = build_kernel(&l, d, name);
     LLVMDisposeBuilder(l.b);
+    if (st) {
+        jit_unit_dispose(&u);
+        return st;
+    }
 
     jit_dumps dm = {0};
     if (dumps)

@@ -393,8 +393,10 @@ ivec_push(ivec *a, int32_t x)
     if (a->n == a->cap) {
         int32_t m = a->cap ? 2 * a->cap : 16;
         int32_t *v = ir_realloc(a->v, sizeof(int32_t) * (size_t)m);
-        if (!v)
+        if (!v) {
+            ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
             return false;
+        }
         a->v = v;
         a->cap = m;
     }

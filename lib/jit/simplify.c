@@ -133,7 +133,7 @@ jit_simplify(const kiln_graph *g, kiln_graph **out, char **log)
         for (; tab[slot] >= 0; slot = (slot + 1) & (cap - 1)) {
             const ir_node *c = &ng->nodes[tab[slot]];
             if (c->op == nd->op && c->nin == nd->nin && ir_type_equal(&c->type, &nd->type) &&
-                memcmp(c->in, ins, sizeof(int32_t) * (size_t)nd->nin) == 0 &&
+                (nd->nin == 0 || memcmp(c->in, ins, sizeof(int32_t) * (size_t)nd->nin) == 0) &&
                 same_attrs(&c->at, &nd->at) &&
                 (nd->op != IR_OP_CONSTANT ||
                  memcmp(c->at.data, nd->at.data, ir_type_bytes(&nd->type)) == 0)) {
