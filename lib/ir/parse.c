@@ -13,9 +13,7 @@
  *
  * Every error is reported once, where it is found, through ir_error; the parse functions
  * return false and the caller unwinds, freeing the partial graph. */
-#include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -497,9 +495,9 @@ table_add(table *t, const entry *add)
 }
 
 /* The name a token spells, NUL-terminated in the scratch arena: an identifier or label
- * as written, a string decoded. */
+ * as written, a string decoded (empty only where allow_empty: the graph's name). */
 static bool
-token_name(parser *p, const token *t, const char **out, size_t *outn)
+token_name_ex(parser *p, const token *t, bool allow_empty, const char **out, size_t *outn)
 {
     if (t->kind != T_STRING) {
         char *s = ir_arena_strndup(&p->scratch, t->s, t->n);
@@ -525,11 +523,17 @@ token_name(parser *p, const token *t, const char **out, size_t *outn)
         s[n++] = c;
     }
     s[n] = '\0';
-    if (n == 0)
+    if (n == 0 && !allow_empty)
         return ERR_TOK(t, "expected a name, got an empty string");
     *out = s;
     *outn = n;
     return true;
+}
+
+static bool
+token_name(parser *p, const token *t, const char **out, size_t *outn)
+{
+    return token_name_ex(p, t, false, out, outn);
 }
 
 /* name = ident | string */
@@ -1094,6 +1098,60 @@ norm_axis(parser *p, const token *at, const char *opname, int64_t a, int rank, i
     return true;
 }
 
+/* data = list | b64string, second pass: the elements of a constant of type `given` into
+ * a new buffer *data (NULL for an empty constant; the caller frees it). */
+static bool
+read_data(parser *p, const pattrs *pa, const ir_type *given, void **data)
+{
+    const token *v = &pa->val[IR_ATTR_DATA_BIT];
+    kiln_dtype t = given->dtype;
+    size_t count = ir_shape_count(&given->shape);
+    size_t bytes = ir_type_bytes(given), size = kiln_dtype_size(t);
+    /* Counts first, so a small text never makes a big allocation. */
+    if (v->kind == T_B64) {
+        size_t got = 0;
+        if (!b64_size(p, v, v->s + 4, v->n - 5, &got))
+            return false;
+        if (got != bytes) {
+            char tb[IR_TYPE_STR_MAX];
+            return ERR_TOK(v, "constant data has %zu bytes, %s needs %zu", got,
+                           ir_type_str(given, tb, sizeof tb), bytes);
+        }
+    } else if (pa->ndata != count) {
+        return ERR_TOK(v, "constant data has %zu element%s, the type needs %zu", pa->ndata,
+                       pa->ndata == 1 ? "" : "s", count);
+    }
+    if (bytes == 0)
+        return true;
+    unsigned char *buf = ir_malloc(bytes);
+    if (!buf)
+        return nomem();
+    *data = buf;
+    if (v->kind == T_B64) {
+        if (!b64_decode(p, v, v->s + 4, v->n - 5, buf))
+            return false;
+        if (t == KILN_DTYPE_BOOL)
+            for (size_t i = 0; i < bytes; i++)
+                if (buf[i] > 1)
+                    return ERR_TOK(v, "bool constant element %zu is byte 0x%02x, not 0 or 1", i,
+                                   buf[i]);
+        return true;
+    }
+    /* Re-read the list from its '[' now that the dtype is known. */
+    lexstate after = p->lx;
+    p->lx = pa->data;
+    if (!lex(p))
+        return false;
+    for (size_t i = 0; i < count; i++) {
+        if (!lit_scalar(p, TOK, t, buf + i * size) || !lex(p))
+            return false;
+        if (i + 1 < count && !lex(p)) /* past ',' */
+            return false;
+    }
+    p->lx = after;
+    return true;
+}
+
 /* Second pass: turn what parse_attr saw into ir_attrs, given the result dtype `t` and the
  * first operand's type `x` (NULL for sources).  `optok` is where missing ones are
  * reported. */
@@ -1118,52 +1176,11 @@ build_attrs(parser *p, ir_op op, const pattrs *pa, const token *optok, kiln_dtyp
         if (!has && !optional)
             return ERR_TOK(optok, "missing attribute '%s' for %s", ir_attr_names[bit], opname);
         switch (a) {
-        case IR_A_DATA: {
-            size_t count = ir_shape_count(&given->shape);
-            size_t bytes = ir_type_bytes(given), size = kiln_dtype_size(t);
-            if (v->kind == T_B64) {
-                size_t got = 0;
-                if (!b64_size(p, v, v->s + 4, v->n - 5, &got))
-                    return false;
-                if (got != bytes) {
-                    char tb[IR_TYPE_STR_MAX];
-                    return ERR_TOK(v, "constant data has %zu bytes, %s needs %zu", got,
-                                   ir_type_str(given, tb, sizeof tb), bytes);
-                }
-            } else if (pa->ndata != count) {
-                return ERR_TOK(v, "constant data has %zu element%s, the type needs %zu",
-                               pa->ndata, pa->ndata == 1 ? "" : "s", count);
-            }
-            if (bytes == 0)
-                break;
-            unsigned char *buf = ir_malloc(bytes);
-            if (!buf)
-                return nomem();
-            *data = buf;
-            if (v->kind == T_B64) {
-                if (!b64_decode(p, v, v->s + 4, v->n - 5, buf))
-                    return false;
-                if (t == KILN_DTYPE_BOOL)
-                    for (size_t i = 0; i < bytes; i++)
-                        if (buf[i] > 1)
-                            return ERR_TOK(v, "bool constant element %zu is byte 0x%02x, not 0 or 1",
-                                           i, buf[i]);
-            } else {
-                lexstate after = p->lx;
-                p->lx = pa->data;
-                if (!lex(p)) /* past '[' */
-                    return false;
-                for (size_t i = 0; i < count; i++) {
-                    if (!lit_scalar(p, TOK, t, buf + i * size) || !lex(p))
-                        return false;
-                    if (i + 1 < count && !lex(p)) /* past ',' */
-                        return false;
-                }
-                p->lx = after;
-            }
-            at->data = buf;
+        case IR_A_DATA:
+            if (!read_data(p, pa, given, data))
+                return false;
+            at->data = *data;
             break;
-        }
         case IR_A_VALUE:
             if (has && !lit_scalar(p, v, t, at->value.bytes))
                 return false;
@@ -1365,8 +1382,14 @@ parse_graph(parser *p)
 {
     if (!is_word(TOK, "graph"))
         return expected(p, TOK, "'graph'");
+    /* The API lets a graph have an empty name, so the text does too. */
     const char *name;
-    if (!lex(p) || !parse_name(p, "a graph name", &name))
+    size_t n;
+    if (!lex(p))
+        return false;
+    if (TOK->kind != T_IDENT && TOK->kind != T_STRING)
+        return expected(p, TOK, "a graph name");
+    if (!token_name_ex(p, TOK, true, &name, &n) || !lex(p))
         return false;
     p->g = ir_graph_new(name);
     if (!p->g || !expect(p, '('))

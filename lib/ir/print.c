@@ -185,14 +185,34 @@ has_name(const ir_node *nd)
     return nd->name && nd->name[0];
 }
 
-/* The name a value goes by in the text: its own, or %<id> when it has none. */
+/* The N of an unnamed node's label %N: the id the node gets when the text is parsed
+ * (inputs first, then the statements in order).  That is its node id whenever the inputs
+ * come first, as in every parsed graph; a captured graph may declare an input after other
+ * nodes, and numbering by parse order keeps print(parse(print(g))) == print(g) for it too.
+ * g->inputs is ascending (an input is appended as a node and to the list at once), so the
+ * inputs before `id` are found by bisection. */
+static int32_t
+text_id(const kiln_graph *g, int32_t id)
+{
+    int32_t lo = 0, hi = g->ninputs;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (g->inputs[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return g->ninputs + (id - lo);
+}
+
+/* The name a value goes by in the text: its own, or a %N label when it has none. */
 static void
 out_value(printer *p, const kiln_graph *g, int32_t id)
 {
     if (has_name(&g->nodes[id]))
         out_name(p, g->nodes[id].name);
     else
-        out(p, "%%%" PRId32, id);
+        out(p, "%%%" PRId32, text_id(g, id));
 }
 
 static void
@@ -394,15 +414,34 @@ ir_graph_print(const kiln_graph *g, FILE *f)
 
 /* ---- DOT ------------------------------------------------------------------------------- */
 
+/* Whether s is valid UTF-8 (names from the API need not be). */
+static bool
+is_utf8(const unsigned char *s)
+{
+    while (*s) {
+        int k = *s < 0x80 ? 0 : (*s & 0xe0) == 0xc0 ? 1 : (*s & 0xf0) == 0xe0 ? 2
+                : (*s & 0xf8) == 0xf0 ? 3 : -1;
+        if (k < 0)
+            return false;
+        for (int j = 1; j <= k; j++)
+            if ((s[j] & 0xc0) != 0x80)
+                return false;
+        s += k + 1;
+    }
+    return true;
+}
+
 /* Text inside a DOT double-quoted string: quotes and backslashes escaped, control bytes
- * written as \xNN so a name can never break the file. */
+ * (and every non-ASCII byte of a name that is not UTF-8) written as \xNN, so a name can
+ * never break the file. */
 static void
 out_dot_text(printer *p, const char *s)
 {
+    bool utf8 = is_utf8((const unsigned char *)s);
     for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
         if (*c == '"' || *c == '\\')
             out(p, "\\%c", *c);
-        else if (*c < 0x20 || *c == 0x7f)
+        else if (*c < 0x20 || *c == 0x7f || (*c >= 0x80 && !utf8))
             out(p, "\\\\x%02x", *c);
         else
             out(p, "%c", *c);
@@ -427,7 +466,7 @@ ir_graph_print_dot(const kiln_graph *g, FILE *f)
         if (has_name(nd))
             out_dot_text(p, nd->name);
         else
-            out(p, "%%%" PRId32, id);
+            out(p, "%%%" PRId32, text_id(g, id)); /* as in the text */
         out(p, "\\n%s\\n%s", ir_ops[nd->op].name, ir_type_str(&nd->type, tbuf, sizeof tbuf));
         /* Outputs carry their output names: one value may be several outputs. */
         bool is_out = false;
