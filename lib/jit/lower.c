@@ -16,6 +16,7 @@
 #include <llvm-c/Core.h>
 
 #include "llvm.h"
+#include "vmath.h"
 
 typedef struct L {
     LLVMContextRef ctx;
@@ -26,12 +27,14 @@ typedef struct L {
     int perturb; /* ir_op whose results are perturbed (KILN_TEST_PERTURB), or -1 */
 } L;
 
-/* Transcendental ops come from vmath (vector polynomials); NULL when not available. */
+/* Transcendental ops come from vmath.c: polynomials in IR, never a libm call per lane. */
 static LLVMValueRef
 math_op(L *l, ir_op op, LLVMValueRef *a)
 {
-    (void)l, (void)op, (void)a;
-    return NULL;
+    jit_vm vm = {l->ctx, l->mod, l->b};
+    LLVMValueRef r = jit_vm_emit(&vm, jit_vm_for_op(op), a[0], a[1]);
+    IR_ASSERT(r != NULL); /* the planner only sends ops jit_math_available accepts */
+    return r;
 }
 
 static LLVMTypeRef
@@ -548,13 +551,12 @@ jit_lower_free_code(void *code)
 bool
 jit_math_available(ir_op op)
 {
-    (void)op;
-    return false;
+    return jit_vm_for_op(op) != JIT_VM_COUNT;
 }
 
 double
 jit_math_ulp_bound(ir_op op, kiln_dtype dtype)
 {
-    (void)op, (void)dtype;
-    return 0;
+    double b = jit_math_available(op) ? jit_vm_ulp_bound(ir_ops[op].name, dtype) : 0;
+    return b > 0 ? b : 0;
 }

@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "jit.h"
@@ -280,6 +281,7 @@ check_ulp(const char *func, kiln_dtype dt, bool exhaustive)
         goto done;
     }
     double max = 0, wx = 0, wy = 0;
+    bool progress = isatty(2) && exhaustive; /* long runs show progress on a terminal */
     uint64_t state = 0x756c70;
     /* f32: every 2^32 / total-th bit pattern (dense over all binades, both signs);
      * exhaustive: all of them.  f64: random bit patterns plus the f32 sweep widened. */
@@ -316,10 +318,10 @@ check_ulp(const char *func, kiln_dtype dt, bool exhaustive)
             wx = ir_load_f64(dt, x, worst);
             wy = binary ? ir_load_f64(dt, y, worst) : 0;
         }
-        if (total > chunk)
+        if (total > chunk && progress)
             fprintf(stderr, "\rkiln check: %s: %.0f%%", func, 100.0 * (double)(base + chunk) / (double)total);
     }
-    if (total > chunk)
+    if (total > chunk && progress)
         fprintf(stderr, "\n");
     double bound = jit_math_available((ir_op)op) ? jit_math_ulp_bound((ir_op)op, dt) : 0;
     printf("%s %s: %llu inputs, max error %.4g ulp", func, kiln_dtype_name(dt),

@@ -7,12 +7,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bench.h"
 #include "cli.h"
 #include "jit.h"
 
 static const cli_command commands[] = {
     {"dump", "parse, verify and print a .kiln graph (text or --dot)", cmd_dump, cmd_dump_help},
     {"run", "run a .kiln graph on .npy inputs, write .npy outputs", cmd_run, cmd_run_help},
+    {"bench", "benchmark fused against eager and the machine's bandwidth", cmd_bench, cmd_bench_help},
+    {"check", "compare compiled kernels with the reference interpreter", cmd_check, cmd_check_help},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
 

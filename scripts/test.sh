@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# test.sh — the whole test suite: install what is missing; build in build/ (Release,
+# warnings as errors) and run every CTest test; then build in build-asan/ with AddressSanitizer
+# and UndefinedBehaviorSanitizer and run them all again.  Exits non-zero if anything fails;
+# both configurations run even when the first has failing tests.
+# KILN_BUILD_DIR and KILN_ASAN_BUILD_DIR override the two build directories, KILN_BUILD_TYPE
+# the first one's CMake build type (Release: the same build/ as scripts/run.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${KILN_BUILD_DIR:-build}
+asan=${KILN_ASAN_BUILD_DIR:-build-asan}
+type=${KILN_BUILD_TYPE:-Release}
+jobs=$(nproc)
+bash scripts/setup.sh
+
+status=0
+echo "== $build: $type, -Werror"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE="$type" -DKILN_WERROR=ON
+cmake --build "$build" -j"$jobs"
+(cd "$build" && ctest --output-on-failure -j"$jobs") || status=1
+
+echo "== $asan: AddressSanitizer + UndefinedBehaviorSanitizer, -Werror"
+cmake -S . -B "$asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON \
+    -DKILN_SANITIZE=address,undefined
+cmake --build "$asan" -j"$jobs"
+export ASAN_OPTIONS=detect_leaks=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+(cd "$asan" && ctest --output-on-failure -j"$jobs") || status=1
+
+if [ "$status" = 0 ]; then
+    echo "test.sh: all tests passed (Release and ASan+UBSan)"
+else
+    echo "test.sh: FAILED (see the output above)" >&2
+fi
+exit "$status"

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The benchmark end to end at a reduced scale (a smoke test: every figure present, positive
+# and within its error bound — no timing thresholds), and `kiln check` catching a
+# deliberately wrong kernel.   usage: test_bench.sh KILN_BINARY SOURCE_DIR
+set -u
+kiln=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+# 1. the whole suite, small
+if ! "$kiln" bench --scale 256 --time 0.02 --json "$tmp/bench.json" --plot "$tmp/bench.svg" \
+        >"$tmp/bench.out" 2>"$tmp/bench.err"; then
+    echo "FAIL: kiln bench exited non-zero"; cat "$tmp/bench.out" "$tmp/bench.err"; fail=1
+fi
+for w in chain gelu softmax layernorm bcast l2norm small mlp; do
+    grep -q "^$w " "$tmp/bench.out" || { echo "FAIL: table lacks $w"; fail=1; }
+done
+grep -q "<svg" "$tmp/bench.svg" && grep -q "chain" "$tmp/bench.svg" || { echo "FAIL: no plot"; fail=1; }
+if command -v python3 >/dev/null; then
+    python3 "$src/tests/bench/check_json.py" "$tmp/bench.json" \
+        chain,gelu,softmax,layernorm,bcast,l2norm,small,mlp || fail=1
+else
+    echo "note: python3 absent, JSON fields not validated"
+    grep -q '"fraction_of_bandwidth"' "$tmp/bench.json" || { echo "FAIL: JSON"; fail=1; }
+fi
+
+# 2. kiln check passes on honest kernels and catches a perturbed one
+for g in chain gelu bcast; do
+    "$kiln" check "$src/bench/$g.kiln" --seeds 1 >"$tmp/check.out" 2>&1 \
+        || { echo "FAIL: kiln check $g on honest kernels"; cat "$tmp/check.out"; fail=1; }
+done
+if KILN_TEST_PERTURB=mul "$kiln" check "$src/bench/chain.kiln" --seeds 1 >"$tmp/pert.out" 2>&1; then
+    echo "FAIL: kiln check did not catch a kernel whose mul is off by one ulp"; cat "$tmp/pert.out"; fail=1
+fi
+grep -q "FAIL: beyond the bound" "$tmp/pert.out" || { echo "FAIL: no FAIL line for the perturbed kernel"; fail=1; }
+"$kiln" check --ulp exp >"$tmp/ulp.out" 2>&1 || { echo "FAIL: kiln check --ulp exp"; cat "$tmp/ulp.out"; fail=1; }
+grep -q "max error" "$tmp/ulp.out" || { echo "FAIL: --ulp output"; fail=1; }
+# usage errors exit 2
+"$kiln" bench --mode nonsense >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL: bench usage exit code"; fail=1; }
+"$kiln" check >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL: check usage exit code"; fail=1; }
+
+[ $fail -eq 0 ] && echo "bench and check: ok"
+exit $fail

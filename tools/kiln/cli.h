@@ -1,0 +1,61 @@
+/* cli.h — what the kiln command's files share: the subcommands, exit codes, and helpers
+ * for loading graphs, making inputs and summarising values. */
+#ifndef KILN_CLI_H
+#define KILN_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ir.h"
+
+/* Exit codes of every subcommand. */
+enum {
+    CLI_OK = 0,    /* success */
+    CLI_FAIL = 1,  /* the work failed: unreadable file, bad graph, kiln error */
+    CLI_USAGE = 2, /* the command line is wrong: unknown command or option, missing argument */
+};
+
+/* A subcommand: argv[0] is its name; returns an exit code. */
+typedef struct cli_command {
+    const char *name;
+    const char *summary; /* one line for `kiln --help` */
+    int (*run)(int argc, char **argv);
+    void (*help)(FILE *f);
+} cli_command;
+
+int cmd_dump(int argc, char **argv);
+void cmd_dump_help(FILE *f);
+int cmd_run(int argc, char **argv);
+void cmd_run_help(FILE *f);
+
+/* Print "kiln: <kiln_errmsg()>" to stderr; returns CLI_FAIL. */
+int cli_fail(void);
+/* Print "kiln CMD: <message>" and a pointer to CMD's --help to stderr; returns CLI_USAGE. */
+int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Is argv[i] one of the help flags? */
+bool cli_is_help(const char *arg);
+/* Match option `name` ("--in") in argv[*i]: "--in VALUE" (consumes argv[*i + 1]) or
+ * "--in=VALUE".  Returns 1 with *value set, 0 when argv[*i] is another argument, and -1
+ * (usage error printed) when the value is missing. */
+int cli_option(const char *cmd, int argc, char **argv, int *i, const char *name,
+               const char **value);
+
+/* Read a whole file ("-" is stdin) into a NUL-terminated buffer (ir_free it).
+ * KILN_ERR_IO / KILN_ERR_NOMEM with "<path>: <problem>" messages. */
+kiln_status cli_read_file(const char *path, char **text, size_t *len);
+/* Read, parse and verify a graph file; parse errors read "file.kiln:3:14: ...". */
+kiln_status cli_load_graph(const char *path, kiln_graph **graph);
+
+/* Deterministic inputs: floats uniform in [-1, 1) (exact in f32), ints in [-100, 100],
+ * bools 0/1, from a splitmix64 stream in *state. */
+void cli_fill_random(kiln_dtype dtype, void *data, size_t count, uint64_t *state);
+
+/* One line about a value: name, type, min/max/mean (NaN count for floats) and the first
+ * few elements. */
+void cli_print_summary(FILE *f, const kiln_value_info *info, const void *data);
+/* "f32[4,3]" for a boundary value. */
+char *cli_type_str(const kiln_value_info *info, char *buf, size_t n);
+
+#endif

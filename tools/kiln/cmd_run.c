@@ -1,0 +1,280 @@
+/* cmd_run.c — `kiln run FILE.kiln --in NAME=FILE.npy ... [--out NAME=FILE.npy ...]
+ * [--mode interp]`: run a graph on inputs read from .npy files and write or summarise its
+ * outputs.  Every input must be given, with exactly the declared dtype and shape: kiln
+ * never converts silently. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "npy.h"
+
+void
+cmd_run_help(FILE *f)
+{
+    fputs("usage: kiln run FILE.kiln --in NAME=FILE.npy ... [--out NAME=FILE.npy ...]\n"
+          "                [--mode interp]\n"
+          "\n"
+          "Run the graph in FILE.kiln ('-' reads standard input).  Each graph input NAME is\n"
+          "read from a NumPy .npy file whose dtype and shape must equal the declared type\n"
+          "exactly (f32 '<f4', f64 '<f8', i32 '<i4', i64 '<i8', bool '|b1'; C order;\n"
+          "format 1.0, 2.0 or 3.0).  Outputs named by --out are written as .npy files;\n"
+          "the others are summarised on standard output.\n"
+          "\n"
+          "options:\n"
+          "  --in NAME=FILE.npy   value of input NAME (one per input, all required)\n"
+          "  --out NAME=FILE.npy  write output NAME to a file (format 1.0, as np.save)\n"
+          "  --mode MODE          interp: kiln's reference interpreter (the default);\n"
+          "                       fused and eager need the JIT, which is not built yet\n"
+          "  -h, --help           show this help\n"
+          "\n"
+          "exit status: 0 ran, 1 failed (bad graph or .npy file, missing input, type\n"
+          "mismatch, kiln error), 2 usage error\n",
+          f);
+}
+
+typedef struct binding {
+    const char *name; /* NAME of NAME=FILE, pointing into argv (not NUL-terminated) */
+    size_t namelen;
+    const char *path;
+    bool used;
+} binding;
+
+/* Split NAME=FILE; usage error when either side is empty or a name repeats. */
+static int
+add_binding(const char *opt, const char *arg, binding *b, int *n)
+{
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || eq[1] == '\0')
+        return cli_usage("run", "%s wants NAME=FILE.npy, got '%s'", opt, arg);
+    size_t len = (size_t)(eq - arg);
+    for (int i = 0; i < *n; i++)
+        if (b[i].namelen == len && memcmp(b[i].name, arg, len) == 0)
+            return cli_usage("run", "%s %.*s is given twice", opt, (int)len, arg);
+    b[*n] = (binding){.name = arg, .namelen = len, .path = eq + 1};
+    ++*n;
+    return CLI_OK;
+}
+
+static binding *
+find_binding(binding *b, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (strlen(name) == b[i].namelen && memcmp(b[i].name, name, b[i].namelen) == 0)
+            return &b[i];
+    return NULL;
+}
+
+/* "x, y, z" for the inputs (outputs) of g, into buf. */
+static const char *
+list_names(const kiln_graph *g, bool outputs, char *buf, size_t n)
+{
+    size_t k = 0;
+    int count = outputs ? kiln_graph_num_outputs(g) : kiln_graph_num_inputs(g);
+    buf[0] = '\0';
+    for (int i = 0; i < count && k < n; i++) {
+        kiln_value_info info;
+        if (outputs ? kiln_graph_output(g, i, &info) : kiln_graph_input(g, i, &info))
+            break;
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", info.name);
+    }
+    return count ? buf : "none";
+}
+
+/* The .npy file bound to input i must hold exactly its declared type. */
+static kiln_status
+load_input(const kiln_graph *g, int i, const binding *b, npy_array *arr)
+{
+    kiln_value_info info;
+    kiln_status st = kiln_graph_input(g, i, &info);
+    if (st || (st = npy_read_file(b->path, arr)))
+        return st;
+    bool same = arr->type.dtype == info.dtype && arr->type.shape.rank == info.rank;
+    for (int d = 0; same && d < info.rank; d++)
+        same = arr->type.shape.dims[d] == info.dims[d];
+    if (same)
+        return KILN_OK;
+    char want[IR_TYPE_STR_MAX], got[IR_TYPE_STR_MAX];
+    return ir_error(arr->type.dtype != info.dtype ? KILN_ERR_DTYPE : KILN_ERR_SHAPE,
+                    "run: input '%s' does not match the graph: expected %s, got %s from %s",
+                    info.name, cli_type_str(&info, want, sizeof want),
+                    ir_type_str(&arr->type, got, sizeof got), b->path);
+}
+
+static int
+run_graph(const kiln_graph *g, binding *ins, int nin, binding *outs, int nout)
+{
+    int ni = kiln_graph_num_inputs(g), no = kiln_graph_num_outputs(g);
+    char names[1024];
+    int rc = CLI_FAIL;
+    npy_array *arrs = ir_calloc((size_t)ni, sizeof *arrs);
+    const void **inptr = ir_calloc((size_t)ni, sizeof *inptr);
+    void **outptr = ir_calloc((size_t)no, sizeof *outptr);
+    if (!arrs || !inptr || !outptr) {
+        ir_error(KILN_ERR_NOMEM, "run: out of memory");
+        goto done;
+    }
+
+    /* Check every name on the command line before reading any file. */
+    for (int k = 0; k < nin; k++) {
+        bool known = false;
+        for (int i = 0; i < ni && !known; i++) {
+            kiln_value_info info;
+            known = !kiln_graph_input(g, i, &info) && strlen(info.name) == ins[k].namelen &&
+                    memcmp(info.name, ins[k].name, ins[k].namelen) == 0;
+        }
+        if (!known) {
+            ir_error(KILN_ERR_INVALID_ARG,
+                     "run: unknown input: graph '%s' has no input '%.*s' "
+                     "(its inputs: %s)",
+                     kiln_graph_name(g), (int)ins[k].namelen, ins[k].name,
+                     list_names(g, false, names, sizeof names));
+            goto done;
+        }
+    }
+    for (int k = 0; k < nout; k++) {
+        bool known = false;
+        for (int i = 0; i < no && !known; i++) {
+            kiln_value_info info;
+            known = !kiln_graph_output(g, i, &info) && strlen(info.name) == outs[k].namelen &&
+                    memcmp(info.name, outs[k].name, outs[k].namelen) == 0;
+        }
+        if (!known) {
+            ir_error(KILN_ERR_INVALID_ARG,
+                     "run: unknown output: graph '%s' has no output "
+                     "'%.*s' (its outputs: %s)",
+                     kiln_graph_name(g), (int)outs[k].namelen, outs[k].name,
+                     list_names(g, true, names, sizeof names));
+            goto done;
+        }
+    }
+    size_t k = 0;
+    names[0] = '\0';
+    for (int i = 0; i < ni; i++) {
+        kiln_value_info info;
+        char tb[IR_TYPE_STR_MAX];
+        if (kiln_graph_input(g, i, &info))
+            goto done;
+        if (!find_binding(ins, nin, info.name) && k < sizeof names)
+            k += (size_t)snprintf(names + k, sizeof names - k, "%s--in %s=FILE.npy (%s)",
+                                  k ? ", " : "", info.name, cli_type_str(&info, tb, sizeof tb));
+    }
+    if (k) {
+        ir_error(KILN_ERR_INVALID_ARG, "run: missing input: every input needs a file: %s", names);
+        goto done;
+    }
+
+    for (int i = 0; i < ni; i++) {
+        kiln_value_info info;
+        if (kiln_graph_input(g, i, &info) ||
+            load_input(g, i, find_binding(ins, nin, info.name), &arrs[i]))
+            goto done;
+        inptr[i] = arrs[i].data;
+    }
+    for (int i = 0; i < no; i++) {
+        kiln_value_info info;
+        if (kiln_graph_output(g, i, &info))
+            goto done;
+        if (!(outptr[i] = ir_malloc(info.bytes))) {
+            ir_error(KILN_ERR_NOMEM, "run: out of memory: output '%s' needs %zu bytes", info.name,
+                     info.bytes);
+            goto done;
+        }
+    }
+    if (kiln_graph_interpret(g, inptr, outptr))
+        goto done;
+
+    for (int i = 0; i < no; i++) {
+        kiln_value_info info;
+        if (kiln_graph_output(g, i, &info))
+            goto done;
+        binding *b = find_binding(outs, nout, info.name);
+        if (!b) {
+            cli_print_summary(stdout, &info, outptr[i]);
+            continue;
+        }
+        ir_type t = {.dtype = info.dtype, .shape = {.rank = info.rank}};
+        memcpy(t.shape.dims, info.dims, (size_t)info.rank * sizeof *info.dims);
+        if (npy_write_file(b->path, &t, outptr[i]))
+            goto done;
+    }
+    rc = fflush(stdout) == 0 ? CLI_OK : CLI_FAIL;
+    if (rc)
+        ir_error(KILN_ERR_IO, "run: cannot write to standard output");
+done:
+    for (int i = 0; arrs && i < ni; i++)
+        npy_array_free(&arrs[i]);
+    for (int i = 0; outptr && i < no; i++)
+        ir_free(outptr[i]);
+    ir_free(arrs);
+    ir_free(inptr);
+    ir_free(outptr);
+    return rc ? cli_fail() : CLI_OK;
+}
+
+int
+cmd_run(int argc, char **argv)
+{
+    const char *path = NULL, *mode = "interp", *v;
+    int nin = 0, nout = 0, rc = CLI_USAGE;
+    /* Each binding takes at least one argument, so argc bounds both lists. */
+    binding *ins = calloc((size_t)argc, sizeof *ins);
+    binding *outs = calloc((size_t)argc, sizeof *outs);
+    if (!ins || !outs) {
+        ir_error(KILN_ERR_NOMEM, "run: out of memory");
+        rc = cli_fail();
+        goto done;
+    }
+    for (int i = 1; i < argc; i++) {
+        int m;
+        if (cli_is_help(argv[i])) {
+            cmd_run_help(stdout);
+            rc = CLI_OK;
+            goto done;
+        } else if ((m = cli_option("run", argc, argv, &i, "--in", &v)) != 0) {
+            if (m < 0 || add_binding("--in", v, ins, &nin))
+                goto done;
+        } else if ((m = cli_option("run", argc, argv, &i, "--out", &v)) != 0) {
+            if (m < 0 || add_binding("--out", v, outs, &nout))
+                goto done;
+        } else if ((m = cli_option("run", argc, argv, &i, "--mode", &v)) != 0) {
+            if (m < 0)
+                goto done;
+            mode = v;
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            cli_usage("run", "unknown option '%s'", argv[i]);
+            goto done;
+        } else if (path) {
+            cli_usage("run", "one graph file at a time (got '%s' and '%s')", path, argv[i]);
+            goto done;
+        } else {
+            path = argv[i];
+        }
+    }
+    if (!path) {
+        cli_usage("run", "missing the graph file (FILE.kiln, or '-' for stdin)");
+        goto done;
+    }
+    if (strcmp(mode, "fused") == 0 || strcmp(mode, "eager") == 0) {
+        ir_error(KILN_ERR_UNSUPPORTED,
+                 "run: mode '%s' is not available yet: the JIT is not built (use --mode interp)",
+                 mode);
+        rc = cli_fail();
+        goto done;
+    }
+    if (strcmp(mode, "interp") != 0) {
+        cli_usage("run", "unknown mode '%s' (modes: interp, fused, eager)", mode);
+        goto done;
+    }
+
+    kiln_graph *g;
+    if (cli_load_graph(path, &g)) {
+        rc = cli_fail();
+        goto done;
+    }
+    rc = run_graph(g, ins, nin, outs, nout);
+    kiln_graph_free(g);
+done:
+    free(ins);
+    free(outs);
+    return rc;
+}
