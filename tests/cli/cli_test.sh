@@ -75,7 +75,7 @@ expect 0 "LLVM 19." "$kiln" --version
 checks=$((checks + 1))
 grep -qE '^kiln [0-9]+\.[0-9]+\.[0-9]+$' out.txt || fail "--version: no 'kiln X.Y.Z' line"
 grep -qE '^host: .+ \(.+, (128|256|512)-bit vectors\)$' out.txt || fail "--version: no host line"
-expect 0 "== chain ==" "$kiln"
+expect 0 "== chain ==" "$kiln" examples
 checks=$((checks + 1))
 grep -q '^== softmax ==' out.txt || fail "default job: no softmax example"
 # Each softmax row sums to 1 over 16 columns, so the mean is 1/16 whatever the inputs.
@@ -122,8 +122,9 @@ expect 1 "unknown op 'frobnicate'" "$kiln" dump "$here/bad_parse.kiln"
 expect 1 "bad_verify.kiln:3:" "$kiln" dump "$here/bad_verify.kiln"
 expect 1 "[3] vs [4]" "$kiln" dump "$here/bad_verify.kiln"
 expect 1 "bad_parse.kiln:3:7:" "$kiln" run "$here/bad_parse.kiln" --in x=x.npy
-expect 1 "not available yet: the JIT is not built" "$kiln" run "$here/vec4.kiln" --mode fused
-expect 1 "not available yet: the JIT is not built" "$kiln" run "$here/vec4.kiln" --mode=eager
+expect 2 "--mode is fused or eager" "$kiln" dump "$here/vec4.kiln" --plan --mode interp
+expect 0 "kernel over" "$kiln" dump "$here/vec4.kiln" --plan
+expect 0 "kernel over" "$kiln" dump "$here/vec4.kiln" --plan --mode eager
 
 # ---- run: outputs against the .npy specification and hand arithmetic ---------------------
 # gen.kiln has no inputs: v4 = [0,1,2,3] f32, v5 = [0..4] f32, i4 = [0,1,2,3] i32,
@@ -147,6 +148,8 @@ expect 0 "" "$kiln" run "$here/vec4.kiln" --in x=v4.npy --out out=out.npy
 same_file want_out.npy out.npy "run vec4.kiln"
 expect 0 "" "$kiln" run "$here/vec4.kiln" --in=x=v4.npy --out=out=out2.npy --mode interp
 same_file want_out.npy out2.npy "run vec4.kiln (--opt=value)"
+expect 0 "" "$kiln" run "$here/vec4.kiln" --in x=v4.npy --out out=out4.npy --mode eager
+same_file want_out.npy out4.npy "run vec4.kiln --mode eager"
 checks=$((checks + 1))
 "$kiln" run - --in x=v4.npy --out out=out3.npy <"$here/vec4.kiln" || fail "run - < vec4.kiln"
 same_file want_out.npy out3.npy "run - < vec4.kiln"

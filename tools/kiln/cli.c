@@ -234,3 +234,15 @@ cli_print_summary(FILE *f, const kiln_value_info *info, const void *data)
     }
     fputs(info->count > SHOW ? ", ...]\n" : "]\n", f);
 }
+
+int
+cli_parse_mode(const char *s, kiln_mode *mode)
+{
+    static const char *const names[KILN_MODE_COUNT] = {"fused", "eager", "interp"};
+    for (int m = 0; m < KILN_MODE_COUNT; m++)
+        if (strcmp(s, names[m]) == 0) {
+            *mode = (kiln_mode)m;
+            return 0;
+        }
+    return -1;
+}

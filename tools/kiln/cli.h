@@ -55,6 +55,8 @@ void cli_fill_random(kiln_dtype dtype, void *data, size_t count, uint64_t *state
 /* One line about a value: name, type, min/max/mean (NaN count for floats) and the first
  * few elements. */
 void cli_print_summary(FILE *f, const kiln_value_info *info, const void *data);
+/* "fused", "eager" or "interp" into *mode; -1 for anything else. */
+int cli_parse_mode(const char *s, kiln_mode *mode);
 /* "f32[4,3]" for a boundary value. */
 char *cli_type_str(const kiln_value_info *info, char *buf, size_t n);
 

@@ -1,5 +1,5 @@
 /* cmd_run.c — `kiln run FILE.kiln --in NAME=FILE.npy ... [--out NAME=FILE.npy ...]
- * [--mode interp]`: run a graph on inputs read from .npy files and write or summarise its
+ * [--mode fused|eager|interp]`: run a graph on inputs read from .npy files and write or summarise its
  * outputs.  Every input must be given, with exactly the declared dtype and shape: kiln
  * never converts silently. */
 #include <stdlib.h>
@@ -12,7 +12,7 @@ void
 cmd_run_help(FILE *f)
 {
     fputs("usage: kiln run FILE.kiln --in NAME=FILE.npy ... [--out NAME=FILE.npy ...]\n"
-          "                [--mode interp]\n"
+          "                [--mode fused|eager|interp]\n"
           "\n"
           "Run the graph in FILE.kiln ('-' reads standard input).  Each graph input NAME is\n"
           "read from a NumPy .npy file whose dtype and shape must equal the declared type\n"
@@ -23,8 +23,8 @@ cmd_run_help(FILE *f)
           "options:\n"
           "  --in NAME=FILE.npy   value of input NAME (one per input, all required)\n"
           "  --out NAME=FILE.npy  write output NAME to a file (format 1.0, as np.save)\n"
-          "  --mode MODE          interp: kiln's reference interpreter (the default);\n"
-          "                       fused and eager need the JIT, which is not built yet\n"
+          "  --mode MODE          fused: compiled fused kernels (the default); eager: one\n"
+          "                       compiled kernel per op; interp: the reference interpreter\n"
           "  -h, --help           show this help\n"
           "\n"
           "exit status: 0 ran, 1 failed (bad graph or .npy file, missing input, type\n"
@@ -101,7 +101,7 @@ load_input(const kiln_graph *g, int i, const binding *b, npy_array *arr)
 }
 
 static int
-run_graph(const kiln_graph *g, binding *ins, int nin, binding *outs, int nout)
+run_graph(const kiln_graph *g, kiln_mode mode, binding *ins, int nin, binding *outs, int nout)
 {
     int ni = kiln_graph_num_inputs(g), no = kiln_graph_num_outputs(g);
     char names[1024];
@@ -180,7 +180,13 @@ run_graph(const kiln_graph *g, binding *ins, int nin, binding *outs, int nout)
             goto done;
         }
     }
-    if (kiln_graph_interpret(g, inptr, outptr))
+    kiln_options opts = {.mode = mode};
+    kiln_program *prog;
+    if (kiln_program_compile(g, &opts, &prog))
+        goto done;
+    kiln_status st = kiln_program_run(prog, inptr, outptr);
+    kiln_program_free(prog);
+    if (st)
         goto done;
 
     for (int i = 0; i < no; i++) {
@@ -214,7 +220,7 @@ done:
 int
 cmd_run(int argc, char **argv)
 {
-    const char *path = NULL, *mode = "interp", *v;
+    const char *path = NULL, *mode = "fused", *v;
     int nin = 0, nout = 0, rc = CLI_USAGE;
     /* Each binding takes at least one argument, so argc bounds both lists. */
     binding *ins = calloc((size_t)argc, sizeof *ins);
@@ -254,15 +260,9 @@ cmd_run(int argc, char **argv)
         cli_usage("run", "missing the graph file (FILE.kiln, or '-' for stdin)");
         goto done;
     }
-    if (strcmp(mode, "fused") == 0 || strcmp(mode, "eager") == 0) {
-        ir_error(KILN_ERR_UNSUPPORTED,
-                 "run: mode '%s' is not available yet: the JIT is not built (use --mode interp)",
-                 mode);
-        rc = cli_fail();
-        goto done;
-    }
-    if (strcmp(mode, "interp") != 0) {
-        cli_usage("run", "unknown mode '%s' (modes: interp, fused, eager)", mode);
+    kiln_mode km;
+    if (cli_parse_mode(mode, &km)) {
+        cli_usage("run", "unknown mode '%s' (modes: fused, eager, interp)", mode);
         goto done;
     }
 
@@ -271,7 +271,7 @@ cmd_run(int argc, char **argv)
         rc = cli_fail();
         goto done;
     }
-    rc = run_graph(g, ins, nin, outs, nout);
+    rc = run_graph(g, km, ins, nin, outs, nout);
     kiln_graph_free(g);
 done:
     free(ins);
