@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test.sh — the whole test suite: install what is missing; build in build/ (Release,
 # warnings as errors) and run every CTest test; then build in build-asan/ with AddressSanitizer
-# and UndefinedBehaviorSanitizer and run them all again.  Exits non-zero if anything fails;
-# both configurations run even when the first has failing tests.
+# and UndefinedBehaviorSanitizer and run them all again; then the capture suite under
+# ThreadSanitizer in build-tsan/.  Exits non-zero if anything fails; every configuration
+# runs even when an earlier one has failing tests.
 # KILN_BUILD_DIR and KILN_ASAN_BUILD_DIR override the two build directories, KILN_BUILD_TYPE
 # the first one's CMake build type (Release: the same build/ as scripts/run.sh).
 set -euo pipefail
@@ -27,8 +28,16 @@ export ASAN_OPTIONS=detect_leaks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd "$asan" && ctest --output-on-failure -j"$jobs") || status=1
 
+# The capture suite's concurrency tests (two threads, two devices; racing begins) under
+# ThreadSanitizer.
+tsan=${KILN_TSAN_BUILD_DIR:-build-tsan}
+echo "== $tsan: ThreadSanitizer, check_capture"
+cmake -S . -B "$tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON -DKILN_SANITIZE=thread
+cmake --build "$tsan" -j"$jobs" --target check_capture
+(cd "$tsan" && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R '^check_capture$') || status=1
+
 if [ "$status" = 0 ]; then
-    echo "test.sh: all tests passed (Release and ASan+UBSan)"
+    echo "test.sh: all tests passed (Release, ASan+UBSan, TSan)"
 else
     echo "test.sh: FAILED (see the output above)" >&2
 fi
