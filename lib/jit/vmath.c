@@ -1,0 +1,1210 @@
+/* vmath.c — elementwise math emitted as LLVM IR, for float and double scalars and vectors.
+ *
+ * Each function is built from the same few pieces (details beside each function, bounds and
+ * measured errors in docs/accuracy.md):
+ *  - range reduction: Cody-Waite with FMA (the product n*C_hi is exact inside the FMA, so the
+ *    first step is exact), Payne-Hanek for trig arguments of 2^27 and more;
+ *  - a minimax polynomial on the reduced interval, evaluated by Horner's rule with llvm.fma.
+ *    The coefficients were fitted by scripts/vmath_remez.py (Remez exchange in decimal
+ *    arithmetic, weighted by the error of the final function, rounded to the target
+ *    precision one coefficient at a time with the rest refitted);
+ *  - 2^n scaling by building the power of two from exponent bits, in two factors so that
+ *    overflow gives inf and results in the subnormal range are rounded once;
+ *  - explicit selects for NaN, ±inf, ±0 and the other special cases.
+ * Integers are taken out of floats with the "magic number" addition (x + 1.5*2^mant) and a
+ * bitcast, never fptosi, so NaN and inf lanes give defined garbage instead of poison, and
+ * no fast-math flag is set anywhere.
+ *
+ * f32: exp, exp2, expm1, log, log2, log1p, tanh, sigmoid, silu and gelu are pure f32 code
+ * (gelu and silu are on the hot path of memory-bound kernels); erf, gelu_erf, sin, cos,
+ * tan, pow and atan2 widen to f64, run the f64 code and round once.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "vmath.h"
+
+typedef LLVMValueRef val;
+
+/* ---- the function table and the accuracy bounds -------------------------------------- */
+
+/* Bounds in ULP of the result's dtype, against the exact result (the reference rounded to
+ * f32 may be off by up to another half ULP).  Measured maxima: docs/accuracy.md. */
+static const struct {
+    const char *name;
+    int arity;
+    double ulp_f32, ulp_f64;
+} vm_info[JIT_VM_COUNT] = {
+    [JIT_VM_EXP] = {"exp", 1, 2, 4},
+    [JIT_VM_EXP2] = {"exp2", 1, 2, 4},
+    [JIT_VM_EXPM1] = {"expm1", 1, 2, 4},
+    [JIT_VM_LOG] = {"log", 1, 2, 4},
+    [JIT_VM_LOG2] = {"log2", 1, 2, 4},
+    [JIT_VM_LOG1P] = {"log1p", 1, 2, 4},
+    [JIT_VM_TANH] = {"tanh", 1, 2, 4},
+    [JIT_VM_SIGMOID] = {"sigmoid", 1, 2, 4},
+    [JIT_VM_SILU] = {"silu", 1, 2, 4},
+    [JIT_VM_GELU] = {"gelu", 1, 4, 4},
+    [JIT_VM_ERF] = {"erf", 1, 4, 4},
+    [JIT_VM_GELU_ERF] = {"gelu_erf", 1, 4, 4},
+    [JIT_VM_SIN] = {"sin", 1, 4, 4},
+    [JIT_VM_COS] = {"cos", 1, 4, 4},
+    [JIT_VM_TAN] = {"tan", 1, 4, 4},
+    [JIT_VM_POW] = {"pow", 2, 4, 4},
+    [JIT_VM_ATAN2] = {"atan2", 2, 4, 4},
+};
+
+const char *
+jit_vm_name(jit_vm_fn fn)
+{
+    return (unsigned)fn < JIT_VM_COUNT ? vm_info[fn].name : NULL;
+}
+
+int
+jit_vm_arity(jit_vm_fn fn)
+{
+    return (unsigned)fn < JIT_VM_COUNT ? vm_info[fn].arity : 0;
+}
+
+jit_vm_fn
+jit_vm_for_op(ir_op op)
+{
+    switch (op) {
+#define JIT_VM_CASE(e, n, a) \
+    case IR_OP_##e: return JIT_VM_##e;
+        JIT_VM_LIST(JIT_VM_CASE)
+#undef JIT_VM_CASE
+    default: return JIT_VM_COUNT;
+    }
+}
+
+double
+jit_vm_ulp_bound(const char *name, kiln_dtype dt)
+{
+    if (!name || (dt != KILN_DTYPE_F32 && dt != KILN_DTYPE_F64))
+        return -1;
+    for (int i = 0; i < JIT_VM_COUNT; i++)
+        if (strcmp(vm_info[i].name, name) == 0)
+            return dt == KILN_DTYPE_F32 ? vm_info[i].ulp_f32 : vm_info[i].ulp_f64;
+    return -1;
+}
+
+/* ---- polynomial coefficients (scripts/vmath_remez.py), lowest power first ------------- */
+/* The comment after each name: the interval and the largest error the polynomial alone
+ * adds to the final function, relative. */
+
+/* e^r = 1 + r + r^2 Q(r), |r| <= ln2/2; weighted for expm1 (r + r^2 Q): 2^-28.2 / 2^-56.8 */
+static const double exp_q_f32[] = {0x1.0p-1, 0x1.55552cp-3, 0x1.555502p-5, 0x1.1155a8p-7,
+                                   0x1.6d2e4ap-10, 0x1.3aecf4p-13};
+static const double exp_q_f64[] = {
+    0x1.0000000000001p-1, 0x1.5555555555555p-3, 0x1.5555555554ad3p-5, 0x1.1111111110a0ap-7,
+    0x1.6c16c16f9fd0cp-10, 0x1.a01a01a85eab2p-13, 0x1.a019f27dd92ccp-16, 0x1.71de0a8157517p-19,
+    0x1.280155478e415p-22, 0x1.af40caca73b15p-26, 0x1.f027821412fbap-30};
+/* 2^r = 1 + r Q(r), |r| <= 1/2: 2^-27.6 / 2^-56.8 */
+static const double exp2_q_f32[] = {0x1.62e43p-1,   0x1.ebfbdep-3,  0x1.c6af76p-5,
+                                    0x1.3b2b9ap-7, 0x1.5f11fep-10, 0x1.43b69ep-13};
+static const double exp2_q_f64[] = {
+    0x1.62e42fefa39efp-1, 0x1.ebfbdff82c59cp-3,  0x1.c6b08d704a0d4p-5,  0x1.3b2ab6fba126ap-7,
+    0x1.5d87fe78b3f7ap-10, 0x1.4309130bda181p-13, 0x1.ffcbfbf62c7bep-17, 0x1.62bfce5b08adbp-20,
+    0x1.b5260f4932e52p-24, 0x1.e610bf8375f2cp-28, 0x1.e81ca3b0d9368p-32};
+/* log(1+f) = f + f^2 Q(f), f in [sqrt(1/2)-1, sqrt(2)-1]: 2^-26.4 */
+static const double log_q_f32[] = {-0x1.0p-1,      0x1.555548p-2,  -0x1.00000ap-2, 0x1.99a48ep-3,
+                                   -0x1.555a74p-3, 0x1.233658p-3,  -0x1.fc482p-4,  0x1.e7003cp-4,
+                                   -0x1.dda15p-4,  0x1.1417d4p-4};
+/* log2(1+f) = f log2(e) + f^2 Q(f): 2^-27.1 */
+static const double log2_q_f32[] = {-0x1.71547p-1,  0x1.ec7094p-2,  -0x1.715afep-2,
+                                    0x1.277f56p-2,  -0x1.eaa6d2p-3, 0x1.a2d8c4p-3,
+                                    -0x1.87d92cp-3, 0x1.7e36a8p-3,  -0x1.c0e7f6p-4};
+/* log(1+f) = f - hfsq + s (hfsq + z R(z)), s = f/(2+f), z = s^2 <= 0.0295: 2^-59.5 */
+static const double log_r_f64[] = {0x1.5555555555592p-1, 0x1.999999997ff63p-2, 0x1.24924941db4b0p-2,
+                                   0x1.c71c521a16250p-3, 0x1.74663ba431ab7p-3, 0x1.39a20b8976ef6p-3,
+                                   0x1.2f0252b15d356p-3};
+/* pow's log: 2 atanh(s) = 2s + 2/3 s^3 + s^5 W(z): 2^-66.3 */
+static const double pow_w_f64[] = {0x1.9999999999b30p-2, 0x1.2492492457d6cp-2, 0x1.c71c722d64d18p-3,
+                                   0x1.745ce9e3e9d4bp-3, 0x1.3b1eebf183eb4p-3, 0x1.0f7febd9f8ccdp-3,
+                                   0x1.0e4298670d2f3p-3};
+/* tanh(a) = a + a^3 T(a^2), a < 0.625: 2^-27.7 / 2^-56.4 */
+static const double tanh_t_f32[] = {-0x1.555532p-2, 0x1.1106f6p-3, -0x1.b835a4p-5, 0x1.51f8cep-6,
+                                    -0x1.750ce2p-8};
+static const double tanh_t_f64[] = {
+    -0x1.55555555554ffp-2, 0x1.111111110ac94p-3, -0x1.ba1ba1b503af2p-5, 0x1.664f477a634c2p-6,
+    -0x1.226e161fbf7d7p-7, 0x1.d6cf2684d5b62p-9, -0x1.7d68936413787p-10, 0x1.3365ab66d1479p-11,
+    -0x1.df5233ddeb4c5p-13, 0x1.4389acb947eb9p-14, -0x1.0d98899c8d771p-16};
+/* sin(r) = r + r^3 S(r^2), cos(r) = 1 - r^2/2 + r^4 C(r^2), |r| <= pi/4 */
+static const double sin_s_f64[] = {
+    -0x1.5555555555548p-3, 0x1.111111110f730p-7, -0x1.a01a019be921ap-13, 0x1.71de35552b9f4p-19,
+    -0x1.ae5e4b8435919p-26, 0x1.5d8b55b0f1711p-33};
+static const double cos_c_f64[] = {
+    0x1.555555555554bp-5, -0x1.6c16c16c15006p-10, 0x1.a01a019c8ca8cp-16, -0x1.27e4f7ef37025p-22,
+    0x1.1ee9d9e887418p-29, -0x1.8fa5679832d9bp-37};
+/* atan(u) = u + u^3 P(u^2), |u| <= tan(pi/8) */
+static const double atan_p_f64[] = {
+    -0x1.555555555553dp-2, 0x1.9999999995867p-3, -0x1.24924922ad3dcp-3, 0x1.c71c70e5ff021p-4,
+    -0x1.745cf8da6b280p-4, 0x1.3b1118f896186p-4, -0x1.10ebb6c2c4c37p-4, 0x1.df0f36c44a5a6p-5,
+    -0x1.9cd26957760efp-5, 0x1.37d4e6fcc017ep-5, -0x1.2568ebdd74f03p-6};
+/* erf(a) = a P(a^2), a < 0.85: 2^-56.0 */
+/* Phi(x) = 1/2 + x Q(x^2), |x| < 3/4, weighted for x Phi(x) with x < 0: 2^-58.7 */
+static const double phi_q_f64[] = {
+    0x1.9884533d43651p-2, -0x1.1058377e2cf8cp-4, 0x1.46d0429772d14p-7, -0x1.37403f6fae60fp-10,
+    0x1.e42b0f2b940c4p-14, -0x1.3ce93a7ce592dp-17, 0x1.65947d8148a34p-21, -0x1.632029675a6bdp-25,
+    0x1.454d87b1b3ba3p-29, -0x1.32d658b0d3848p-33};
+static const double erf_p_f64[] = {
+    0x1.20dd750429b6dp+0, -0x1.812746b03798dp-2, 0x1.ce2f21a03e048p-4, -0x1.b82ce310f9c27p-6,
+    0x1.565bcccab804bp-8, -0x1.c02da68ec3e8ap-11, 0x1.f9a17b7acf5bap-14, -0x1.f4b01b10f9921p-17,
+    0x1.b8204cbe9cbe6p-20, -0x1.50a3acdca4414p-23, 0x1.6cbeb3390aeb0p-27};
+/* erfc(a) = exp(-a^2) G(y) / (1 + 2a), y = (a - K)/(a + K), 0 <= a <= 28.5: 2^-54.6 (fitted by
+ * least squares, coefficient by coefficient, on G from long double erfcl) */
+#define ERFC_K 4.0
+static const double erfc_g_f64[] = {
+    0x1.3ba5916e9fd7fp+0, -0x1.1df1ad154a28fp-3, 0x1.f7f5df66fc991p-7, 0x1.16ecefcfa5436p-4,
+    -0x1.9ddb23c3e4980p-4, 0x1.7fee004e11586p-4, -0x1.0fb06dfe9c96ap-4, 0x1.3079edf68e638p-5,
+    -0x1.096238777c21dp-6, 0x1.49c6728ac6ea5p-8, -0x1.8d4aa4c6fed33p-11, -0x1.a1df2fd6df229p-13,
+    0x1.3be0f01f4f60fp-13, -0x1.995712c1c798fp-16, -0x1.78a29ce384cbfp-17, 0x1.7f07e86f31075p-18,
+    0x1.3ffa26789f2f1p-22, -0x1.b8c56205c682ap-21, 0x1.2f548d302d633p-24, 0x1.c07d3f490cb72p-24,
+    -0x1.1759ce34c6aa1p-26, -0x1.5ad98b77b4e2fp-27, 0x1.2ba4d32e621bfp-29, 0x1.7d33cffc42c89p-35,
+    -0x1.c4aad866424f6p-32};
+
+#define NCOEF(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* ---- constants (scripts/vmath_remez.py prints them) ------------------------------------ */
+
+#define LN2_HI_F32 0x1.62e43p-1
+#define LN2_LO_F32 -0x1.05c61p-29
+#define LN2_HI_F64 0x1.62e42fefa39efp-1
+#define LN2_LO_F64 0x1.abc9e3b39803fp-56
+#define LOG2E_HI_F32 0x1.715476p+0
+#define LOG2E_LO_F32 0x1.4ae0cp-26
+#define LOG2E_HI_F64 0x1.71547652b82fep+0
+#define LOG2E_LO_F64 0x1.777d0ffda0d24p-56
+#define PIO2_1 0x1.921fb54442d18p+0 /* pi/2 = PIO2_1 + PIO2_2 + PIO2_3 + O(2^-160) */
+#define PIO2_2 0x1.1a62633145c07p-54
+#define PIO2_3 -0x1.f1976b7ed8fbcp-110
+#define TWO_OVER_PI 0x1.45f306dc9c883p-1
+#define PIO4_HI 0x1.921fb54442d18p-1
+#define PIO4_LO 0x1.1a62633145c07p-55
+#define TWO_THIRDS_HI 0x1.5555555555555p-1
+#define TWO_THIRDS_LO 0x1.5555555555555p-55
+#define SQRT_HALF 0.70710678118654752440
+#define SQRT2_HI 0x1.6a09e667f3bcdp+0
+#define SQRT2_LO -0x1.bdd3413b26456p-54
+/* gelu: c = 2 * 0.7978845608028654 (exact in double), split for f32, and c * 0.044715 */
+#define GELU_C_F64 (2 * 0.7978845608028654)
+#define GELU_C_HI_F32 0x1.988454p+0
+#define GELU_C_LO_F32 -0x1.857936p-25
+#define GELU_CK_HI_F32 0x1.2444f2p-4 /* c * 0.044715, exactly, split */
+#define GELU_CK_LO_F32 0x1.49b16ap-29
+#define GELU_CK_HI_F64 0x1.2444f2a4d8b4bp-4
+#define GELU_CK_LO_F64 0x1.8c95337d724e0p-62
+
+/* 2/pi, bits 1..1344 after the binary point (Payne-Hanek). */
+static const char two_over_pi_hex[] =
+    "a2f9836e4e441529fc2757d1f534ddc0db6295993c439041fe5163abdebbc561b7246e3a424dd2e006492eea09"
+    "d1921cfe1deb1cb129a73ee88235f52ebb4484e99c7026b45f7e413991d639835339f49c845f8bbdf9283b1ff8"
+    "97ffde05980fef2f118b5a0a6d1f6d367ecf27cb09b74f463f669e5fea2d7527bac7ebe5f17b3d0739f78a5292"
+    "ea6bfb5fb11f8d5d0856033046fc7b6babf0cfbc209af4361da9e391615ee61b08";
+
+/* ---- emitting one function body ------------------------------------------------------- */
+
+typedef struct em {
+    LLVMContextRef ctx;
+    LLVMModuleRef mod;
+    LLVMBuilderRef b;
+    LLVMValueRef fn;     /* the function being built */
+    jit_vm_fn which;     /* the math function it computes */
+    bool dbl;            /* elements are double */
+    unsigned lanes;      /* vector lanes; 0 for a scalar */
+    LLVMTypeRef fe, ft;  /* float element type, value type */
+    LLVMTypeRef ie, it;  /* integer of the same size: element, value */
+    int mant, bias;      /* 23, 127 or 52, 1023 */
+} em;
+
+static LLVMTypeRef
+shaped(const em *e, LLVMTypeRef elt)
+{
+    return e->lanes ? LLVMVectorType(elt, e->lanes) : elt;
+}
+
+static void
+em_types(em *e, LLVMContextRef ctx, bool dbl, unsigned lanes)
+{
+    e->ctx = ctx;
+    e->dbl = dbl;
+    e->lanes = lanes;
+    e->fe = dbl ? LLVMDoubleTypeInContext(ctx) : LLVMFloatTypeInContext(ctx);
+    e->ie = dbl ? LLVMInt64TypeInContext(ctx) : LLVMInt32TypeInContext(ctx);
+    e->ft = shaped(e, e->fe);
+    e->it = shaped(e, e->ie);
+    e->mant = dbl ? 52 : 23;
+    e->bias = dbl ? 1023 : 127;
+}
+
+static val
+splat(const em *e, val c)
+{
+    if (!e->lanes)
+        return c;
+    val v[JIT_VM_MAX_LANES];
+    for (unsigned i = 0; i < e->lanes; i++)
+        v[i] = c;
+    return LLVMConstVector(v, e->lanes);
+}
+
+/* A float constant (rounded to the element type: the f32 tables hold f32 values). */
+static val
+K(const em *e, double v)
+{
+    return splat(e, LLVMConstReal(e->fe, v));
+}
+
+static val
+KI(const em *e, long long v)
+{
+    return splat(e, LLVMConstInt(e->ie, (unsigned long long)v, true));
+}
+
+static val add(em *e, val a, val b) { return LLVMBuildFAdd(e->b, a, b, ""); }
+static val sub(em *e, val a, val b) { return LLVMBuildFSub(e->b, a, b, ""); }
+static val mul(em *e, val a, val b) { return LLVMBuildFMul(e->b, a, b, ""); }
+static val dvd(em *e, val a, val b) { return LLVMBuildFDiv(e->b, a, b, ""); }
+static val neg(em *e, val a) { return LLVMBuildFNeg(e->b, a, ""); }
+static val sel(em *e, val c, val a, val b) { return LLVMBuildSelect(e->b, c, a, b, ""); }
+static val fcmp(em *e, LLVMRealPredicate p, val a, val b) { return LLVMBuildFCmp(e->b, p, a, b, ""); }
+static val icmp(em *e, LLVMIntPredicate p, val a, val b) { return LLVMBuildICmp(e->b, p, a, b, ""); }
+static val and_(em *e, val a, val b) { return LLVMBuildAnd(e->b, a, b, ""); }
+static val or_(em *e, val a, val b) { return LLVMBuildOr(e->b, a, b, ""); }
+static val xor_(em *e, val a, val b) { return LLVMBuildXor(e->b, a, b, ""); }
+static val not_(em *e, val a) { return LLVMBuildNot(e->b, a, ""); }
+static val iadd(em *e, val a, val b) { return LLVMBuildAdd(e->b, a, b, ""); }
+static val isub(em *e, val a, val b) { return LLVMBuildSub(e->b, a, b, ""); }
+static val ishl(em *e, val a, long long s) { return LLVMBuildShl(e->b, a, KI(e, s), ""); }
+static val iashr(em *e, val a, long long s) { return LLVMBuildAShr(e->b, a, KI(e, s), ""); }
+static val ilshr(em *e, val a, long long s) { return LLVMBuildLShr(e->b, a, KI(e, s), ""); }
+static val bits(em *e, val x) { return LLVMBuildBitCast(e->b, x, e->it, ""); }
+static val fbits(em *e, val i) { return LLVMBuildBitCast(e->b, i, e->ft, ""); }
+static val itof(em *e, val i) { return LLVMBuildSIToFP(e->b, i, e->ft, ""); }
+
+/* A call of the intrinsic `name` overloaded on the type of args[0]. */
+static val
+intrinsic(em *e, const char *name, val *args, unsigned n)
+{
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    LLVMTypeRef ty = LLVMTypeOf(args[0]);
+    val f = LLVMGetIntrinsicDeclaration(e->mod, id, &ty, 1);
+    return LLVMBuildCall2(e->b, LLVMIntrinsicGetType(e->ctx, id, &ty, 1), f, args, n, "");
+}
+
+static val
+fma_(em *e, val a, val b, val c)
+{
+    val v[] = {a, b, c};
+    return intrinsic(e, "llvm.fma", v, 3);
+}
+
+static val
+fabs_(em *e, val a)
+{
+    return intrinsic(e, "llvm.fabs", &a, 1);
+}
+
+static val
+copysign_(em *e, val mag, val sgn)
+{
+    val v[] = {mag, sgn};
+    return intrinsic(e, "llvm.copysign", v, 2);
+}
+
+static val
+roundeven_(em *e, val a)
+{
+    return intrinsic(e, "llvm.roundeven", &a, 1);
+}
+
+static val
+is_nan(em *e, val x)
+{
+    return fcmp(e, LLVMRealUNO, x, x);
+}
+
+static val
+is_inf(em *e, val x)
+{
+    return fcmp(e, LLVMRealOEQ, fabs_(e, x), K(e, INFINITY));
+}
+
+/* c[0] + c[1] x + ... + c[n-1] x^(n-1) */
+static val
+horner(em *e, val x, const double *c, int n)
+{
+    val acc = K(e, c[n - 1]);
+    for (int i = n - 2; i >= 0; i--)
+        acc = fma_(e, acc, x, K(e, c[i]));
+    return acc;
+}
+
+/* The same polynomial by Estrin's scheme: pairs c[i] + c[i+1] x, then x^2, x^4, ... : fewer
+ * dependent steps than Horner (the kernels are latency-bound), slightly different rounding. */
+static val
+estrin(em *e, val x, const double *c, int n)
+{
+    val t[32];
+    int m = 0;
+    for (int i = 0; i < n; i += 2)
+        t[m++] = i + 1 < n ? fma_(e, K(e, c[i + 1]), x, K(e, c[i])) : K(e, c[i]);
+    val xp = mul(e, x, x);
+    while (m > 1) {
+        int k = 0;
+        for (int i = 0; i < m; i += 2)
+            t[k++] = i + 1 < m ? fma_(e, t[i + 1], xp, t[i]) : t[i];
+        m = k;
+        if (m > 1)
+            xp = mul(e, xp, xp);
+    }
+    return t[0];
+}
+
+/* x clamped to [lo, hi]; NaN stays NaN (ordered compares are false for it). */
+static val
+clamp(em *e, val x, double lo, double hi)
+{
+    x = sel(e, fcmp(e, LLVMRealOGT, x, K(e, hi)), K(e, hi), x);
+    return sel(e, fcmp(e, LLVMRealOLT, x, K(e, lo)), K(e, lo), x);
+}
+
+/* Adding 1.5 * 2^mant rounds |v| < 2^(mant-1) to an integer (ties to even) held in the low
+ * bits of the sum. */
+static double
+magic(const em *e)
+{
+    return e->dbl ? 0x1.8p52 : 0x1.8p23;
+}
+
+/* The integer in t = v + magic, and v rounded as a float. */
+static val
+magic_int(em *e, val t, val *kf)
+{
+    *kf = sub(e, t, K(e, magic(e)));
+    return isub(e, bits(e, t), bits(e, K(e, magic(e))));
+}
+
+/* 2^n for n in the normal exponent range. */
+static val
+pow2i(em *e, val n)
+{
+    return fbits(e, ishl(e, iadd(e, n, KI(e, e->bias)), e->mant));
+}
+
+/* y * 2^n for |n| up to about 2 * bias, rounded once: y * 2^n1 is exact (n1 = n/2 keeps it
+ * normal), the second factor rounds into the subnormals or overflows to inf as an exact
+ * product would. */
+static val
+scale2(em *e, val y, val n)
+{
+    val n1 = iashr(e, n, 1);
+    return mul(e, mul(e, y, pow2i(e, n1)), pow2i(e, isub(e, n, n1)));
+}
+
+/* Error-free sum: s + *err == a + b exactly. */
+static val
+two_sum(em *e, val a, val b, val *err)
+{
+    val s = add(e, a, b);
+    val bb = sub(e, s, a);
+    *err = add(e, sub(e, a, sub(e, s, bb)), sub(e, b, bb));
+    return s;
+}
+
+/* Error-free sum for |a| >= |b| (or a == 0). */
+static val
+fast_two_sum(em *e, val a, val b, val *err)
+{
+    val s = add(e, a, b);
+    *err = sub(e, b, sub(e, s, a));
+    return s;
+}
+
+/* ---- exponentials ---------------------------------------------------------------------- */
+
+/* e^(x + xlo) = p * 2^n with p in [0.7, 1.42] (xlo small, may be NULL).  Cody-Waite:
+ * n = round(x / ln2), r = x - n ln2_hi (exact: the FMA forms n ln2_hi exactly and the
+ * difference is representable) - n ln2_lo + xlo.  Callers keep |x| below about 1.1 * bias
+ * * ln2 so that n fits scale2.  `accurate` keeps 1 + r_hi exact (Fast2Sum), so that only
+ * the last addition rounds noticeably (~0.52 ULP instead of ~0.75; 3 more operations). */
+static val
+exp_core(em *e, val x, val xlo, bool accurate, val *n)
+{
+    bool d = e->dbl;
+    val kf;
+    *n = magic_int(e, fma_(e, x, K(e, d ? LOG2E_HI_F64 : LOG2E_HI_F32), K(e, magic(e))), &kf);
+    val nk = neg(e, kf);
+    val rh = fma_(e, nk, K(e, d ? LN2_HI_F64 : LN2_HI_F32), x);
+    val rl = fma_(e, nk, K(e, d ? LN2_LO_F64 : LN2_LO_F32), xlo ? xlo : K(e, 0));
+    val r = add(e, rh, rl);
+    val q = d ? estrin(e, r, exp_q_f64, NCOEF(exp_q_f64)) : estrin(e, r, exp_q_f32, NCOEF(exp_q_f32));
+    if (!accurate)
+        return add(e, K(e, 1), fma_(e, mul(e, r, r), q, r));
+    val c;
+    val s = fast_two_sum(e, K(e, 1), rh, &c);
+    return add(e, s, fma_(e, mul(e, r, r), q, add(e, c, rl)));
+}
+
+static val
+b_exp(em *e, val *a)
+{
+    /* Beyond the clamps the result is 0 or inf already. */
+    val x = clamp(e, a[0], e->dbl ? -746.0 : -104.0, e->dbl ? 710.0 : 89.0);
+    val n;
+    val p = exp_core(e, x, NULL, true, &n);
+    return scale2(e, p, n);
+}
+
+static val
+b_exp2(em *e, val *a)
+{
+    val x = clamp(e, a[0], e->dbl ? -1080.0 : -152.0, e->dbl ? 1025.0 : 129.0);
+    val kf;
+    val n = magic_int(e, add(e, x, K(e, magic(e))), &kf);
+    val r = sub(e, x, kf); /* exact, |r| <= 1/2 */
+    val q = e->dbl ? horner(e, r, exp2_q_f64, NCOEF(exp2_q_f64))
+                   : horner(e, r, exp2_q_f32, NCOEF(exp2_q_f32));
+    return scale2(e, fma_(e, r, q, K(e, 1)), n);
+}
+
+/* e^x - 1 = 2^n (1 + u) - 1 with u = e^r - 1 = r + r^2 Q(r) kept apart from the 1, so that
+ * small results keep their relative accuracy. */
+static val
+b_expm1(em *e, val *a)
+{
+    bool d = e->dbl;
+    val x = a[0];
+    /* Below the low clamp the result rounds to -1; above the high one it is inf. */
+    val xc = clamp(e, x, d ? -40.0 : -25.0, d ? 710.0 : 89.0);
+    val kf;
+    val n = magic_int(e, fma_(e, xc, K(e, d ? LOG2E_HI_F64 : LOG2E_HI_F32), K(e, magic(e))), &kf);
+    val nk = neg(e, kf);
+    val rh = fma_(e, nk, K(e, d ? LN2_HI_F64 : LN2_HI_F32), xc);
+    val rl = mul(e, nk, K(e, d ? LN2_LO_F64 : LN2_LO_F32));
+    val r = add(e, rh, rl);
+    val q = d ? horner(e, r, exp_q_f64, NCOEF(exp_q_f64)) : horner(e, r, exp_q_f32, NCOEF(exp_q_f32));
+    val u = add(e, rh, fma_(e, mul(e, r, r), q, rl));
+    /* 2^n (1 + u) - 1 = 2 (h u + (h - 1/2)), h = 2^(n-1): one rounding, in the FMA (h - 1/2
+     * is exact while it matters); n - 1 stays in the normal range thanks to the clamps. */
+    val h = pow2i(e, isub(e, n, KI(e, 1)));
+    val y = mul(e, K(e, 2), fma_(e, h, u, sub(e, h, K(e, 0.5))));
+    val res = sel(e, icmp(e, LLVMIntEQ, n, KI(e, 0)), u, y);
+    return sel(e, fcmp(e, LLVMRealOEQ, x, K(e, 0)), x, res); /* expm1(-0) = -0 */
+}
+
+/* x * sigmoid(th + tl) = x / (1 + e^-t), or x e^t / (1 + e^t) for t < 0, with the 2^n of
+ * e^t applied last: x e^t is representable where e^t alone would already be subnormal.
+ * For t < -uf the result underflows to 0 (x * 0: NaN for x = -inf, as ops.def's formulas
+ * give).  `precise` adds one correction step to the quotient that takes the roundings of
+ * x e^t and of 1 + e^-|t| into account (one more division), for the 2-ULP functions. */
+static val
+xsig(em *e, val x, val th, val tl, double uf, bool precise)
+{
+    val tneg = fcmp(e, LLVMRealOLT, th, K(e, 0));
+    val ah = neg(e, fabs_(e, th)); /* -|t| */
+    val al = sel(e, tneg, tl, neg(e, tl));
+    /* past -uf the result is selected away below; al is tiny and may stay */
+    ah = sel(e, fcmp(e, LLVMRealOLT, ah, K(e, -uf)), K(e, -uf), ah);
+    val n;
+    val p = exp_core(e, ah, al, true, &n);
+    /* e^-|t| for 1 + e^-|t|: where it is below the normal range it does not matter */
+    val nmin = KI(e, 1 - e->bias);
+    val ea = mul(e, p, pow2i(e, sel(e, icmp(e, LLVMIntSLT, n, nmin), nmin, n)));
+    val num = sel(e, tneg, mul(e, x, p), x);
+    val d = add(e, K(e, 1), ea);
+    val q = dvd(e, num, d);
+    if (precise) {
+        /* (num + nl)/(d + dl) = q + (num - q d + nl - q dl)/d, num - q d exact by FMA */
+        val nl = sel(e, tneg, fma_(e, x, p, neg(e, num)), K(e, 0));
+        val dl = add(e, sub(e, K(e, 1), d), ea);
+        val rho = fma_(e, neg(e, q), d, num);
+        val q1 = add(e, q, dvd(e, fma_(e, neg(e, q), dl, add(e, rho, nl)), d));
+        q = sel(e, or_(e, is_inf(e, q), fcmp(e, LLVMRealOEQ, q, K(e, 0))), q, q1);
+    }
+    /* t < 0: q 2^n in two steps, q 2^(n+c) exact (normal: n >= -uf/ln2 - 1), then one rounding
+     * by 2^-c (|q| is at most ~1.5 uf here) */
+    int c = e->dbl ? 100 : 48;
+    val scaled = mul(e, mul(e, q, pow2i(e, iadd(e, n, KI(e, c)))), K(e, ldexp(1.0, -c)));
+    val res = sel(e, tneg, scaled, q);
+    return sel(e, fcmp(e, LLVMRealOLT, th, K(e, -uf)), mul(e, x, K(e, 0)), res);
+}
+
+/* sigmoid(x) = 1 * sigmoid(x): 1/(1 + e^-x) for x >= 0, e^x/(1 + e^x) below (no
+ * cancellation, and e^x's scaling last, so subnormal results are rounded once). */
+static val
+b_sigmoid(em *e, val *a)
+{
+    return xsig(e, K(e, 1), a[0], K(e, 0), e->dbl ? 760.0 : 110.0, true);
+}
+
+static val
+b_silu(em *e, val *a)
+{
+    return xsig(e, a[0], a[0], K(e, 0), e->dbl ? 770.0 : 120.0, true);
+}
+
+/* gelu(x) = 0.5 x (1 + tanh(c/2 (x + k x^3))) = x sigmoid(c (x + k x^3)) exactly, which has
+ * no cancellation for x < 0.  There the result is about x e^t and carries the absolute
+ * error of t as relative error, so t = x (c + ck x^2) is formed in double-word arithmetic
+ * (x^2 and the products split by FMA, the sum by two_sum): a few ULP of t would be many ULP
+ * of gelu. */
+static val
+b_gelu(em *e, val *a)
+{
+    bool d = e->dbl;
+    val x = a[0];
+    /* Past the clamps the result is x (t > 600) or 0 (t < -600). */
+    val xc = clamp(e, x, d ? -40.0 : -20.0, d ? 40.0 : 20.0);
+    val wh = mul(e, xc, xc);
+    val wl = fma_(e, xc, xc, neg(e, wh));
+    val ckh = K(e, d ? GELU_CK_HI_F64 : GELU_CK_HI_F32), ckl = K(e, d ? GELU_CK_LO_F64 : GELU_CK_LO_F32);
+    val p = mul(e, ckh, wh);
+    val small = fma_(e, ckh, wl, fma_(e, ckl, wh, fma_(e, ckh, wh, neg(e, p))));
+    val ge;
+    val gh = two_sum(e, K(e, d ? GELU_C_F64 : GELU_C_HI_F32), p, &ge); /* c + ck x^2 */
+    val gl = add(e, ge, small);
+    if (!d)
+        gl = add(e, gl, K(e, GELU_C_LO_F32));
+    val th = mul(e, xc, gh);
+    val tl = fma_(e, xc, gl, fma_(e, xc, gh, neg(e, th)));
+    return xsig(e, x, th, tl, d ? 770.0 : 120.0, false);
+}
+
+/* tanh: a + a^3 T(a^2) below 0.625, 1 - 2/(e^2a + 1) above (no cancellation there:
+ * tanh >= 0.55). */
+static val
+b_tanh(em *e, val *a)
+{
+    bool d = e->dbl;
+    val x = a[0];
+    val ax = fabs_(e, x);
+    val z = mul(e, ax, ax);
+    val t = d ? horner(e, z, tanh_t_f64, NCOEF(tanh_t_f64)) : horner(e, z, tanh_t_f32, NCOEF(tanh_t_f32));
+    val small = fma_(e, mul(e, ax, z), t, ax);
+    val ac = clamp(e, ax, 0, d ? 20.0 : 10.0); /* tanh is 1 to the last bit beyond */
+    val n;
+    val p = exp_core(e, add(e, ac, ac), NULL, true, &n);
+    val ee = mul(e, p, pow2i(e, n));
+    val big = sub(e, K(e, 1), dvd(e, K(e, 2), add(e, ee, K(e, 1))));
+    val res = sel(e, fcmp(e, LLVMRealOLT, ax, K(e, 0.625)), small, big);
+    return copysign_(e, res, x);
+}
+
+/* ---- logarithms ------------------------------------------------------------------------ */
+
+/* x = 2^k m with m in [sqrt(1/2), sqrt(2)): returns f = m - 1 (exact) and k as a float.
+ * For x > 0 finite; subnormals are scaled up first when `subnormals`. */
+static val
+log_reduce(em *e, val x, bool subnormals, val *kf)
+{
+    val adj = KI(e, 0);
+    if (subnormals) {
+        val tiny = fcmp(e, LLVMRealOLT, x, K(e, e->dbl ? 0x1p-1022 : 0x1p-126));
+        x = sel(e, tiny, mul(e, x, K(e, e->dbl ? 0x1p54 : 0x1p25)), x);
+        adj = sel(e, tiny, KI(e, e->dbl ? -54 : -25), adj);
+    }
+    val ix = bits(e, x);
+    val k = iashr(e, isub(e, ix, bits(e, K(e, SQRT_HALF))), e->mant);
+    val m = fbits(e, isub(e, ix, LLVMBuildShl(e->b, k, KI(e, e->mant), "")));
+    *kf = itof(e, iadd(e, k, adj));
+    return sub(e, m, K(e, 1));
+}
+
+/* log(1 + f) + lo for f in [sqrt(1/2)-1, sqrt(2)-1]: f32 f + f^2 Q(f); f64 as fdlibm,
+ * f - (hfsq - s (hfsq + R(s^2))) with s = f/(2+f). */
+static val
+log1p_kernel(em *e, val f, val lo)
+{
+    if (!e->dbl)
+        return fma_(e, mul(e, f, f), horner(e, f, log_q_f32, NCOEF(log_q_f32)), add(e, f, lo));
+    val s = dvd(e, f, add(e, K(e, 2), f));
+    val z = mul(e, s, s);
+    val r = mul(e, z, horner(e, z, log_r_f64, NCOEF(log_r_f64)));
+    val hfsq = mul(e, K(e, 0.5), mul(e, f, f));
+    return sub(e, f, sub(e, hfsq, fma_(e, s, add(e, hfsq, r), lo)));
+}
+
+static val
+log_specials(em *e, val x, val res)
+{
+    res = sel(e, fcmp(e, LLVMRealOEQ, x, K(e, INFINITY)), x, res);
+    res = sel(e, fcmp(e, LLVMRealOEQ, x, K(e, 0)), K(e, -INFINITY), res);
+    return sel(e, fcmp(e, LLVMRealULT, x, K(e, 0)), K(e, NAN), res); /* x < 0 or NaN */
+}
+
+static val
+b_log(em *e, val *a)
+{
+    bool d = e->dbl;
+    val x = a[0], kf;
+    val f = log_reduce(e, x, true, &kf);
+    val l = log1p_kernel(e, f, mul(e, kf, K(e, d ? LN2_LO_F64 : LN2_LO_F32)));
+    return log_specials(e, x, fma_(e, kf, K(e, d ? LN2_HI_F64 : LN2_HI_F32), l));
+}
+
+static val
+b_log2(em *e, val *a)
+{
+    val x = a[0], kf, y;
+    val f = log_reduce(e, x, true, &kf);
+    if (e->dbl) {
+        val l = log1p_kernel(e, f, K(e, 0));
+        y = fma_(e, l, K(e, LOG2E_HI_F64), mul(e, l, K(e, LOG2E_LO_F64)));
+    } else {
+        y = fma_(e, mul(e, f, f), horner(e, f, log2_q_f32, NCOEF(log2_q_f32)),
+                 mul(e, f, K(e, LOG2E_LO_F32)));
+        y = fma_(e, f, K(e, LOG2E_HI_F32), y);
+    }
+    return log_specials(e, x, add(e, kf, y)); /* exact for powers of two */
+}
+
+/* log1p: f = x itself while 1 + x is in the kernel's range (no rounding at all); otherwise
+ * u = 1 + x rounded, with the rounding error c added back as c/u. */
+static val
+b_log1p(em *e, val *a)
+{
+    bool d = e->dbl;
+    val x = a[0], kfu, c;
+    val inside = and_(e, fcmp(e, LLVMRealOGE, x, K(e, SQRT_HALF - 1)),
+                      fcmp(e, LLVMRealOLT, x, K(e, 0.41421356237309504880)));
+    val u = two_sum(e, K(e, 1), x, &c);
+    val fu = log_reduce(e, u, false, &kfu);
+    val f = sel(e, inside, x, fu);
+    val kf = sel(e, inside, K(e, 0), kfu);
+    val corr = sel(e, inside, K(e, 0), dvd(e, c, u));
+    val l = log1p_kernel(e, f, fma_(e, kf, K(e, d ? LN2_LO_F64 : LN2_LO_F32), corr));
+    val res = fma_(e, kf, K(e, d ? LN2_HI_F64 : LN2_HI_F32), l);
+    res = sel(e, fcmp(e, LLVMRealOEQ, x, K(e, INFINITY)), x, res);
+    res = sel(e, fcmp(e, LLVMRealOEQ, x, K(e, -1)), K(e, -INFINITY), res);
+    res = sel(e, fcmp(e, LLVMRealULT, x, K(e, -1)), K(e, NAN), res);
+    return sel(e, fcmp(e, LLVMRealOEQ, x, K(e, 0)), x, res); /* log1p(-0) = -0 */
+}
+
+/* ---- erf, gelu_erf (f64) ------------------------------------------------------------------ */
+
+/* erfc(a) = bracket * 2^n for a >= 0, with (ah2 + al2) = a^2 and (dh + dl) = 1 + 2a:
+ * erfc(a) = e^(-a^2) G(y) / (1 + 2a), y = (a - K)/(a + K), after Shepherd and Laframboise
+ * (1981): G is smooth on all of a >= 0, so one polynomial covers it.  a^2 must be exact to
+ * ~2^-106 (its error shows in e^(-a^2) multiplied by a^2); the quotient is corrected for the
+ * roundings of p G and of 1 + 2a, which would otherwise add up to ~2 ULP in the far tail. */
+static val
+erfc_core(em *e, val a, val ah2, val al2, val dh, val dl, val *n)
+{
+    val p = exp_core(e, neg(e, ah2), neg(e, al2), true, n);
+    val y = dvd(e, sub(e, a, K(e, ERFC_K)), add(e, a, K(e, ERFC_K)));
+    val g = horner(e, y, erfc_g_f64, NCOEF(erfc_g_f64));
+    val num = mul(e, p, g);
+    val nl = fma_(e, p, g, neg(e, num));
+    val q = dvd(e, num, dh);
+    val rho = fma_(e, neg(e, q), dh, num);
+    return add(e, q, dvd(e, fma_(e, neg(e, q), dl, add(e, rho, nl)), dh));
+}
+
+static val
+b_erf(em *e, val *args)
+{
+    val x = args[0];
+    val a = fabs_(e, x);
+    val z = mul(e, a, a);
+    /* a P(z) = a c0 + a z P1(z): the product a c0 exact inside the FMA */
+    val small = fma_(e, a, K(e, erf_p_f64[0]),
+                     mul(e, mul(e, a, z), horner(e, z, erf_p_f64 + 1, NCOEF(erf_p_f64) - 1)));
+    val ac = clamp(e, a, 0, 6.0); /* erf is 1 to the last bit beyond 5.93 */
+    val ah2 = mul(e, ac, ac);
+    val n, dl;
+    val dh = two_sum(e, K(e, 1), add(e, ac, ac), &dl);
+    val br = erfc_core(e, ac, ah2, fma_(e, ac, ac, neg(e, ah2)), dh, dl, &n);
+    val big = sub(e, K(e, 1), mul(e, br, pow2i(e, n)));
+    return copysign_(e, sel(e, fcmp(e, LLVMRealOLT, a, K(e, 0.85)), small, big), x);
+}
+
+/* gelu_erf(x) = x Phi(x), Phi(x) = erfc(-x/sqrt2)/2: x (1 - erfc(a)/2) for x >= 0 (no
+ * cancellation: erfc(a)/2 <= 1/2) and x erfc(a)/2 for x < 0, a = |x|/sqrt2, a^2 = x^2/2
+ * exactly from the FMA-split square (a^2 enters e^(-a^2), where its rounding would show). */
+static val
+b_gelu_erf(em *e, val *args)
+{
+    val x = args[0];
+    val xc = clamp(e, x, -40.0, 40.0); /* Phi is 0 or 1 beyond */
+    val x2h = mul(e, xc, xc);
+    val x2l = fma_(e, xc, xc, neg(e, x2h));
+    val ax = fabs_(e, xc);
+    val a = mul(e, ax, K(e, SQRT_HALF));
+    /* 1 + 2a = 1 + sqrt2 |x| in double-word, from |x| (a itself is rounded) */
+    val ph = mul(e, ax, K(e, SQRT2_HI));
+    val pl = fma_(e, ax, K(e, SQRT2_LO), fma_(e, ax, K(e, SQRT2_HI), neg(e, ph)));
+    val dl;
+    val dh = two_sum(e, K(e, 1), ph, &dl);
+    dl = add(e, dl, pl);
+    val n;
+    val br = erfc_core(e, a, mul(e, x2h, K(e, 0.5)), mul(e, x2l, K(e, 0.5)), dh, dl, &n);
+    val pos = mul(e, x, sub(e, K(e, 1), mul(e, K(e, 0.5), scale2(e, br, n))));
+    val negv = scale2(e, mul(e, mul(e, x, K(e, 0.5)), br), n);
+    val res = sel(e, fcmp(e, LLVMRealOLT, x, K(e, 0)), negv, pos);
+    /* |x| < 3/4: x Phi(x) = x (1/2 + x Q(x^2)) (the erfc path's roundings of a and y would
+     * show as relative error where erfc(a) is near 1) */
+    val small = mul(e, x, fma_(e, x, horner(e, x2h, phi_q_f64, NCOEF(phi_q_f64)), K(e, 0.5)));
+    res = sel(e, fcmp(e, LLVMRealOLT, fabs_(e, x), K(e, 0.75)), small, res);
+    return sel(e, fcmp(e, LLVMRealOLT, x, K(e, -40.0)), mul(e, x, K(e, 0)), res);
+}
+
+/* ---- sin, cos, tan (f64) -------------------------------------------------------------------- */
+
+#define PH_ROWS 256 /* one row per 4 binades of |x|, 4 doubles each */
+
+/* The Payne-Hanek table: row i holds 2/pi from bit J0 = max(1, 4i - 53) on (earlier bits
+ * only add multiples of 4 to |x| * 2/pi for |x| >= 2^(4i), so they drop out mod 4), as four
+ * doubles of 53 bits each, scaled by 2^J0 so that none is subnormal. */
+static LLVMValueRef
+ph_table(em *e)
+{
+    const char *name = "kiln.vm.two_over_pi";
+    LLVMValueRef g = LLVMGetNamedGlobal(e->mod, name);
+    if (g)
+        return g;
+    LLVMTypeRef d = LLVMDoubleTypeInContext(e->ctx);
+    LLVMValueRef v[PH_ROWS * 4];
+    for (int i = 0; i < PH_ROWS; i++) {
+        int j0 = 4 * i - 53 < 1 ? 1 : 4 * i - 53;
+        for (int k = 0; k < 4; k++) {
+            uint64_t m = 0;
+            for (int j = j0 + 53 * k; j < j0 + 53 * k + 53; j++) { /* bit j after the point */
+                int hex = (j - 1) / 4;
+                int digit = two_over_pi_hex[hex];
+                digit = digit <= '9' ? digit - '0' : digit - 'a' + 10;
+                m = m << 1 | (uint64_t)((digit >> (3 - (j - 1) % 4)) & 1);
+            }
+            v[i * 4 + k] = LLVMConstReal(d, ldexp((double)m, -53 * k - 52));
+        }
+    }
+    LLVMTypeRef at = LLVMArrayType(d, PH_ROWS * 4);
+    g = LLVMAddGlobal(e->mod, at, name);
+    LLVMSetInitializer(g, LLVMConstArray(d, v, PH_ROWS * 4));
+    LLVMSetGlobalConstant(g, 1);
+    LLVMSetLinkage(g, LLVMInternalLinkage);
+    LLVMSetUnnamedAddress(g, LLVMGlobalUnnamedAddr);
+    return g;
+}
+
+/* Table entries idx (i64 lanes), by gather or by load for a scalar. */
+static val
+ph_load(em *e, LLVMValueRef table, val idx)
+{
+    LLVMTypeRef d = LLVMDoubleTypeInContext(e->ctx);
+    val ptr = LLVMBuildGEP2(e->b, d, table, &idx, 1, "");
+    if (!e->lanes)
+        return LLVMBuildLoad2(e->b, d, ptr, "");
+    LLVMTypeRef i1 = LLVMInt1TypeInContext(e->ctx);
+    LLVMTypeRef over[2] = {e->ft, LLVMTypeOf(ptr)};
+    const char *nm = "llvm.masked.gather";
+    unsigned id = LLVMLookupIntrinsicID(nm, strlen(nm));
+    val f = LLVMGetIntrinsicDeclaration(e->mod, id, over, 2);
+    val mask[JIT_VM_MAX_LANES];
+    for (unsigned i = 0; i < e->lanes; i++)
+        mask[i] = LLVMConstInt(i1, 1, 0);
+    val args[] = {ptr, LLVMConstInt(LLVMInt32TypeInContext(e->ctx), 8, 0),
+                  LLVMConstVector(mask, e->lanes), LLVMGetUndef(e->ft)};
+    return LLVMBuildCall2(e->b, LLVMIntrinsicGetType(e->ctx, id, over, 2), f, args, 4, "");
+}
+
+static val
+mod4(em *e, val v)
+{
+    return sub(e, v, mul(e, K(e, 4), roundeven_(e, mul(e, v, K(e, 0.25)))));
+}
+
+/* |x| >= 2^27 (finite): |x| = q pi/2 + (rh + rl) by Payne-Hanek.  With a' = |x| 2^-J0 and
+ * the row's C0..C3, |x| 2/pi = sum a' Ck (mod 4); each product is split exactly by FMA, the
+ * large parts reduced mod 4 and stripped of their integers (exactly), and the small parts
+ * summed in double-word, so the fraction keeps ~100 bits even when it is tiny. */
+static void
+payne_hanek(em *e, val x, val *q, val *rh, val *rl)
+{
+    val a = fabs_(e, x);
+    val ok = and_(e, fcmp(e, LLVMRealOGE, a, K(e, 0x1p27)), fcmp(e, LLVMRealOLT, a, K(e, INFINITY)));
+    a = sel(e, ok, a, K(e, 0x1p27)); /* other lanes: any valid value, their result is unused */
+    val ex = isub(e, LLVMBuildAnd(e->b, ilshr(e, bits(e, a), 52), KI(e, 0x7ff), ""), KI(e, 1023));
+    val row = iashr(e, ex, 2);
+    val j0 = isub(e, ishl(e, row, 2), KI(e, 53));
+    j0 = sel(e, icmp(e, LLVMIntSLT, j0, KI(e, 1)), KI(e, 1), j0);
+    val ap = mul(e, a, pow2i(e, isub(e, KI(e, 0), j0)));
+    LLVMValueRef table = ph_table(e);
+    val c[4], ph[4], pl[4];
+    for (int k = 0; k < 4; k++) {
+        c[k] = ph_load(e, table, iadd(e, ishl(e, row, 2), KI(e, k)));
+        ph[k] = mul(e, ap, c[k]);
+        pl[k] = fma_(e, ap, c[k], neg(e, ph[k]));
+    }
+    val e1, e2, t;
+    val s = two_sum(e, mod4(e, ph[0]), mod4(e, pl[0]), &e1);
+    val n1 = roundeven_(e, s);
+    s = sub(e, s, n1);
+    s = two_sum(e, s, mod4(e, ph[1]), &e2);
+    val n2 = roundeven_(e, s);
+    s = sub(e, s, n2);
+    /* the small terms, all below 2^-46 */
+    val sl;
+    val sh = two_sum(e, pl[1], ph[2], &sl);
+    sh = two_sum(e, sh, e2, &t);
+    sl = add(e, sl, t);
+    sh = two_sum(e, sh, e1, &t);
+    sl = add(e, sl, add(e, t, add(e, pl[2], ph[3])));
+    val fl;
+    val fh = two_sum(e, s, sh, &fl);
+    fl = add(e, fl, sl);
+    fh = fast_two_sum(e, fh, fl, &fl);
+    val kf;
+    val qi = magic_int(e, add(e, add(e, n1, n2), K(e, magic(e))), &kf);
+    /* r = f pi/2 */
+    val r = mul(e, fh, K(e, PIO2_1));
+    val rr = fma_(e, fl, K(e, PIO2_1), fma_(e, fh, K(e, PIO2_2), fma_(e, fh, K(e, PIO2_1), neg(e, r))));
+    r = fast_two_sum(e, r, rr, &rr);
+    val xneg = fcmp(e, LLVMRealOLT, x, K(e, 0));
+    *rh = sel(e, xneg, neg(e, r), r);
+    *rl = sel(e, xneg, neg(e, rr), rr);
+    *q = sel(e, xneg, isub(e, KI(e, 0), qi), qi);
+}
+
+/* x = q pi/2 + (rh + rl), |rh + rl| <= pi/4 (a little more for huge x).  Cody-Waite with
+ * three parts of pi/2 for |x| < 2^27 (the first product is exact inside the FMA, the second
+ * split exactly, the error ~2^-106 |r| + 2^-132); Payne-Hanek, on a branch taken only when
+ * some lane needs it, above. */
+static void
+trig_reduce(em *e, val x, val *q, val *rh, val *rl)
+{
+    val kf;
+    val n = magic_int(e, fma_(e, x, K(e, TWO_OVER_PI), K(e, magic(e))), &kf);
+    val nk = neg(e, kf);
+    val r1 = fma_(e, nk, K(e, PIO2_1), x);
+    val th = mul(e, nk, K(e, PIO2_2));
+    val tl = fma_(e, nk, K(e, PIO2_2), neg(e, th));
+    val err;
+    val s = two_sum(e, r1, th, &err);
+    val lo = fma_(e, nk, K(e, PIO2_3), add(e, err, tl));
+    val lo2;
+    val fh = fast_two_sum(e, s, lo, &lo2);
+
+    val big = fcmp(e, LLVMRealOGE, fabs_(e, x), K(e, 0x1p27));
+    val any = big;
+    if (e->lanes)
+        any = intrinsic(e, "llvm.vector.reduce.or", &big, 1);
+    LLVMBasicBlockRef fast_bb = LLVMGetInsertBlock(e->b);
+    LLVMBasicBlockRef slow_bb = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "payne_hanek");
+    LLVMBasicBlockRef join_bb = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "reduced");
+    LLVMBuildCondBr(e->b, any, slow_bb, join_bb);
+    LLVMPositionBuilderAtEnd(e->b, slow_bb);
+    val sq, sh, sl;
+    payne_hanek(e, x, &sq, &sh, &sl);
+    sq = sel(e, big, sq, n);
+    sh = sel(e, big, sh, fh);
+    sl = sel(e, big, sl, lo2);
+    LLVMBasicBlockRef slow_end = LLVMGetInsertBlock(e->b);
+    LLVMBuildBr(e->b, join_bb);
+    LLVMPositionBuilderAtEnd(e->b, join_bb);
+    val in[3][2] = {{n, sq}, {fh, sh}, {lo2, sl}};
+    LLVMBasicBlockRef from[2] = {fast_bb, slow_end};
+    val *out[3] = {q, rh, rl};
+    for (int i = 0; i < 3; i++) {
+        *out[i] = LLVMBuildPhi(e->b, LLVMTypeOf(in[i][0]), "");
+        LLVMAddIncoming(*out[i], in[i], from, 2);
+    }
+}
+
+/* sin(rh + rl) = rh + (rh^3 S(rh^2) + rl) (rl's own term is below 2^-53 |rh|). */
+static val
+sin_kernel(em *e, val rh, val rl)
+{
+    val z = mul(e, rh, rh);
+    return add(e, rh, fma_(e, mul(e, rh, z), horner(e, z, sin_s_f64, NCOEF(sin_s_f64)), rl));
+}
+
+/* cos(rh + rl) = w + ((1 - w) - z/2) + (z^2 C(z) - rh rl), w = 1 - z/2 rounded (fdlibm's
+ * way of keeping the rounding error of w). */
+static val
+cos_kernel(em *e, val rh, val rl)
+{
+    val z = mul(e, rh, rh);
+    val hz = mul(e, z, K(e, 0.5));
+    val w = sub(e, K(e, 1), hz);
+    val tail = fma_(e, mul(e, z, z), horner(e, z, cos_c_f64, NCOEF(cos_c_f64)), neg(e, mul(e, rh, rl)));
+    return add(e, w, add(e, sub(e, sub(e, K(e, 1), w), hz), tail));
+}
+
+static val
+trig(em *e, val x, jit_vm_fn fn)
+{
+    val q, rh, rl, res;
+    trig_reduce(e, x, &q, &rh, &rl);
+    val s = sin_kernel(e, rh, rl);
+    val c = cos_kernel(e, rh, rl);
+    val odd = icmp(e, LLVMIntNE, LLVMBuildAnd(e->b, q, KI(e, 1), ""), KI(e, 0));
+    if (fn == JIT_VM_TAN) {
+        res = dvd(e, sel(e, odd, c, s), sel(e, odd, s, c));
+        res = sel(e, odd, neg(e, res), res);
+    } else {
+        val qq = fn == JIT_VM_COS ? iadd(e, q, KI(e, 1)) : q;
+        res = fn == JIT_VM_COS ? sel(e, odd, s, c) : sel(e, odd, c, s);
+        val flip = icmp(e, LLVMIntNE, LLVMBuildAnd(e->b, qq, KI(e, 2), ""), KI(e, 0));
+        res = sel(e, flip, neg(e, res), res);
+    }
+    if (fn != JIT_VM_COS)
+        res = sel(e, fcmp(e, LLVMRealOEQ, x, K(e, 0)), x, res); /* sin(-0) = tan(-0) = -0 */
+    return sel(e, is_inf(e, x), K(e, NAN), res);
+}
+
+static val b_sin(em *e, val *a) { return trig(e, a[0], JIT_VM_SIN); }
+static val b_cos(em *e, val *a) { return trig(e, a[0], JIT_VM_COS); }
+static val b_tan(em *e, val *a) { return trig(e, a[0], JIT_VM_TAN); }
+
+/* ---- atan2 (f64) ---------------------------------------------------------------------------- */
+
+/* atan2(y, x) = k pi/4 ± atan(u): with num = min(|x|,|y|), den = max, u = num/den, or
+ * (num - den)/(num + den) (and one more pi/4) above tan(pi/8); then reflections for
+ * |y| > |x| and for x < 0 (by its sign bit, so -0 counts), and y's sign.  k pi/4 is added
+ * in two parts by FMA. */
+static val
+b_atan2(em *e, val *args)
+{
+    val y = args[0], x = args[1];
+    val ay = fabs_(e, y), ax = fabs_(e, x);
+    val swap = fcmp(e, LLVMRealOGT, ay, ax);
+    val num = sel(e, swap, ax, ay);
+    val den = sel(e, swap, ay, ax);
+    val infs = and_(e, is_inf(e, ax), is_inf(e, ay));
+    num = sel(e, infs, K(e, 1), num);
+    den = sel(e, infs, K(e, 1), den);
+    /* keep num + den finite */
+    val huge = fcmp(e, LLVMRealOGT, den, K(e, 0x1p1020));
+    num = sel(e, huge, mul(e, num, K(e, 0.25)), num);
+    den = sel(e, huge, mul(e, den, K(e, 0.25)), den);
+    val hi = fcmp(e, LLVMRealOGT, num, mul(e, den, K(e, 0.41421356237309504880)));
+    val u = sel(e, hi, dvd(e, sub(e, num, den), add(e, num, den)), dvd(e, num, den));
+    u = sel(e, fcmp(e, LLVMRealOEQ, num, K(e, 0)), K(e, 0), u); /* 0/0 */
+    val z = mul(e, u, u);
+    val at = fma_(e, mul(e, u, z), horner(e, z, atan_p_f64, NCOEF(atan_p_f64)), u);
+    val k = sel(e, hi, K(e, 1), K(e, 0));
+    val sg = K(e, 1);
+    k = sel(e, swap, sub(e, K(e, 2), k), k);
+    sg = sel(e, swap, K(e, -1), sg);
+    val xneg = icmp(e, LLVMIntSLT, bits(e, x), KI(e, 0));
+    k = sel(e, xneg, sub(e, K(e, 4), k), k);
+    sg = sel(e, xneg, neg(e, sg), sg);
+    val ang = fma_(e, k, K(e, PIO4_HI), fma_(e, k, K(e, PIO4_LO), mul(e, sg, at)));
+    val res = copysign_(e, ang, y);
+    return sel(e, or_(e, is_nan(e, x), is_nan(e, y)), add(e, x, y), res);
+}
+
+/* ---- pow (f64) -------------------------------------------------------------------------------- */
+
+/* log|x| as Lh + Ll to ~2^-66 relative: x = 2^k (1 + f), s = f/(2+f) in double-word,
+ * log(1+f) = 2s + 2/3 s^3 + s^5 W(s^2) with the first two terms in double-word. */
+static val
+log_dd(em *e, val ax, val *ll)
+{
+    val kf, t;
+    val f = log_reduce(e, ax, true, &kf);
+    val u = add(e, K(e, 2), f);
+    val ue = sub(e, f, sub(e, u, K(e, 2))); /* 2 + f = u + ue exactly */
+    val sh = dvd(e, f, u);
+    val sl = dvd(e, sub(e, fma_(e, neg(e, sh), u, f), mul(e, sh, ue)), u);
+    val z = mul(e, sh, sh);
+    val zl = fma_(e, sh, sh, neg(e, z));
+    val c3 = mul(e, z, sh); /* s^3 = c3 + c3l */
+    val c3l = fma_(e, mul(e, K(e, 3), z), sl, fma_(e, zl, sh, fma_(e, z, sh, neg(e, c3))));
+    val t3 = mul(e, K(e, TWO_THIRDS_HI), c3);
+    val t3l = fma_(e, K(e, TWO_THIRDS_LO), c3,
+                   fma_(e, K(e, TWO_THIRDS_HI), c3l, fma_(e, K(e, TWO_THIRDS_HI), c3, neg(e, t3))));
+    val tail = mul(e, mul(e, c3, z), horner(e, z, pow_w_f64, NCOEF(pow_w_f64)));
+    val lh = fast_two_sum(e, mul(e, K(e, 2), sh), t3, &t);
+    val lo = add(e, add(e, t, mul(e, K(e, 2), sl)), add(e, t3l, tail));
+    val kh = mul(e, kf, K(e, LN2_HI_F64));
+    val kl = fma_(e, kf, K(e, LN2_LO_F64), fma_(e, kf, K(e, LN2_HI_F64), neg(e, kh)));
+    val h = two_sum(e, kh, lh, &t);
+    lo = add(e, t, add(e, kl, lo));
+    return fast_two_sum(e, h, lo, ll);
+}
+
+/* pow(x, y) = e^(y log|x|) with y log|x| in double-word, the sign for negative x from y's
+ * parity, and C99 Annex F's special cases selected last (later rules win). */
+static val
+b_pow(em *e, val *args)
+{
+    val x = args[0], y = args[1];
+    val ax = fabs_(e, x), ll;
+    val lh = log_dd(e, ax, &ll);
+    val ph = mul(e, y, lh);
+    val pl = fma_(e, y, ll, fma_(e, y, lh, neg(e, ph)));
+    val out = or_(e, fcmp(e, LLVMRealOGT, ph, K(e, 710.0)), fcmp(e, LLVMRealOLT, ph, K(e, -746.0)));
+    pl = sel(e, out, K(e, 0), pl);
+    ph = clamp(e, ph, -746.0, 710.0);
+    val n;
+    val p = exp_core(e, ph, pl, true, &n);
+    val r = scale2(e, p, n);
+
+    val yfin = fcmp(e, LLVMRealOLT, fabs_(e, y), K(e, INFINITY));
+    val yint = and_(e, yfin, fcmp(e, LLVMRealOEQ, roundeven_(e, y), y));
+    val hy = mul(e, y, K(e, 0.5));
+    val yodd = and_(e, yint, fcmp(e, LLVMRealONE, roundeven_(e, hy), hy));
+    val xneg = fcmp(e, LLVMRealOLT, x, K(e, 0));
+    val ylt0 = fcmp(e, LLVMRealOLT, y, K(e, 0));
+    val inf = K(e, INFINITY), zero = K(e, 0), one = K(e, 1);
+    val res = sel(e, and_(e, xneg, yodd), neg(e, r), r);
+    res = sel(e, and_(e, xneg, not_(e, yint)), K(e, NAN), res);
+    /* x = ±0: ±inf / +inf for y < 0, ±0 / +0 for y > 0 (the sign only for odd integer y) */
+    val zr = sel(e, ylt0, inf, zero);
+    zr = sel(e, yodd, copysign_(e, zr, x), zr);
+    res = sel(e, fcmp(e, LLVMRealOEQ, x, zero), zr, res);
+    /* x = ±inf: +0 / +inf, negated for x = -inf and odd integer y */
+    val ir = sel(e, ylt0, zero, inf);
+    ir = sel(e, and_(e, xneg, yodd), neg(e, ir), ir);
+    res = sel(e, is_inf(e, x), ir, res);
+    /* y = ±inf: 0 or inf by |x| < 1 and the sign of y; 1 for |x| = 1 */
+    val yr = sel(e, xor_(e, fcmp(e, LLVMRealOLT, ax, one), ylt0), zero, inf);
+    yr = sel(e, fcmp(e, LLVMRealOEQ, ax, one), one, yr);
+    res = sel(e, is_inf(e, y), yr, res);
+    res = sel(e, or_(e, is_nan(e, x), is_nan(e, y)), add(e, x, y), res);
+    res = sel(e, fcmp(e, LLVMRealOEQ, y, zero), one, res); /* even for NaN x */
+    return sel(e, fcmp(e, LLVMRealOEQ, x, one), one, res);  /* even for NaN y */
+}
+
+/* ---- functions, types, calls ------------------------------------------------------------------ */
+
+typedef val (*body_fn)(em *e, val *args);
+
+static val b_widen(em *e, val *args);
+
+/* f32 bodies: NULL for "widen to f64". */
+static const struct {
+    body_fn f32, f64;
+} bodies[JIT_VM_COUNT] = {
+    [JIT_VM_EXP] = {b_exp, b_exp},
+    [JIT_VM_EXP2] = {b_exp2, b_exp2},
+    [JIT_VM_EXPM1] = {b_expm1, b_expm1},
+    [JIT_VM_LOG] = {b_log, b_log},
+    [JIT_VM_LOG2] = {b_log2, b_log2},
+    [JIT_VM_LOG1P] = {b_log1p, b_log1p},
+    [JIT_VM_TANH] = {b_tanh, b_tanh},
+    [JIT_VM_SIGMOID] = {b_sigmoid, b_sigmoid},
+    [JIT_VM_SILU] = {b_silu, b_silu},
+    [JIT_VM_GELU] = {b_gelu, b_gelu},
+    [JIT_VM_ERF] = {NULL, b_erf},
+    [JIT_VM_GELU_ERF] = {NULL, b_gelu_erf},
+    [JIT_VM_SIN] = {NULL, b_sin},
+    [JIT_VM_COS] = {NULL, b_cos},
+    [JIT_VM_TAN] = {NULL, b_tan},
+    [JIT_VM_POW] = {NULL, b_pow},
+    [JIT_VM_ATAN2] = {NULL, b_atan2},
+};
+
+static void
+add_fn_attr(LLVMContextRef ctx, LLVMValueRef fn, const char *name)
+{
+    unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ctx, kind, 0));
+}
+
+/* "kiln.vm.<name>.<type>" of (fn, dbl, lanes), built on first use with its own builder, so
+ * the caller's builder is never moved. */
+static LLVMValueRef
+get_fn(LLVMContextRef ctx, LLVMModuleRef mod, jit_vm_fn fn, bool dbl, unsigned lanes,
+       LLVMTypeRef *fty)
+{
+    em e = {.mod = mod, .which = fn};
+    em_types(&e, ctx, dbl, lanes);
+    int arity = vm_info[fn].arity;
+    LLVMTypeRef params[2] = {e.ft, e.ft};
+    *fty = LLVMFunctionType(e.ft, params, (unsigned)arity, 0);
+    char name[64];
+    if (lanes)
+        snprintf(name, sizeof name, "kiln.vm.%s.v%u%s", vm_info[fn].name, lanes, dbl ? "f64" : "f32");
+    else
+        snprintf(name, sizeof name, "kiln.vm.%s.%s", vm_info[fn].name, dbl ? "f64" : "f32");
+    LLVMValueRef f = LLVMGetNamedFunction(mod, name);
+    if (f)
+        return f;
+    f = LLVMAddFunction(mod, name, *fty);
+    LLVMSetLinkage(f, LLVMInternalLinkage);
+    add_fn_attr(ctx, f, "alwaysinline");
+    add_fn_attr(ctx, f, "nounwind");
+    add_fn_attr(ctx, f, "willreturn");
+    e.fn = f;
+    e.b = LLVMCreateBuilderInContext(ctx);
+    LLVMPositionBuilderAtEnd(e.b, LLVMAppendBasicBlockInContext(ctx, f, "entry"));
+    val args[2] = {LLVMGetParam(f, 0), arity > 1 ? LLVMGetParam(f, 1) : NULL};
+    body_fn body = dbl ? bodies[fn].f64 : bodies[fn].f32;
+    val r = (body ? body : b_widen)(&e, args);
+    /* One NaN for every NaN result: which operand's NaN an instruction passes on depends on
+     * operand order, which may differ between a vector body and a scalar tail. */
+    LLVMBuildRet(e.b, sel(&e, is_nan(&e, r), K(&e, NAN), r));
+    LLVMDisposeBuilder(e.b);
+    return f;
+}
+
+/* An f32 function computed by its f64 version, rounded once. */
+static val
+b_widen(em *e, val *args)
+{
+    LLVMTypeRef dt = shaped(e, LLVMDoubleTypeInContext(e->ctx)), fty;
+    LLVMValueRef f = get_fn(e->ctx, e->mod, e->which, true, e->lanes, &fty);
+    val wide[2];
+    int arity = vm_info[e->which].arity;
+    for (int i = 0; i < arity; i++)
+        wide[i] = LLVMBuildFPExt(e->b, args[i], dt, "");
+    val r = LLVMBuildCall2(e->b, fty, f, wide, (unsigned)arity, "");
+    return LLVMBuildFPTrunc(e->b, r, e->ft, "");
+}
+
+LLVMValueRef
+jit_vm_emit(jit_vm *vm, jit_vm_fn fn, LLVMValueRef x, LLVMValueRef y)
+{
+    const char *api = "jit_vm_emit";
+    if ((unsigned)fn >= JIT_VM_COUNT) {
+        ir_error(KILN_ERR_INTERNAL, "%s: internal error: unknown function %d", api, (int)fn);
+        return NULL;
+    }
+    if (!vm || !vm->ctx || !vm->mod || !vm->b || !x) {
+        ir_error(KILN_ERR_INTERNAL, "%s: internal error: %s: missing context, module, builder or operand",
+                 api, vm_info[fn].name);
+        return NULL;
+    }
+    LLVMTypeRef t = LLVMTypeOf(x), elt = t;
+    unsigned lanes = 0;
+    if (LLVMGetTypeKind(t) == LLVMVectorTypeKind) {
+        lanes = LLVMGetVectorSize(t);
+        elt = LLVMGetElementType(t);
+    }
+    LLVMTypeKind k = LLVMGetTypeKind(elt);
+    if ((k != LLVMFloatTypeKind && k != LLVMDoubleTypeKind) || lanes > JIT_VM_MAX_LANES ||
+        (LLVMGetTypeKind(t) == LLVMVectorTypeKind && lanes == 0)) {
+        ir_error(KILN_ERR_INTERNAL,
+                 "%s: internal error: %s: operand is not float/double or a vector of at most %d of them",
+                 api, vm_info[fn].name, JIT_VM_MAX_LANES);
+        return NULL;
+    }
+    int arity = vm_info[fn].arity;
+    if (arity == 2 && (!y || LLVMTypeOf(y) != t)) {
+        ir_error(KILN_ERR_INTERNAL, "%s: internal error: %s: second operand missing or of another type",
+                 api, vm_info[fn].name);
+        return NULL;
+    }
+    LLVMTypeRef fty;
+    LLVMValueRef f = get_fn(vm->ctx, vm->mod, fn, k == LLVMDoubleTypeKind, lanes, &fty);
+    LLVMValueRef args[2] = {x, y};
+    return LLVMBuildCall2(vm->b, fty, f, args, (unsigned)arity, "");
+}
+
+#define JIT_VM_DEF1(e, n, a)                                                                   \
+    LLVMValueRef jit_vm_##n(jit_vm *vm, LLVMValueRef x) { return jit_vm_emit(vm, JIT_VM_##e, x, NULL); }
+#define JIT_VM_DEF2(e, n, a)                                                                   \
+    LLVMValueRef jit_vm_##n(jit_vm *vm, LLVMValueRef x, LLVMValueRef y)                     \
+    {                                                                                          \
+        return jit_vm_emit(vm, JIT_VM_##e, x, y);                                              \
+    }
+#define JIT_VM_DEF(e, n, a) JIT_VM_DEF##a(e, n, a)
+JIT_VM_LIST(JIT_VM_DEF)
+#undef JIT_VM_DEF
+#undef JIT_VM_DEF1
+#undef JIT_VM_DEF2
