@@ -17,8 +17,6 @@ typedef struct jit_host {
 
 IR_HIDDEN const jit_host *jit_host_info(void);
 
-#endif
-
 /* ---- kernels ---------------------------------------------------------------------------
  * A kernel is described by a flat, size-free instruction list (jit_kdesc).  The
  * description is the kernel cache key: its bytes are hashed and compared, so every field
@@ -78,6 +76,9 @@ enum { JIT_F_DUMPS = 1, JIT_F_NOCACHE = 2 };
 IR_HIDDEN kiln_status jit_kernel_get(const jit_kdesc *d, unsigned flags, jit_kernel **k, bool *hit);
 /* Drop every cached kernel no program uses. */
 IR_HIDDEN void jit_cache_trim(void);
+/* Drop every cached compiled program no program uses (program.c), releasing its kernels to
+ * jit_cache_trim.  For tests that check memory returns to a steady state. */
+IR_HIDDEN void jit_plan_cache_trim(void);
 IR_HIDDEN jit_kernel_fn jit_kernel_entry(const jit_kernel *k);
 IR_HIDDEN void jit_kernel_release(jit_kernel *k);
 /* Text dumps captured when the kernel was compiled (NULL if not requested then). */
@@ -158,3 +159,5 @@ IR_HIDDEN void jit_plan_dump(const jit_plan *p, FILE *f);
 /* Simplification (simplify.c): dead code, common subexpressions, folding of elementwise
  * ops on `full` operands.  Returns a new verified graph; *log says what it did. */
 IR_HIDDEN kiln_status jit_simplify(const kiln_graph *g, kiln_graph **out, char **log);
+
+#endif /* KILN_JIT_H */

@@ -21,6 +21,11 @@
 
 enum { C_BUF, C_FULL, C_ELEM, C_VIEW };
 
+/* Ops per fused kernel: each adds one instruction and at most three loads or constants,
+ * so a cluster this size stays within JIT_MAX_INST; a longer chain continues in a new
+ * kernel. */
+#define MAX_CLUSTER_OPS (JIT_MAX_INST / 4)
+
 typedef struct view {
     int32_t base;     /* materialised node */
     int64_t offset;   /* elements */
@@ -138,7 +143,9 @@ make_view(planner *p, int32_t n, const view *src)
                           &count);
             if (count > 0)
                 v->offset += first * src->strides[i];
-            v->strides[i] = src->strides[i] * nd->at.step[i];
+            /* With one element or none the stride is never used, and a huge step would
+             * overflow; with two or more |step| < the axis size, so the product is small. */
+            v->strides[i] = count > 1 ? src->strides[i] * nd->at.step[i] : 0;
         }
         return true;
     default:
@@ -297,6 +304,7 @@ classify(planner *p)
                 int32_t u = nd->in[k];
                 if (p->ni[u].cls != C_ELEM || p->ni[u].cluster < 0 ||
                     p->cl[p->ni[u].cluster].root_copy >= 0 ||
+                    p->cl[p->ni[u].cluster].nmembers >= MAX_CLUSTER_OPS ||
                     !ir_shape_equal(&g->nodes[u].type.shape, &nd->type.shape))
                     continue;
                 int32_t c = p->ni[u].cluster;
@@ -332,6 +340,8 @@ classify(planner *p)
                          eager ? "eager mode: one kernel per op"
                                : !ir_shape_equal(&g->nodes[u].type.shape, &nd->type.shape)
                                      ? "different shape"
+                               : p->cl[p->ni[u].cluster].nmembers >= MAX_CLUSTER_OPS
+                                     ? "its kernel is full"
                                      : "fusing would create a cycle");
             }
         }

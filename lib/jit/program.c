@@ -209,6 +209,30 @@ compile(const char *api, const kiln_graph *g, kiln_mode mode, unsigned flags, co
     return KILN_OK;
 }
 
+void
+jit_plan_cache_trim(void)
+{
+    compiled *dead = NULL;
+    pthread_mutex_lock(&cache_lock);
+    for (compiled **pp = &cache_head; *pp;) {
+        compiled *e = *pp;
+        if (e->refs == 1) { /* only the cache holds it */
+            *pp = e->next;
+            e->next = dead;
+            dead = e;
+            cache_count--;
+        } else {
+            pp = &e->next;
+        }
+    }
+    pthread_mutex_unlock(&cache_lock);
+    while (dead) {
+        compiled *n = dead->next;
+        compiled_destroy(dead);
+        dead = n;
+    }
+}
+
 /* Compile `g` (taking ownership) into a program. */
 static kiln_status
 program_new(const char *api, kiln_graph *g, const kiln_options *o, kiln_program **out)

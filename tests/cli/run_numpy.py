@@ -46,11 +46,15 @@ def save(name, a, version=(1, 0)):
     return path
 
 
-def run(graph, ins, outs, expect_rc=0, needle=None):
-    """kiln run graph --in k=v ... --out k=tmp/k.npy; returns {name: array} and stdout."""
+def run(graph, ins, outs, expect_rc=0, needle=None, mode="interp"):
+    """kiln run graph --in k=v ... --out k=tmp/k.npy [--mode]; returns {name: array} and
+    stdout.  The reference interpreter (the default here) computes each f32 op in f64 and
+    rounds once, which is what the numpy replays below do; the JIT's agreement with the
+    interpreter is check_jit's and `kiln check`'s business (its vector math differs by a
+    few ulp, which cancellation can amplify)."""
     global checks
     checks += 1
-    cmd = [kiln, "run", os.path.join(here, graph)]
+    cmd = [kiln, "run", os.path.join(here, graph), "--mode", mode]
     for k, v in ins.items():
         cmd += ["--in", "%s=%s" % (k, v)]
     paths = {k: os.path.join(tmp, "out_%s.npy" % k) for k in outs}
@@ -94,6 +98,12 @@ for version in ((1, 0), (2, 0), (3, 0)):
     if got:
         compare("chain out (inputs in .npy %d.0)" % version[0], got["out"], want)
 print("chain: kiln run chain.kiln == numpy np.maximum(x*y+z, 0)*0.5 + x")
+# The JIT: chain's ops are exact in kiln's kernels, so fused and eager agree bit for bit.
+for mode in ("fused", "eager"):
+    got, _ = run("chain.kiln", ins, ["out"], mode=mode)
+    if "out" in got:
+        compare("chain --mode " + mode, got["out"], np.maximum(x * y + z, np.float32(0)) * np.float32(0.5) + x)
+print("chain: kiln run --mode fused and --mode eager == numpy as well")
 print("  x[:4] =", x[:4], " out[:4] =", want[:4])
 
 # mixed: every dtype across the boundary, rank 0, broadcasting.
