@@ -37,6 +37,8 @@ typedef struct nodeinfo {
     int32_t cluster;  /* ELEM (and materialised VIEW/FULL): its cluster; else -1 */
     int32_t lastdep;  /* highest cluster id this value depends on, -1 none */
     bool stored;      /* written to memory by its cluster */
+    bool pending;     /* ELEM that reads only buffers and splats: clustered by its first
+                       * user, so leaves like `x * 0.5` fuse into the kernel that needs them */
     int32_t step;     /* step that produces the buffer (BUF from REF, stored values) */
     view v;           /* VIEW, and BUF (identity) */
     jit_loc loc;      /* where a materialised value lives */
@@ -188,6 +190,32 @@ cluster_add(planner *p, int32_t c, int32_t n)
     return true;
 }
 
+/* A node's lastdep from its operands (after settling changed theirs). */
+static void
+refresh_lastdep(planner *p, int32_t n)
+{
+    const ir_node *nd = &p->g->nodes[n];
+    for (int k = 0; k < nd->nin; k++)
+        if (p->ni[nd->in[k]].lastdep > p->ni[n].lastdep)
+            p->ni[n].lastdep = p->ni[nd->in[k]].lastdep;
+}
+
+/* Give a pending ELEM node a cluster of its own (its first user could not take it). */
+static kiln_status
+settle(planner *p, int32_t n)
+{
+    nodeinfo *ni = &p->ni[n];
+    if (!ni->pending)
+        return KILN_OK;
+    int32_t c = new_cluster(p, &p->g->nodes[n].type.shape, -1);
+    if (c < 0 || !cluster_add(p, c, n))
+        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+    ni->pending = false;
+    if (c > ni->lastdep)
+        ni->lastdep = c;
+    return KILN_OK;
+}
+
 /* Materialise VIEW or FULL node n with a copy kernel of its own (once). */
 static kiln_status
 materialise(planner *p, int32_t n, const char *why)
@@ -236,6 +264,10 @@ classify(planner *p)
         if (is_view_op(nd->op)) {
             int32_t x = nd->in[0];
             int xc = p->ni[x].cls;
+            kiln_status sst = settle(p, x);
+            if (sst)
+                return sst;
+            refresh_lastdep(p, n);
             if (xc == C_ELEM) {
                 p->ni[x].stored = true;
                 snprintf(p->ni[x].why, sizeof p->ni[x].why, "read through %s %%%d (a view needs a buffer)",
@@ -284,6 +316,10 @@ classify(planner *p)
                 char why[160];
                 snprintf(why, sizeof why, "read by %s %%%d (reference step)", ir_ops[nd->op].name,
                          (int)n);
+                kiln_status sst = settle(p, x);
+                if (sst)
+                    return sst;
+                refresh_lastdep(p, n);
                 if (p->ni[x].cls == C_ELEM && !p->ni[x].stored) {
                     p->ni[x].stored = true;
                     snprintf(p->ni[x].why, sizeof p->ni[x].why, "%s", why);
@@ -299,6 +335,14 @@ classify(planner *p)
         /* ELEM: join an operand's cluster when safe */
         ni->cls = C_ELEM;
         int32_t join = -1;
+        bool leaf = !eager;
+        for (int k = 0; k < nd->nin; k++)
+            if (p->ni[nd->in[k]].cls == C_ELEM)
+                leaf = false;
+        if (leaf) {
+            ni->pending = true; /* reads only buffers and splats: its first user places it */
+            continue;
+        }
         if (!eager) {
             for (int k = 0; k < nd->nin && join < 0; k++) {
                 int32_t u = nd->in[k];
@@ -326,6 +370,25 @@ classify(planner *p)
             if (join < 0)
                 return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
         }
+        /* pending operands of the same shape are computed in this kernel (the safety check
+         * above saw their lastdep, and a new cluster is newer than all of them); others
+         * get kernels of their own */
+        for (int k = 0; k < nd->nin; k++) {
+            int32_t u = nd->in[k];
+            if (!p->ni[u].pending)
+                continue;
+            if (ir_shape_equal(&g->nodes[u].type.shape, &nd->type.shape) &&
+                p->ni[u].lastdep < join) {
+                if (!cluster_add(p, join, u))
+                    return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+                p->ni[u].pending = false;
+                p->ni[u].lastdep = join;
+            } else {
+                kiln_status sst = settle(p, u);
+                if (sst)
+                    return sst;
+            }
+        }
         if (!cluster_add(p, join, n))
             return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
         if (join > ni->lastdep)
@@ -346,7 +409,12 @@ classify(planner *p)
             }
         }
     }
-    /* outputs are stored */
+    /* leaves nobody took get kernels of their own; outputs are stored */
+    for (int32_t n = 0; n < g->nnodes; n++) {
+        kiln_status sst = settle(p, n);
+        if (sst)
+            return sst;
+    }
     for (int32_t i = 0; i < g->noutputs; i++) {
         int32_t n = g->outputs[i].node;
         nodeinfo *ni = &p->ni[n];
