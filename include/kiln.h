@@ -1,7 +1,7 @@
 /*
  * kiln.h — the one public header of kiln, a JIT compiler for captured tensor graphs.
  *
- * Conventions (see docs/api.md for the long form):
+ * Conventions (README.md and docs/ have the long form):
  *  - Every handle is opaque.  Each `_new`/`_parse` has a `_free`; `_free(NULL)` is a no-op.
  *  - Fallible functions return a kiln_status (or NULL) and set the calling thread's error:
  *    kiln_errcode() and kiln_errmsg() read it.  Messages have the form
@@ -381,8 +381,9 @@ KILN_API int64_t kiln_tensor_dim(kiln_tensor t, int axis);
 
 /* ---- programs ------------------------------------------------------------------------ */
 /* kiln_program_run: inputs[i] points at input i (program input order, row-major,
- * contiguous, sizes as declared); outputs[i] at room for output i.  A program may be run
- * from several threads at once.  Errors: KILN_ERR_MISUSE, KILN_ERR_INVALID_ARG,
+ * contiguous, sizes as declared); outputs[i] at room for output i.  Output buffers must not
+ * overlap each other or the inputs (kernels read and write in parallel).  A program may be
+ * run from several threads at once.  Errors: KILN_ERR_MISUSE, KILN_ERR_INVALID_ARG,
  * KILN_ERR_NOMEM. */
 KILN_API kiln_status kiln_program_run(kiln_program *program, const void *const *inputs,
                                       void *const *outputs);
