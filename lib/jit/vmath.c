@@ -4,8 +4,9 @@
  * measured errors in docs/accuracy.md):
  *  - range reduction: Cody-Waite with FMA (the product n*C_hi is exact inside the FMA, so the
  *    first step is exact), Payne-Hanek for trig arguments of 2^27 and more;
- *  - a minimax polynomial on the reduced interval, evaluated by Horner's rule with llvm.fma.
- *    The coefficients were fitted by scripts/vmath_remez.py (Remez exchange in decimal
+ *  - a minimax polynomial on the reduced interval, evaluated with llvm.fma (Horner, or
+ *    Estrin where the dependency chain matters).  The coefficients were fitted by
+ *    scripts/vmath_remez.py (Remez exchange in decimal
  *    arithmetic, weighted by the error of the final function, rounded to the target
  *    precision one coefficient at a time with the rest refitted);
  *  - 2^n scaling by building the power of two from exponent bits, in two factors so that
@@ -36,22 +37,14 @@ static const struct {
     int arity;
     double ulp_f32, ulp_f64;
 } vm_info[JIT_VM_COUNT] = {
-    [JIT_VM_EXP] = {"exp", 1, 2, 4},
-    [JIT_VM_EXP2] = {"exp2", 1, 2, 4},
-    [JIT_VM_EXPM1] = {"expm1", 1, 2, 4},
-    [JIT_VM_LOG] = {"log", 1, 2, 4},
-    [JIT_VM_LOG2] = {"log2", 1, 2, 4},
-    [JIT_VM_LOG1P] = {"log1p", 1, 2, 4},
-    [JIT_VM_TANH] = {"tanh", 1, 2, 4},
-    [JIT_VM_SIGMOID] = {"sigmoid", 1, 2, 4},
-    [JIT_VM_SILU] = {"silu", 1, 2, 4},
-    [JIT_VM_GELU] = {"gelu", 1, 4, 4},
-    [JIT_VM_ERF] = {"erf", 1, 4, 4},
-    [JIT_VM_GELU_ERF] = {"gelu_erf", 1, 4, 4},
-    [JIT_VM_SIN] = {"sin", 1, 4, 4},
-    [JIT_VM_COS] = {"cos", 1, 4, 4},
-    [JIT_VM_TAN] = {"tan", 1, 4, 4},
-    [JIT_VM_POW] = {"pow", 2, 4, 4},
+    [JIT_VM_EXP] = {"exp", 1, 2, 4},     [JIT_VM_EXP2] = {"exp2", 1, 2, 4},
+    [JIT_VM_EXPM1] = {"expm1", 1, 2, 4}, [JIT_VM_LOG] = {"log", 1, 2, 4},
+    [JIT_VM_LOG2] = {"log2", 1, 2, 4},   [JIT_VM_LOG1P] = {"log1p", 1, 2, 4},
+    [JIT_VM_TANH] = {"tanh", 1, 2, 4},   [JIT_VM_SIGMOID] = {"sigmoid", 1, 2, 4},
+    [JIT_VM_SILU] = {"silu", 1, 2, 4},   [JIT_VM_GELU] = {"gelu", 1, 4, 4},
+    [JIT_VM_ERF] = {"erf", 1, 4, 4},     [JIT_VM_GELU_ERF] = {"gelu_erf", 1, 4, 4},
+    [JIT_VM_SIN] = {"sin", 1, 4, 4},     [JIT_VM_COS] = {"cos", 1, 4, 4},
+    [JIT_VM_TAN] = {"tan", 1, 4, 4},     [JIT_VM_POW] = {"pow", 2, 4, 4},
     [JIT_VM_ATAN2] = {"atan2", 2, 4, 4},
 };
 
@@ -71,11 +64,13 @@ jit_vm_fn
 jit_vm_for_op(ir_op op)
 {
     switch (op) {
-#define JIT_VM_CASE(e, n, a) \
-    case IR_OP_##e: return JIT_VM_##e;
+#define JIT_VM_CASE(e, n, a)                                                                       \
+    case IR_OP_##e:                                                                                \
+        return JIT_VM_##e;
         JIT_VM_LIST(JIT_VM_CASE)
 #undef JIT_VM_CASE
-    default: return JIT_VM_COUNT;
+    default:
+        return JIT_VM_COUNT;
     }
 }
 
@@ -95,75 +90,75 @@ jit_vm_ulp_bound(const char *name, kiln_dtype dt)
  * adds to the final function, relative. */
 
 /* e^r = 1 + r + r^2 Q(r), |r| <= ln2/2; weighted for expm1 (r + r^2 Q): 2^-28.2 / 2^-56.8 */
-static const double exp_q_f32[] = {0x1.0p-1, 0x1.55552cp-3, 0x1.555502p-5, 0x1.1155a8p-7,
-                                   0x1.6d2e4ap-10, 0x1.3aecf4p-13};
+static const double exp_q_f32[] = {0x1p-1,        0x1.55552cp-3,  0x1.555502p-5,
+                                   0x1.1155a8p-7, 0x1.6d2e4ap-10, 0x1.3aecf4p-13};
 static const double exp_q_f64[] = {
-    0x1.0000000000001p-1, 0x1.5555555555555p-3, 0x1.5555555554ad3p-5, 0x1.1111111110a0ap-7,
-    0x1.6c16c16f9fd0cp-10, 0x1.a01a01a85eab2p-13, 0x1.a019f27dd92ccp-16, 0x1.71de0a8157517p-19,
-    0x1.280155478e415p-22, 0x1.af40caca73b15p-26, 0x1.f027821412fbap-30};
-/* 2^r = 1 + r Q(r), |r| <= 1/2: 2^-27.6 / 2^-56.8 */
-static const double exp2_q_f32[] = {0x1.62e43p-1,   0x1.ebfbdep-3,  0x1.c6af76p-5,
-                                    0x1.3b2b9ap-7, 0x1.5f11fep-10, 0x1.43b69ep-13};
+    0x1.0000000000001p-1,  0x1.5555555555555p-3,  0x1.5555555554ad3p-5,  0x1.1111111110a0ap-7,
+    0x1.6c16c16f9fd0cp-10, 0x1.a01a01a82f9c4p-13, 0x1.a019f27884015p-16, 0x1.71de0b85cc14ep-19,
+    0x1.280174843626dp-22, 0x1.af3e20675ed8fp-26, 0x1.ef7e60e896372p-30};
+/* 2^r = 1 + r Q(r), |r| <= 1/2: 2^-27.6 / 2^-56.5 */
+static const double exp2_q_f32[] = {0x1.62e43p-1,  0x1.ebfbdep-3, 0x1.c6af76p-5,
+                                    0x1.3b2b9cp-7, 0x1.5f11fp-10, 0x1.43b386p-13};
 static const double exp2_q_f64[] = {
-    0x1.62e42fefa39efp-1, 0x1.ebfbdff82c59cp-3,  0x1.c6b08d704a0d4p-5,  0x1.3b2ab6fba126ap-7,
-    0x1.5d87fe78b3f7ap-10, 0x1.4309130bda181p-13, 0x1.ffcbfbf62c7bep-17, 0x1.62bfce5b08adbp-20,
-    0x1.b5260f4932e52p-24, 0x1.e610bf8375f2cp-28, 0x1.e81ca3b0d9368p-32};
-/* log(1+f) = f + f^2 Q(f), f in [sqrt(1/2)-1, sqrt(2)-1]: 2^-26.4 */
-static const double log_q_f32[] = {-0x1.0p-1,      0x1.555548p-2,  -0x1.00000ap-2, 0x1.99a48ep-3,
-                                   -0x1.555a74p-3, 0x1.233658p-3,  -0x1.fc482p-4,  0x1.e7003cp-4,
-                                   -0x1.dda15p-4,  0x1.1417d4p-4};
-/* log2(1+f) = f log2(e) + f^2 Q(f): 2^-27.1 */
+    0x1.62e42fefa39efp-1,  0x1.ebfbdff82c59cp-3,  0x1.c6b08d704a0d4p-5,  0x1.3b2ab6fba1268p-7,
+    0x1.5d87fe78b4032p-10, 0x1.4309130bda1ecp-13, 0x1.ffcbfbf561398p-17, 0x1.62bfce7504b47p-20,
+    0x1.b5261fecc998ap-24, 0x1.e61056ffec871p-28, 0x1.e7dcd2eacd22cp-32};
+/* log(1+f) = f + f^2 Q(f), f in [sqrt(1/2)-1, sqrt(2)-1]: 2^-27.8 */
+static const double log_q_f32[] = {-0x1p-1,        0x1.555548p-2, -0x1.00000ap-2, 0x1.99a48ep-3,
+                                   -0x1.555a74p-3, 0x1.233658p-3, -0x1.fc482p-4,  0x1.e6ff8cp-4,
+                                   -0x1.dd9dd2p-4, 0x1.1413eep-4};
+/* log2(1+f) = f log2(e) + f^2 Q(f): 2^-27.0 */
 static const double log2_q_f32[] = {-0x1.71547p-1,  0x1.ec7094p-2,  -0x1.715afep-2,
                                     0x1.277f56p-2,  -0x1.eaa6d2p-3, 0x1.a2d8c4p-3,
-                                    -0x1.87d92cp-3, 0x1.7e36a8p-3,  -0x1.c0e7f6p-4};
+                                    -0x1.87d988p-3, 0x1.7e364cp-3,  -0x1.c0e17cp-4};
 /* log(1+f) = f - hfsq + s (hfsq + z R(z)), s = f/(2+f), z = s^2 <= 0.0295: 2^-59.5 */
-static const double log_r_f64[] = {0x1.5555555555592p-1, 0x1.999999997ff63p-2, 0x1.24924941db4b0p-2,
-                                   0x1.c71c521a16250p-3, 0x1.74663ba431ab7p-3, 0x1.39a20b8976ef6p-3,
-                                   0x1.2f0252b15d356p-3};
+static const double log_r_f64[] = {0x1.5555555555592p-1, 0x1.999999997ff63p-2, 0x1.24924941db4b1p-2,
+                                   0x1.c71c521a16097p-3, 0x1.74663ba43a2afp-3, 0x1.39a20b8858127p-3,
+                                   0x1.2f0252c006e45p-3};
 /* pow's log: 2 atanh(s) = 2s + 2/3 s^3 + s^5 W(z): 2^-66.3 */
-static const double pow_w_f64[] = {0x1.9999999999b30p-2, 0x1.2492492457d6cp-2, 0x1.c71c722d64d18p-3,
-                                   0x1.745ce9e3e9d4bp-3, 0x1.3b1eebf183eb4p-3, 0x1.0f7febd9f8ccdp-3,
-                                   0x1.0e4298670d2f3p-3};
+static const double pow_w_f64[] = {0x1.9999999999b3p-2,  0x1.2492492457d6cp-2, 0x1.c71c722d64d18p-3,
+                                   0x1.745ce9e3e9d4bp-3, 0x1.3b1eebf18714fp-3, 0x1.0f7febd90e668p-3,
+                                   0x1.0e429877f8dc4p-3};
 /* tanh(a) = a + a^3 T(a^2), a < 0.625: 2^-27.7 / 2^-56.4 */
 static const double tanh_t_f32[] = {-0x1.555532p-2, 0x1.1106f6p-3, -0x1.b835a4p-5, 0x1.51f8cep-6,
                                     -0x1.750ce2p-8};
 static const double tanh_t_f64[] = {
-    -0x1.55555555554ffp-2, 0x1.111111110ac94p-3, -0x1.ba1ba1b503af2p-5, 0x1.664f477a634c2p-6,
-    -0x1.226e161fbf7d7p-7, 0x1.d6cf2684d5b62p-9, -0x1.7d68936413787p-10, 0x1.3365ab66d1479p-11,
+    -0x1.55555555554ffp-2,  0x1.111111110ac94p-3,  -0x1.ba1ba1b503af2p-5,  0x1.664f477a634c2p-6,
+    -0x1.226e161fbf7d7p-7,  0x1.d6cf2684d5b62p-9,  -0x1.7d68936413787p-10, 0x1.3365ab66d1479p-11,
     -0x1.df5233ddeb4c5p-13, 0x1.4389acb947eb9p-14, -0x1.0d98899c8d771p-16};
-/* sin(r) = r + r^3 S(r^2), cos(r) = 1 - r^2/2 + r^4 C(r^2), |r| <= pi/4 */
-static const double sin_s_f64[] = {
-    -0x1.5555555555548p-3, 0x1.111111110f730p-7, -0x1.a01a019be921ap-13, 0x1.71de35552b9f4p-19,
-    -0x1.ae5e4b8435919p-26, 0x1.5d8b55b0f1711p-33};
-static const double cos_c_f64[] = {
-    0x1.555555555554bp-5, -0x1.6c16c16c15006p-10, 0x1.a01a019c8ca8cp-16, -0x1.27e4f7ef37025p-22,
-    0x1.1ee9d9e887418p-29, -0x1.8fa5679832d9bp-37};
-/* atan(u) = u + u^3 P(u^2), |u| <= tan(pi/8) */
+/* sin(r) = r + r^3 S(r^2), cos(r) = 1 - r^2/2 + r^4 C(r^2), |r| <= pi/4: 2^-57.9, 2^-63.9 */
+static const double sin_s_f64[] = {-0x1.5555555555548p-3,  0x1.111111110f73p-7,
+                                   -0x1.a01a019be921ap-13, 0x1.71de35552ba4ap-19,
+                                   -0x1.ae5e4b844049ap-26, 0x1.5d8b55b633996p-33};
+static const double cos_c_f64[] = {0x1.555555555554bp-5,  -0x1.6c16c16c15006p-10,
+                                   0x1.a01a019c8ca8cp-16, -0x1.27e4f7ef37025p-22,
+                                   0x1.1ee9d9e887418p-29, -0x1.8fa5679832d9bp-37};
+/* atan(u) = u + u^3 P(u^2), |u| <= tan(pi/8): 2^-59.4 */
 static const double atan_p_f64[] = {
-    -0x1.555555555553dp-2, 0x1.9999999995867p-3, -0x1.24924922ad3dcp-3, 0x1.c71c70e5ff021p-4,
-    -0x1.745cf8da6b280p-4, 0x1.3b1118f896186p-4, -0x1.10ebb6c2c4c37p-4, 0x1.df0f36c44a5a6p-5,
-    -0x1.9cd26957760efp-5, 0x1.37d4e6fcc017ep-5, -0x1.2568ebdd74f03p-6};
-/* erf(a) = a P(a^2), a < 0.85: 2^-56.0 */
+    -0x1.555555555553dp-2, 0x1.9999999995867p-3, -0x1.24924922ad3dcp-3, 0x1.c71c70e5ff043p-4,
+    -0x1.745cf8da6bc12p-4, 0x1.3b1118f8a7dccp-4, -0x1.10ebb6c3e01e2p-4, 0x1.df0f36d8d82b7p-5,
+    -0x1.9cd269c6f0c4ap-5, 0x1.37d4e844b7579p-5, -0x1.2568ef06e2c9cp-6};
 /* Phi(x) = 1/2 + x Q(x^2), |x| < 3/4, weighted for x Phi(x) with x < 0: 2^-58.7 */
 static const double phi_q_f64[] = {
-    0x1.9884533d43651p-2, -0x1.1058377e2cf8cp-4, 0x1.46d0429772d14p-7, -0x1.37403f6fae60fp-10,
+    0x1.9884533d43651p-2,  -0x1.1058377e2cf8cp-4,  0x1.46d0429772d14p-7,  -0x1.37403f6fae60fp-10,
     0x1.e42b0f2b940c4p-14, -0x1.3ce93a7ce592dp-17, 0x1.65947d8148a34p-21, -0x1.632029675a6bdp-25,
     0x1.454d87b1b3ba3p-29, -0x1.32d658b0d3848p-33};
+/* erf(a) = a P(a^2), a < 0.85: 2^-56.0 */
 static const double erf_p_f64[] = {
-    0x1.20dd750429b6dp+0, -0x1.812746b03798dp-2, 0x1.ce2f21a03e048p-4, -0x1.b82ce310f9c27p-6,
-    0x1.565bcccab804bp-8, -0x1.c02da68ec3e8ap-11, 0x1.f9a17b7acf5bap-14, -0x1.f4b01b10f9921p-17,
-    0x1.b8204cbe9cbe6p-20, -0x1.50a3acdca4414p-23, 0x1.6cbeb3390aeb0p-27};
-/* erfc(a) = exp(-a^2) G(y) / (1 + 2a), y = (a - K)/(a + K), 0 <= a <= 28.5: 2^-54.6 (fitted by
- * least squares, coefficient by coefficient, on G from long double erfcl) */
+    0x1.20dd750429b6dp+0,  -0x1.812746b037995p-2,  0x1.ce2f21a03e75ap-4,  -0x1.b82ce3111cd19p-6,
+    0x1.565bccd013165p-8,  -0x1.c02da77bfe2b3p-11, 0x1.f9a194412e34dp-14, -0x1.f4b1b2909c9d1p-17,
+    0x1.b8300ca82975ap-20, -0x1.50f9a1bdb5706p-23, 0x1.6e4c39b72c9f9p-27};
+/* erfc(a) = exp(-a^2) G(y) / (1 + 2a), y = (a - K)/(a + K), 0 <= a <= 28.5: 2^-54.6 (least
+ * squares at Chebyshev nodes, coefficient by coefficient; 2^-54 is G's own half ULP) */
 #define ERFC_K 4.0
 static const double erfc_g_f64[] = {
-    0x1.3ba5916e9fd7fp+0, -0x1.1df1ad154a28fp-3, 0x1.f7f5df66fc991p-7, 0x1.16ecefcfa5436p-4,
-    -0x1.9ddb23c3e4980p-4, 0x1.7fee004e11586p-4, -0x1.0fb06dfe9c96ap-4, 0x1.3079edf68e638p-5,
-    -0x1.096238777c21dp-6, 0x1.49c6728ac6ea5p-8, -0x1.8d4aa4c6fed33p-11, -0x1.a1df2fd6df229p-13,
-    0x1.3be0f01f4f60fp-13, -0x1.995712c1c798fp-16, -0x1.78a29ce384cbfp-17, 0x1.7f07e86f31075p-18,
-    0x1.3ffa26789f2f1p-22, -0x1.b8c56205c682ap-21, 0x1.2f548d302d633p-24, 0x1.c07d3f490cb72p-24,
-    -0x1.1759ce34c6aa1p-26, -0x1.5ad98b77b4e2fp-27, 0x1.2ba4d32e621bfp-29, 0x1.7d33cffc42c89p-35,
-    -0x1.c4aad866424f6p-32};
+    0x1.3ba5916e9fd7fp+0,   -0x1.1df1ad154a28fp-3,  0x1.f7f5df66fc99p-7,    0x1.16ecefcfa5436p-4,
+    -0x1.9ddb23c3e4977p-4,  0x1.7fee004e11586p-4,   -0x1.0fb06dfe9ca49p-4,  0x1.3079edf68e5d7p-5,
+    -0x1.09623877797f7p-6,  0x1.49c6728acb814p-8,   -0x1.8d4aa4c94277ep-11, -0x1.a1df2fdcbda88p-13,
+    0x1.3be0f0456d311p-13,  -0x1.995711bbe1aaap-16, -0x1.78a2a32c27f32p-17, 0x1.7f07dacee135bp-18,
+    0x1.3ffb6b0ac6384p-22,  -0x1.b8c48344dde1ep-21, 0x1.2f5011dc57e46p-24,  0x1.c074b15d27d97p-24,
+    -0x1.1754d9bbec2bep-26, -0x1.5aab32e025c21p-27, 0x1.2bc4c5198d249p-29,  0x1.6ff305c3a5057p-35,
+    -0x1.c54dfd3025d78p-32};
 
 #define NCOEF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -210,13 +205,13 @@ typedef struct em {
     LLVMContextRef ctx;
     LLVMModuleRef mod;
     LLVMBuilderRef b;
-    LLVMValueRef fn;     /* the function being built */
-    jit_vm_fn which;     /* the math function it computes */
-    bool dbl;            /* elements are double */
-    unsigned lanes;      /* vector lanes; 0 for a scalar */
-    LLVMTypeRef fe, ft;  /* float element type, value type */
-    LLVMTypeRef ie, it;  /* integer of the same size: element, value */
-    int mant, bias;      /* 23, 127 or 52, 1023 */
+    LLVMValueRef fn;    /* the function being built */
+    jit_vm_fn which;    /* the math function it computes */
+    bool dbl;           /* elements are double */
+    unsigned lanes;     /* vector lanes; 0 for a scalar */
+    LLVMTypeRef fe, ft; /* float element type, value type */
+    LLVMTypeRef ie, it; /* integer of the same size: element, value */
+    int mant, bias;     /* 23, 127 or 52, 1023 */
 } em;
 
 static LLVMTypeRef
@@ -263,26 +258,125 @@ KI(const em *e, long long v)
     return splat(e, LLVMConstInt(e->ie, (unsigned long long)v, true));
 }
 
-static val add(em *e, val a, val b) { return LLVMBuildFAdd(e->b, a, b, ""); }
-static val sub(em *e, val a, val b) { return LLVMBuildFSub(e->b, a, b, ""); }
-static val mul(em *e, val a, val b) { return LLVMBuildFMul(e->b, a, b, ""); }
-static val dvd(em *e, val a, val b) { return LLVMBuildFDiv(e->b, a, b, ""); }
-static val neg(em *e, val a) { return LLVMBuildFNeg(e->b, a, ""); }
-static val sel(em *e, val c, val a, val b) { return LLVMBuildSelect(e->b, c, a, b, ""); }
-static val fcmp(em *e, LLVMRealPredicate p, val a, val b) { return LLVMBuildFCmp(e->b, p, a, b, ""); }
-static val icmp(em *e, LLVMIntPredicate p, val a, val b) { return LLVMBuildICmp(e->b, p, a, b, ""); }
-static val and_(em *e, val a, val b) { return LLVMBuildAnd(e->b, a, b, ""); }
-static val or_(em *e, val a, val b) { return LLVMBuildOr(e->b, a, b, ""); }
-static val xor_(em *e, val a, val b) { return LLVMBuildXor(e->b, a, b, ""); }
-static val not_(em *e, val a) { return LLVMBuildNot(e->b, a, ""); }
-static val iadd(em *e, val a, val b) { return LLVMBuildAdd(e->b, a, b, ""); }
-static val isub(em *e, val a, val b) { return LLVMBuildSub(e->b, a, b, ""); }
-static val ishl(em *e, val a, long long s) { return LLVMBuildShl(e->b, a, KI(e, s), ""); }
-static val iashr(em *e, val a, long long s) { return LLVMBuildAShr(e->b, a, KI(e, s), ""); }
-static val ilshr(em *e, val a, long long s) { return LLVMBuildLShr(e->b, a, KI(e, s), ""); }
-static val bits(em *e, val x) { return LLVMBuildBitCast(e->b, x, e->it, ""); }
-static val fbits(em *e, val i) { return LLVMBuildBitCast(e->b, i, e->ft, ""); }
-static val itof(em *e, val i) { return LLVMBuildSIToFP(e->b, i, e->ft, ""); }
+static val
+add(em *e, val a, val b)
+{
+    return LLVMBuildFAdd(e->b, a, b, "");
+}
+
+static val
+sub(em *e, val a, val b)
+{
+    return LLVMBuildFSub(e->b, a, b, "");
+}
+
+static val
+mul(em *e, val a, val b)
+{
+    return LLVMBuildFMul(e->b, a, b, "");
+}
+
+static val
+dvd(em *e, val a, val b)
+{
+    return LLVMBuildFDiv(e->b, a, b, "");
+}
+
+static val
+neg(em *e, val a)
+{
+    return LLVMBuildFNeg(e->b, a, "");
+}
+
+static val
+sel(em *e, val c, val a, val b)
+{
+    return LLVMBuildSelect(e->b, c, a, b, "");
+}
+
+static val
+fcmp(em *e, LLVMRealPredicate p, val a, val b)
+{
+    return LLVMBuildFCmp(e->b, p, a, b, "");
+}
+
+static val
+icmp(em *e, LLVMIntPredicate p, val a, val b)
+{
+    return LLVMBuildICmp(e->b, p, a, b, "");
+}
+
+static val
+and_(em *e, val a, val b)
+{
+    return LLVMBuildAnd(e->b, a, b, "");
+}
+
+static val
+or_(em *e, val a, val b)
+{
+    return LLVMBuildOr(e->b, a, b, "");
+}
+
+static val
+xor_(em *e, val a, val b)
+{
+    return LLVMBuildXor(e->b, a, b, "");
+}
+
+static val
+not_(em *e, val a)
+{
+    return LLVMBuildNot(e->b, a, "");
+}
+
+static val
+iadd(em *e, val a, val b)
+{
+    return LLVMBuildAdd(e->b, a, b, "");
+}
+
+static val
+isub(em *e, val a, val b)
+{
+    return LLVMBuildSub(e->b, a, b, "");
+}
+
+static val
+ishl(em *e, val a, long long s)
+{
+    return LLVMBuildShl(e->b, a, KI(e, s), "");
+}
+
+static val
+iashr(em *e, val a, long long s)
+{
+    return LLVMBuildAShr(e->b, a, KI(e, s), "");
+}
+
+static val
+ilshr(em *e, val a, long long s)
+{
+    return LLVMBuildLShr(e->b, a, KI(e, s), "");
+}
+
+static val
+bits(em *e, val x)
+{
+    return LLVMBuildBitCast(e->b, x, e->it, "");
+}
+
+static val
+fbits(em *e, val i)
+{
+    return LLVMBuildBitCast(e->b, i, e->ft, "");
+}
+
+static val
+itof(em *e, val i)
+{
+    return LLVMBuildSIToFP(e->b, i, e->ft, "");
+}
 
 /* A call of the intrinsic `name` overloaded on the type of args[0]. */
 static val
@@ -332,7 +426,7 @@ is_inf(em *e, val x)
     return fcmp(e, LLVMRealOEQ, fabs_(e, x), K(e, INFINITY));
 }
 
-/* c[0] + c[1] x + ... + c[n-1] x^(n-1) */
+/* c[0] + c[1] x + ... + c[n-1] x^(n-1) by Horner's rule */
 static val
 horner(em *e, val x, const double *c, int n)
 {
@@ -342,8 +436,8 @@ horner(em *e, val x, const double *c, int n)
     return acc;
 }
 
-/* The same polynomial by Estrin's scheme: pairs c[i] + c[i+1] x, then x^2, x^4, ... : fewer
- * dependent steps than Horner (the kernels are latency-bound), slightly different rounding. */
+/* The same polynomial by Estrin's scheme: pairs c[i] + c[i+1] x, then x^2, x^4, ...: fewer
+ * dependent steps than Horner (log2(n) FMAs deep instead of n), slightly different rounding. */
 static val
 estrin(em *e, val x, const double *c, int n)
 {
@@ -361,6 +455,17 @@ estrin(em *e, val x, const double *c, int n)
             xp = mul(e, xp, xp);
     }
     return t[0];
+}
+
+/* Horner for the first h coefficients, whose roundings reach the result almost undamped, and
+ * Estrin for the rest. */
+static val
+poly(em *e, val x, const double *c, int n, int h)
+{
+    val acc = estrin(e, x, c + h, n - h);
+    for (int i = h - 1; i >= 0; i--)
+        acc = fma_(e, acc, x, K(e, c[i]));
+    return acc;
 }
 
 /* x clamped to [lo, hi]; NaN stays NaN (ordered compares are false for it). */
@@ -428,10 +533,11 @@ fast_two_sum(em *e, val a, val b, val *err)
 /* e^(x + xlo) = p * 2^n with p in [0.7, 1.42] (xlo small, may be NULL).  Cody-Waite:
  * n = round(x / ln2), r = x - n ln2_hi (exact: the FMA forms n ln2_hi exactly and the
  * difference is representable) - n ln2_lo + xlo.  Callers keep |x| below about 1.1 * bias
- * * ln2 so that n fits scale2.  `accurate` keeps 1 + r_hi exact (Fast2Sum), so that only
- * the last addition rounds noticeably (~0.52 ULP instead of ~0.75; 3 more operations). */
+ * * ln2 so that n fits scale2.  1 + r_hi is kept exact (Fast2Sum), so that only the last
+ * addition rounds noticeably: ~0.52 ULP instead of ~0.75 for 1 + (r + r^2 q), for 3 more
+ * operations. */
 static val
-exp_core(em *e, val x, val xlo, bool accurate, val *n)
+exp_core(em *e, val x, val xlo, val *n)
 {
     bool d = e->dbl;
     val kf;
@@ -440,9 +546,8 @@ exp_core(em *e, val x, val xlo, bool accurate, val *n)
     val rh = fma_(e, nk, K(e, d ? LN2_HI_F64 : LN2_HI_F32), x);
     val rl = fma_(e, nk, K(e, d ? LN2_LO_F64 : LN2_LO_F32), xlo ? xlo : K(e, 0));
     val r = add(e, rh, rl);
-    val q = d ? estrin(e, r, exp_q_f64, NCOEF(exp_q_f64)) : estrin(e, r, exp_q_f32, NCOEF(exp_q_f32));
-    if (!accurate)
-        return add(e, K(e, 1), fma_(e, mul(e, r, r), q, r));
+    val q =
+        d ? estrin(e, r, exp_q_f64, NCOEF(exp_q_f64)) : estrin(e, r, exp_q_f32, NCOEF(exp_q_f32));
     val c;
     val s = fast_two_sum(e, K(e, 1), rh, &c);
     return add(e, s, fma_(e, mul(e, r, r), q, add(e, c, rl)));
@@ -454,7 +559,7 @@ b_exp(em *e, val *a)
     /* Beyond the clamps the result is 0 or inf already. */
     val x = clamp(e, a[0], e->dbl ? -746.0 : -104.0, e->dbl ? 710.0 : 89.0);
     val n;
-    val p = exp_core(e, x, NULL, true, &n);
+    val p = exp_core(e, x, NULL, &n);
     return scale2(e, p, n);
 }
 
@@ -465,8 +570,8 @@ b_exp2(em *e, val *a)
     val kf;
     val n = magic_int(e, add(e, x, K(e, magic(e))), &kf);
     val r = sub(e, x, kf); /* exact, |r| <= 1/2 */
-    val q = e->dbl ? horner(e, r, exp2_q_f64, NCOEF(exp2_q_f64))
-                   : horner(e, r, exp2_q_f32, NCOEF(exp2_q_f32));
+    val q = e->dbl ? poly(e, r, exp2_q_f64, NCOEF(exp2_q_f64), 2)
+                   : poly(e, r, exp2_q_f32, NCOEF(exp2_q_f32), 2);
     return scale2(e, fma_(e, r, q, K(e, 1)), n);
 }
 
@@ -485,7 +590,8 @@ b_expm1(em *e, val *a)
     val rh = fma_(e, nk, K(e, d ? LN2_HI_F64 : LN2_HI_F32), xc);
     val rl = mul(e, nk, K(e, d ? LN2_LO_F64 : LN2_LO_F32));
     val r = add(e, rh, rl);
-    val q = d ? horner(e, r, exp_q_f64, NCOEF(exp_q_f64)) : horner(e, r, exp_q_f32, NCOEF(exp_q_f32));
+    val q =
+        d ? poly(e, r, exp_q_f64, NCOEF(exp_q_f64), 2) : poly(e, r, exp_q_f32, NCOEF(exp_q_f32), 2);
     val u = add(e, rh, fma_(e, mul(e, r, r), q, rl));
     /* 2^n (1 + u) - 1 = 2 (h u + (h - 1/2)), h = 2^(n-1): one rounding, in the FMA (h - 1/2
      * is exact while it matters); n - 1 stays in the normal range thanks to the clamps. */
@@ -509,7 +615,7 @@ xsig(em *e, val x, val th, val tl, double uf, bool precise)
     /* past -uf the result is selected away below; al is tiny and may stay */
     ah = sel(e, fcmp(e, LLVMRealOLT, ah, K(e, -uf)), K(e, -uf), ah);
     val n;
-    val p = exp_core(e, ah, al, true, &n);
+    val p = exp_core(e, ah, al, &n);
     /* e^-|t| for 1 + e^-|t|: where it is below the normal range it does not matter */
     val nmin = KI(e, 1 - e->bias);
     val ea = mul(e, p, pow2i(e, sel(e, icmp(e, LLVMIntSLT, n, nmin), nmin, n)));
@@ -560,7 +666,8 @@ b_gelu(em *e, val *a)
     val xc = clamp(e, x, d ? -40.0 : -20.0, d ? 40.0 : 20.0);
     val wh = mul(e, xc, xc);
     val wl = fma_(e, xc, xc, neg(e, wh));
-    val ckh = K(e, d ? GELU_CK_HI_F64 : GELU_CK_HI_F32), ckl = K(e, d ? GELU_CK_LO_F64 : GELU_CK_LO_F32);
+    val ckh = K(e, d ? GELU_CK_HI_F64 : GELU_CK_HI_F32),
+        ckl = K(e, d ? GELU_CK_LO_F64 : GELU_CK_LO_F32);
     val p = mul(e, ckh, wh);
     val small = fma_(e, ckh, wl, fma_(e, ckl, wh, fma_(e, ckh, wh, neg(e, p))));
     val ge;
@@ -582,11 +689,12 @@ b_tanh(em *e, val *a)
     val x = a[0];
     val ax = fabs_(e, x);
     val z = mul(e, ax, ax);
-    val t = d ? horner(e, z, tanh_t_f64, NCOEF(tanh_t_f64)) : horner(e, z, tanh_t_f32, NCOEF(tanh_t_f32));
+    val t = d ? estrin(e, z, tanh_t_f64, NCOEF(tanh_t_f64))
+              : estrin(e, z, tanh_t_f32, NCOEF(tanh_t_f32));
     val small = fma_(e, mul(e, ax, z), t, ax);
     val ac = clamp(e, ax, 0, d ? 20.0 : 10.0); /* tanh is 1 to the last bit beyond */
     val n;
-    val p = exp_core(e, add(e, ac, ac), NULL, true, &n);
+    val p = exp_core(e, add(e, ac, ac), NULL, &n);
     val ee = mul(e, p, pow2i(e, n));
     val big = sub(e, K(e, 1), dvd(e, K(e, 2), add(e, ee, K(e, 1))));
     val res = sel(e, fcmp(e, LLVMRealOLT, ax, K(e, 0.625)), small, big);
@@ -619,10 +727,10 @@ static val
 log1p_kernel(em *e, val f, val lo)
 {
     if (!e->dbl)
-        return fma_(e, mul(e, f, f), horner(e, f, log_q_f32, NCOEF(log_q_f32)), add(e, f, lo));
+        return fma_(e, mul(e, f, f), poly(e, f, log_q_f32, NCOEF(log_q_f32), 2), add(e, f, lo));
     val s = dvd(e, f, add(e, K(e, 2), f));
     val z = mul(e, s, s);
-    val r = mul(e, z, horner(e, z, log_r_f64, NCOEF(log_r_f64)));
+    val r = mul(e, z, estrin(e, z, log_r_f64, NCOEF(log_r_f64)));
     val hfsq = mul(e, K(e, 0.5), mul(e, f, f));
     return sub(e, f, sub(e, hfsq, fma_(e, s, add(e, hfsq, r), lo)));
 }
@@ -654,7 +762,7 @@ b_log2(em *e, val *a)
         val l = log1p_kernel(e, f, K(e, 0));
         y = fma_(e, l, K(e, LOG2E_HI_F64), mul(e, l, K(e, LOG2E_LO_F64)));
     } else {
-        y = fma_(e, mul(e, f, f), horner(e, f, log2_q_f32, NCOEF(log2_q_f32)),
+        y = fma_(e, mul(e, f, f), poly(e, f, log2_q_f32, NCOEF(log2_q_f32), 2),
                  mul(e, f, K(e, LOG2E_LO_F32)));
         y = fma_(e, f, K(e, LOG2E_HI_F32), y);
     }
@@ -693,7 +801,7 @@ b_log1p(em *e, val *a)
 static val
 erfc_core(em *e, val a, val ah2, val al2, val dh, val dl, val *n)
 {
-    val p = exp_core(e, neg(e, ah2), neg(e, al2), true, n);
+    val p = exp_core(e, neg(e, ah2), neg(e, al2), n);
     val y = dvd(e, sub(e, a, K(e, ERFC_K)), add(e, a, K(e, ERFC_K)));
     val g = horner(e, y, erfc_g_f64, NCOEF(erfc_g_f64));
     val num = mul(e, p, g);
@@ -824,7 +932,8 @@ static void
 payne_hanek(em *e, val x, val *q, val *rh, val *rl)
 {
     val a = fabs_(e, x);
-    val ok = and_(e, fcmp(e, LLVMRealOGE, a, K(e, 0x1p27)), fcmp(e, LLVMRealOLT, a, K(e, INFINITY)));
+    val ok =
+        and_(e, fcmp(e, LLVMRealOGE, a, K(e, 0x1p27)), fcmp(e, LLVMRealOLT, a, K(e, INFINITY)));
     a = sel(e, ok, a, K(e, 0x1p27)); /* other lanes: any valid value, their result is unused */
     val ex = isub(e, LLVMBuildAnd(e->b, ilshr(e, bits(e, a), 52), KI(e, 0x7ff), ""), KI(e, 1023));
     val row = iashr(e, ex, 2);
@@ -860,7 +969,8 @@ payne_hanek(em *e, val x, val *q, val *rh, val *rl)
     val qi = magic_int(e, add(e, add(e, n1, n2), K(e, magic(e))), &kf);
     /* r = f pi/2 */
     val r = mul(e, fh, K(e, PIO2_1));
-    val rr = fma_(e, fl, K(e, PIO2_1), fma_(e, fh, K(e, PIO2_2), fma_(e, fh, K(e, PIO2_1), neg(e, r))));
+    val rr =
+        fma_(e, fl, K(e, PIO2_1), fma_(e, fh, K(e, PIO2_2), fma_(e, fh, K(e, PIO2_1), neg(e, r))));
     r = fast_two_sum(e, r, rr, &rr);
     val xneg = fcmp(e, LLVMRealOLT, x, K(e, 0));
     *rh = sel(e, xneg, neg(e, r), r);
@@ -929,7 +1039,8 @@ cos_kernel(em *e, val rh, val rl)
     val z = mul(e, rh, rh);
     val hz = mul(e, z, K(e, 0.5));
     val w = sub(e, K(e, 1), hz);
-    val tail = fma_(e, mul(e, z, z), horner(e, z, cos_c_f64, NCOEF(cos_c_f64)), neg(e, mul(e, rh, rl)));
+    val tail =
+        fma_(e, mul(e, z, z), horner(e, z, cos_c_f64, NCOEF(cos_c_f64)), neg(e, mul(e, rh, rl)));
     return add(e, w, add(e, sub(e, sub(e, K(e, 1), w), hz), tail));
 }
 
@@ -955,9 +1066,23 @@ trig(em *e, val x, jit_vm_fn fn)
     return sel(e, is_inf(e, x), K(e, NAN), res);
 }
 
-static val b_sin(em *e, val *a) { return trig(e, a[0], JIT_VM_SIN); }
-static val b_cos(em *e, val *a) { return trig(e, a[0], JIT_VM_COS); }
-static val b_tan(em *e, val *a) { return trig(e, a[0], JIT_VM_TAN); }
+static val
+b_sin(em *e, val *a)
+{
+    return trig(e, a[0], JIT_VM_SIN);
+}
+
+static val
+b_cos(em *e, val *a)
+{
+    return trig(e, a[0], JIT_VM_COS);
+}
+
+static val
+b_tan(em *e, val *a)
+{
+    return trig(e, a[0], JIT_VM_TAN);
+}
 
 /* ---- atan2 (f64) ---------------------------------------------------------------------------- */
 
@@ -984,7 +1109,7 @@ b_atan2(em *e, val *args)
     val u = sel(e, hi, dvd(e, sub(e, num, den), add(e, num, den)), dvd(e, num, den));
     u = sel(e, fcmp(e, LLVMRealOEQ, num, K(e, 0)), K(e, 0), u); /* 0/0 */
     val z = mul(e, u, u);
-    val at = fma_(e, mul(e, u, z), horner(e, z, atan_p_f64, NCOEF(atan_p_f64)), u);
+    val at = fma_(e, mul(e, u, z), estrin(e, z, atan_p_f64, NCOEF(atan_p_f64)), u);
     val k = sel(e, hi, K(e, 1), K(e, 0));
     val sg = K(e, 1);
     k = sel(e, swap, sub(e, K(e, 2), k), k);
@@ -1017,7 +1142,7 @@ log_dd(em *e, val ax, val *ll)
     val t3 = mul(e, K(e, TWO_THIRDS_HI), c3);
     val t3l = fma_(e, K(e, TWO_THIRDS_LO), c3,
                    fma_(e, K(e, TWO_THIRDS_HI), c3l, fma_(e, K(e, TWO_THIRDS_HI), c3, neg(e, t3))));
-    val tail = mul(e, mul(e, c3, z), horner(e, z, pow_w_f64, NCOEF(pow_w_f64)));
+    val tail = mul(e, mul(e, c3, z), estrin(e, z, pow_w_f64, NCOEF(pow_w_f64)));
     val lh = fast_two_sum(e, mul(e, K(e, 2), sh), t3, &t);
     val lo = add(e, add(e, t, mul(e, K(e, 2), sl)), add(e, t3l, tail));
     val kh = mul(e, kf, K(e, LN2_HI_F64));
@@ -1041,7 +1166,7 @@ b_pow(em *e, val *args)
     pl = sel(e, out, K(e, 0), pl);
     ph = clamp(e, ph, -746.0, 710.0);
     val n;
-    val p = exp_core(e, ph, pl, true, &n);
+    val p = exp_core(e, ph, pl, &n);
     val r = scale2(e, p, n);
 
     val yfin = fcmp(e, LLVMRealOLT, fabs_(e, y), K(e, INFINITY));
@@ -1067,7 +1192,7 @@ b_pow(em *e, val *args)
     res = sel(e, is_inf(e, y), yr, res);
     res = sel(e, or_(e, is_nan(e, x), is_nan(e, y)), add(e, x, y), res);
     res = sel(e, fcmp(e, LLVMRealOEQ, y, zero), one, res); /* even for NaN x */
-    return sel(e, fcmp(e, LLVMRealOEQ, x, one), one, res);  /* even for NaN y */
+    return sel(e, fcmp(e, LLVMRealOEQ, x, one), one, res); /* even for NaN y */
 }
 
 /* ---- functions, types, calls ------------------------------------------------------------------ */
@@ -1080,22 +1205,14 @@ static val b_widen(em *e, val *args);
 static const struct {
     body_fn f32, f64;
 } bodies[JIT_VM_COUNT] = {
-    [JIT_VM_EXP] = {b_exp, b_exp},
-    [JIT_VM_EXP2] = {b_exp2, b_exp2},
-    [JIT_VM_EXPM1] = {b_expm1, b_expm1},
-    [JIT_VM_LOG] = {b_log, b_log},
-    [JIT_VM_LOG2] = {b_log2, b_log2},
-    [JIT_VM_LOG1P] = {b_log1p, b_log1p},
-    [JIT_VM_TANH] = {b_tanh, b_tanh},
-    [JIT_VM_SIGMOID] = {b_sigmoid, b_sigmoid},
-    [JIT_VM_SILU] = {b_silu, b_silu},
-    [JIT_VM_GELU] = {b_gelu, b_gelu},
-    [JIT_VM_ERF] = {NULL, b_erf},
-    [JIT_VM_GELU_ERF] = {NULL, b_gelu_erf},
-    [JIT_VM_SIN] = {NULL, b_sin},
-    [JIT_VM_COS] = {NULL, b_cos},
-    [JIT_VM_TAN] = {NULL, b_tan},
-    [JIT_VM_POW] = {NULL, b_pow},
+    [JIT_VM_EXP] = {b_exp, b_exp},       [JIT_VM_EXP2] = {b_exp2, b_exp2},
+    [JIT_VM_EXPM1] = {b_expm1, b_expm1}, [JIT_VM_LOG] = {b_log, b_log},
+    [JIT_VM_LOG2] = {b_log2, b_log2},    [JIT_VM_LOG1P] = {b_log1p, b_log1p},
+    [JIT_VM_TANH] = {b_tanh, b_tanh},    [JIT_VM_SIGMOID] = {b_sigmoid, b_sigmoid},
+    [JIT_VM_SILU] = {b_silu, b_silu},    [JIT_VM_GELU] = {b_gelu, b_gelu},
+    [JIT_VM_ERF] = {NULL, b_erf},        [JIT_VM_GELU_ERF] = {NULL, b_gelu_erf},
+    [JIT_VM_SIN] = {NULL, b_sin},        [JIT_VM_COS] = {NULL, b_cos},
+    [JIT_VM_TAN] = {NULL, b_tan},        [JIT_VM_POW] = {NULL, b_pow},
     [JIT_VM_ATAN2] = {NULL, b_atan2},
 };
 
@@ -1119,7 +1236,8 @@ get_fn(LLVMContextRef ctx, LLVMModuleRef mod, jit_vm_fn fn, bool dbl, unsigned l
     *fty = LLVMFunctionType(e.ft, params, (unsigned)arity, 0);
     char name[64];
     if (lanes)
-        snprintf(name, sizeof name, "kiln.vm.%s.v%u%s", vm_info[fn].name, lanes, dbl ? "f64" : "f32");
+        snprintf(name, sizeof name, "kiln.vm.%s.v%u%s", vm_info[fn].name, lanes,
+                 dbl ? "f64" : "f32");
     else
         snprintf(name, sizeof name, "kiln.vm.%s.%s", vm_info[fn].name, dbl ? "f64" : "f32");
     LLVMValueRef f = LLVMGetNamedFunction(mod, name);
@@ -1166,8 +1284,9 @@ jit_vm_emit(jit_vm *vm, jit_vm_fn fn, LLVMValueRef x, LLVMValueRef y)
         return NULL;
     }
     if (!vm || !vm->ctx || !vm->mod || !vm->b || !x) {
-        ir_error(KILN_ERR_INTERNAL, "%s: internal error: %s: missing context, module, builder or operand",
-                 api, vm_info[fn].name);
+        ir_error(KILN_ERR_INTERNAL,
+                 "%s: internal error: %s: missing context, module, builder or operand", api,
+                 vm_info[fn].name);
         return NULL;
     }
     LLVMTypeRef t = LLVMTypeOf(x), elt = t;
@@ -1179,15 +1298,17 @@ jit_vm_emit(jit_vm *vm, jit_vm_fn fn, LLVMValueRef x, LLVMValueRef y)
     LLVMTypeKind k = LLVMGetTypeKind(elt);
     if ((k != LLVMFloatTypeKind && k != LLVMDoubleTypeKind) || lanes > JIT_VM_MAX_LANES ||
         (LLVMGetTypeKind(t) == LLVMVectorTypeKind && lanes == 0)) {
-        ir_error(KILN_ERR_INTERNAL,
-                 "%s: internal error: %s: operand is not float/double or a vector of at most %d of them",
-                 api, vm_info[fn].name, JIT_VM_MAX_LANES);
+        ir_error(
+            KILN_ERR_INTERNAL,
+            "%s: internal error: %s: operand is not float/double or a vector of at most %d of them",
+            api, vm_info[fn].name, JIT_VM_MAX_LANES);
         return NULL;
     }
     int arity = vm_info[fn].arity;
     if (arity == 2 && (!y || LLVMTypeOf(y) != t)) {
-        ir_error(KILN_ERR_INTERNAL, "%s: internal error: %s: second operand missing or of another type",
-                 api, vm_info[fn].name);
+        ir_error(KILN_ERR_INTERNAL,
+                 "%s: internal error: %s: second operand missing or of another type", api,
+                 vm_info[fn].name);
         return NULL;
     }
     LLVMTypeRef fty;
@@ -1196,12 +1317,15 @@ jit_vm_emit(jit_vm *vm, jit_vm_fn fn, LLVMValueRef x, LLVMValueRef y)
     return LLVMBuildCall2(vm->b, fty, f, args, (unsigned)arity, "");
 }
 
-#define JIT_VM_DEF1(e, n, a)                                                                   \
-    LLVMValueRef jit_vm_##n(jit_vm *vm, LLVMValueRef x) { return jit_vm_emit(vm, JIT_VM_##e, x, NULL); }
-#define JIT_VM_DEF2(e, n, a)                                                                   \
-    LLVMValueRef jit_vm_##n(jit_vm *vm, LLVMValueRef x, LLVMValueRef y)                     \
-    {                                                                                          \
-        return jit_vm_emit(vm, JIT_VM_##e, x, y);                                              \
+#define JIT_VM_DEF1(e, n, a)                                                                       \
+    LLVMValueRef jit_vm_##n(jit_vm *vm, LLVMValueRef x)                                            \
+    {                                                                                              \
+        return jit_vm_emit(vm, JIT_VM_##e, x, NULL);                                               \
+    }
+#define JIT_VM_DEF2(e, n, a)                                                                       \
+    LLVMValueRef jit_vm_##n(jit_vm *vm, LLVMValueRef x, LLVMValueRef y)                            \
+    {                                                                                              \
+        return jit_vm_emit(vm, JIT_VM_##e, x, y);                                                  \
     }
 #define JIT_VM_DEF(e, n, a) JIT_VM_DEF##a(e, n, a)
 JIT_VM_LIST(JIT_VM_DEF)

@@ -30,23 +30,23 @@
 
 /* The functions: X(ENUM, name, arity).  `name` is the op's name in ops.def; binary
  * functions take (x, y) in the op's operand order: pow(x, y) = x^y, atan2(y, x). */
-#define JIT_VM_LIST(X)  \
-    X(EXP, exp, 1)      \
-    X(EXP2, exp2, 1)    \
-    X(EXPM1, expm1, 1)  \
-    X(LOG, log, 1)      \
-    X(LOG2, log2, 1)    \
-    X(LOG1P, log1p, 1)  \
-    X(TANH, tanh, 1)    \
-    X(SIGMOID, sigmoid, 1) \
-    X(SILU, silu, 1)    \
-    X(GELU, gelu, 1)    \
-    X(ERF, erf, 1)      \
-    X(GELU_ERF, gelu_erf, 1) \
-    X(SIN, sin, 1)      \
-    X(COS, cos, 1)      \
-    X(TAN, tan, 1)      \
-    X(POW, pow, 2)      \
+#define JIT_VM_LIST(X)                                                                             \
+    X(EXP, exp, 1)                                                                                 \
+    X(EXP2, exp2, 1)                                                                               \
+    X(EXPM1, expm1, 1)                                                                             \
+    X(LOG, log, 1)                                                                                 \
+    X(LOG2, log2, 1)                                                                               \
+    X(LOG1P, log1p, 1)                                                                             \
+    X(TANH, tanh, 1)                                                                               \
+    X(SIGMOID, sigmoid, 1)                                                                         \
+    X(SILU, silu, 1)                                                                               \
+    X(GELU, gelu, 1)                                                                               \
+    X(ERF, erf, 1)                                                                                 \
+    X(GELU_ERF, gelu_erf, 1)                                                                       \
+    X(SIN, sin, 1)                                                                                 \
+    X(COS, cos, 1)                                                                                 \
+    X(TAN, tan, 1)                                                                                 \
+    X(POW, pow, 2)                                                                                 \
     X(ATAN2, atan2, 2)
 
 typedef enum jit_vm_fn {
@@ -73,7 +73,7 @@ IR_HIDDEN LLVMValueRef jit_vm_emit(jit_vm *vm, jit_vm_fn fn, LLVMValueRef x, LLV
 /* One wrapper per function, for readability at call sites. */
 #define JIT_VM_DECL1(e, n, a) IR_HIDDEN LLVMValueRef jit_vm_##n(jit_vm *vm, LLVMValueRef x);
 #define JIT_VM_DECL(e, n, a) JIT_VM_DECL##a(e, n, a)
-#define JIT_VM_DECL2(e, n, a) \
+#define JIT_VM_DECL2(e, n, a)                                                                      \
     IR_HIDDEN LLVMValueRef jit_vm_##n(jit_vm *vm, LLVMValueRef x, LLVMValueRef y);
 JIT_VM_LIST(JIT_VM_DECL)
 #undef JIT_VM_DECL

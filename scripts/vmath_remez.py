@@ -1,0 +1,494 @@
+#!/usr/bin/env python3
+"""vmath_remez.py — derives the polynomial coefficients and constants of lib/jit/vmath.c.
+
+Everything is computed here from first principles in decimal arithmetic (no mpmath, no numpy):
+reference functions by their series (or a continued fraction for erfc), minimax polynomials by
+the Remez exchange, weighted by the error the polynomial adds to the *final* function, and
+rounded to the target precision one coefficient at a time (lowest power first), refitting the
+rest after each rounding so that rounding costs little accuracy.  The erfc polynomial G is
+fitted the same way but with weighted least squares at Chebyshev nodes (its monomial basis
+is not a Haar system on an interval containing 0 once the constant term is fixed).
+
+    python3 scripts/vmath_remez.py                 # everything (takes ~15 minutes)
+    python3 scripts/vmath_remez.py exp_q_f32 ...   # some tables
+    python3 scripts/vmath_remez.py constants       # the split constants and 2/pi's bits
+
+Output: C arrays (hex floats) and, on stderr, the error of each candidate degree.
+"""
+import math
+import sys
+from decimal import Decimal as D, getcontext, localcontext
+from fractions import Fraction
+
+getcontext().prec = 90
+
+# ---- reference functions -----------------------------------------------------------------
+
+_pi = {}
+
+
+def pi():
+    p = getcontext().prec
+    if p not in _pi:
+        with localcontext() as c:
+            c.prec = p + 10
+
+            def atan_inv(n):  # atan(1/n)
+                x = D(1) / n
+                x2, s, t, k = x * x, x, x, 1
+                while True:
+                    t = -t * x2
+                    k += 2
+                    if abs(t / k) < D(10) ** -(c.prec + 2):
+                        return s
+                    s += t / k
+
+            v = 16 * atan_inv(5) - 4 * atan_inv(239)  # Machin
+        _pi[p] = +v
+    return _pi[p]
+
+
+def eps():
+    return D(10) ** -(getcontext().prec + 3)
+
+
+def expm1(x):
+    x = D(x)
+    if abs(x) > D("0.5"):
+        return x.exp() - 1
+    s, t, k = D(0), D(1), 0
+    while True:
+        k += 1
+        t = t * x / k
+        if abs(t) < eps() * (abs(s) + eps()):
+            return s
+        s += t
+
+
+def atanh(s):
+    s = D(s)
+    s2, t, r, k = s * s, s, s, 1
+    while True:
+        t *= s2
+        k += 2
+        if abs(t / k) < eps() * abs(r):
+            return r
+        r += t / k
+
+
+def log1p(x):
+    x = D(x)
+    return (1 + x).ln() if abs(x) > D("0.5") else 2 * atanh(x / (2 + x))
+
+
+def sin(x):
+    x = D(x)
+    x2, t, s, k = x * x, x, x, 1
+    while True:
+        t = -t * x2 / ((k + 1) * (k + 2))
+        k += 2
+        if abs(t) < eps() * (abs(s) + eps()):
+            return s
+        s += t
+
+
+def cos(x):
+    x = D(x)
+    x2, t, s, k = x * x, D(1), D(1), 0
+    while True:
+        t = -t * x2 / ((k + 1) * (k + 2))
+        k += 2
+        if abs(t) < eps():
+            return s
+        s += t
+
+
+def atan(x):
+    x = D(x)
+    if abs(x) > D("0.5"):
+        return 2 * atan(x / (1 + (1 + x * x).sqrt()))
+    x2, t, s, k = x * x, x, x, 1
+    while True:
+        t = -t * x2
+        k += 2
+        if abs(t / k) < eps() * (abs(s) + eps()):
+            return s
+        s += t / k
+
+
+def tanh(x):
+    x = D(x)
+    if x == 0:
+        return D(0)
+    e = expm1(2 * x)
+    return e / (e + 2)
+
+
+def erf(x):
+    """erf(x) = 2/sqrt(pi) e^-x^2 sum 2^n x^(2n+1) / (1 3 5 ... (2n+1)): all terms positive."""
+    x = D(x)
+    x2, t, s, k = x * x, x, x, 1
+    while True:
+        t = t * 2 * x2 / (k + 2)
+        k += 2
+        if t < eps() * s:
+            break
+        s += t
+    return 2 / pi().sqrt() * (-x2).exp() * s
+
+
+def erfcx(a):
+    """e^(a^2) erfc(a) for a >= 0: series below 3, continued fraction above."""
+    a = D(a)
+    if a < 3:
+        with localcontext() as c:
+            c.prec += 30
+            v = (1 - erf(a)) * (a * a).exp()
+        return +v
+    f = a
+    for k in range(int(200 + 2000 / float(a) ** 2), 0, -1):
+        f = a + (D(k) / 2) / f
+    return 1 / (pi().sqrt() * f)
+
+
+# ---- Remez exchange --------------------------------------------------------------------------
+
+
+def solve(A, b):
+    n = len(A)
+    M = [row[:] + [bb] for row, bb in zip(A, b)]
+    for i in range(n):
+        p = max(range(i, n), key=lambda r: abs(M[r][i]))
+        M[i], M[p] = M[p], M[i]
+        for r in range(i + 1, n):
+            f = M[r][i] / M[i][i]
+            if f != 0:
+                for c in range(i, n + 1):
+                    M[r][c] -= f * M[i][c]
+    x = [D(0)] * n
+    for i in range(n - 1, -1, -1):
+        x[i] = (M[i][n] - sum(M[i][j] * x[j] for j in range(i + 1, n))) / M[i][i]
+    return x
+
+
+def pw(v, k):
+    return v ** k if k else D(1)
+
+
+def peval(c, powers, v):
+    return sum(ck * pw(v, pk) for ck, pk in zip(c, powers))
+
+
+def remez(g, w, a, b, powers, grid=800, iters=40, vmin=None):
+    """Minimise max over [a,b] of |w(v) (sum c_k v^p_k - g(v))|; returns (coeffs, max error)."""
+    a, b, n = D(a), D(b), len(powers)
+    G = sorted(set((a + b) / 2 - (b - a) / 2 * D(math.cos(math.pi * i / grid)) for i in range(grid + 1)))
+    vm = (b - a) * D("1e-4") if vmin is None else D(vmin)
+    G = [v for v in G if abs(v) > vm or (vmin is None and (v == a or v == b))]
+    gv = [g(v) for v in G]
+    wv = [w(v) for v in G]
+    ref = [(a + b) / 2 - (b - a) / 2 * D(math.cos(math.pi * i / n)) for i in range(n + 1)]
+    ref = sorted(set(min(G, key=lambda gp: abs(gp - r)) for r in ref))
+    best = None
+    for _ in range(iters):
+        A = [[pw(v, pk) for pk in powers] + [D((-1) ** i) / w(v)] for i, v in enumerate(ref)]
+        sol = solve(A, [g(v) for v in ref])
+        c = sol[:n]
+        err = [wv[i] * (peval(c, powers, G[i]) - gv[i]) for i in range(len(G))]
+        segs, cur = [], None
+        for i, e in enumerate(err):  # extrema of alternating sign
+            if cur is None or (e >= 0) != cur[0]:
+                cur = [e >= 0, i]
+                segs.append(cur)
+            elif abs(e) > abs(err[cur[1]]):
+                cur[1] = i
+        idx = [s[1] for s in segs]
+        while len(idx) > n + 1:
+            idx.pop(0 if abs(err[idx[0]]) < abs(err[idx[-1]]) else -1)
+        maxerr = max(abs(e) for e in err)
+        if best is None or maxerr < best[1]:
+            best = (c, maxerr)
+        if len(idx) < n + 1:
+            break
+        ref = [G[i] for i in idx]
+        if maxerr <= min(abs(err[i]) for i in idx) * D("1.0005"):
+            break
+    return best
+
+
+def round_bin(d, bits):
+    """d rounded to the nearest binary float of `bits` significant bits (exact Decimal)."""
+    d = D(d)
+    if d == 0:
+        return D(0)
+    a = abs(d)
+    e = int(math.floor(float(a.ln() / D(2).ln())))
+    while D(2) ** e > a:
+        e -= 1
+    while D(2) ** (e + 1) <= a:
+        e += 1
+    scale = D(2) ** (bits - 1 - e)
+    return (1 if d > 0 else -1) * (a * scale).to_integral_value() / scale
+
+
+def remez_rounded(g, w, a, b, powers, bits, grid=800):
+    """Round the lowest-power coefficient, refit (g - c0)/v with weight w |v|, and so on."""
+    assert powers == list(range(powers[0], powers[0] + len(powers)))
+    memo = {}
+
+    def g_m(v):
+        if v not in memo:
+            memo[v] = g(v)
+        return memo[v]
+
+    def nz(v):
+        return v if v != 0 else D("1e-12")
+
+    p0 = powers[0]
+    cur_g = (lambda v: g_m(nz(v)) / nz(v) ** p0) if p0 else g_m
+    cur_w = (lambda v: w(v) * abs(nz(v)) ** p0) if p0 else w
+    fixed, n = [], len(powers)
+    for k in range(n):
+        c, _ = remez(cur_g, cur_w, a, b, list(range(n - k)), grid=grid,
+                     vmin=None if k == 0 else (D(b) - D(a)) * D("0.01"))
+        ck = round_bin(c[0], bits)
+        fixed.append(ck)
+        cur_g = (lambda v, pg=cur_g, ck=ck: (pg(nz(v)) - ck) / nz(v))
+        cur_w = (lambda v, pw_=cur_w: pw_(nz(v)) * abs(nz(v)))
+    return fixed
+
+
+def max_error(c, powers, g, w, a, b, grid=3000):
+    a, b = D(a), D(b)
+    m = D(0)
+    for i in range(grid + 1):
+        v = (a + b) / 2 - (b - a) / 2 * D(math.cos(math.pi * i / grid))
+        m = max(m, abs(w(v) * (peval(c, powers, v) - g(v))))
+    return m
+
+
+def hexf(d):
+    return float(Fraction(d)).hex()
+
+
+def emit(name, c, err):
+    lg = math.log2(float(err)) if err > 0 else -999
+    print(f"/* {name}: 2^{lg:.1f} */\nstatic const double {name}[] = {{{', '.join(hexf(x) for x in c)}}};",
+          flush=True)
+
+
+def fit(name, g, a, b, degrees, bits, target, w=None):
+    """Smallest number of coefficients in `degrees` reaching 2^target after rounding."""
+    w = w or (lambda v: 1 / g(v))
+    for n, p0 in degrees:
+        powers = list(range(p0, p0 + n))
+        c, e = remez(g, w, a, b, powers)
+        cr = remez_rounded(g, w, a, b, powers, bits)
+        er = max_error(cr, powers, g, w, a, b)
+        lg = math.log2(float(er)) if er > 0 else -999
+        print(f"# {name}: n={n} minimax 2^{math.log2(float(e)):.2f} rounded 2^{lg:.2f}", file=sys.stderr)
+        if lg <= target:
+            break
+    emit(name, cr, er)
+
+
+# ---- the functions ---------------------------------------------------------------------------
+
+LN2 = D(2).ln()
+LOG2E = 1 / LN2
+TINY = D("1e-30")
+
+
+def nzw(v):
+    return v if v != 0 else TINY
+
+
+def qexp(r):  # (e^r - 1 - r)/r^2
+    if r == 0:
+        return D("0.5")
+    if abs(r) < D("1e-6"):
+        return D("0.5") + r / 6 + r * r / 24 + r ** 3 / 120
+    return (expm1(r) - r) / (r * r)
+
+
+def q2(r):  # (2^r - 1)/r
+    return LN2 if r == 0 else expm1(r * LN2) / r
+
+
+def qlog(f):  # (log(1+f) - f)/f^2
+    if f == 0:
+        return D("-0.5")
+    if abs(f) < D("1e-6"):
+        return D("-0.5") + f / 3 - f * f / 4
+    return (log1p(f) - f) / (f * f)
+
+
+def qlog2(f):  # (log2(1+f) - f log2(e))/f^2
+    return qlog(f) * LOG2E
+
+
+def ttanh(z):  # (tanh(a) - a)/a^3, z = a^2
+    if z == 0:
+        return D(-1) / 3
+    a = z.sqrt()
+    if a < D("1e-4"):
+        return D(-1) / 3 + 2 * z / 15 - 17 * z * z / 315
+    return (tanh(a) - a) / (a * z)
+
+
+def rlog(z):  # 2(atanh(s)/s - 1), z = s^2
+    if z == 0:
+        return D(0)
+    s = z.sqrt()
+    return 2 * (atanh(s) / s - 1)
+
+
+def wpow(z):  # (rlog(z) - 2z/3)/z^2 = 2/5 + 2z/7 + ...
+    s, t, k = D(0), D(1), 0
+    while True:
+        term = 2 * t / (5 + 2 * k)
+        if abs(term) < D(10) ** -60:
+            return s
+        s += term
+        t *= z
+        k += 1
+
+
+def ssin(z):  # (sin r - r)/r^3
+    if z == 0:
+        return D(-1) / 6
+    r = z.sqrt()
+    if r < D("1e-4"):
+        return D(-1) / 6 + z / 120 - z * z / 5040
+    return (sin(r) - r) / (r * z)
+
+
+def ccos(z):  # (cos r - 1 + z/2)/z^2
+    if z == 0:
+        return D(1) / 24
+    r = z.sqrt()
+    if r < D("1e-3"):
+        return D(1) / 24 - z / 720 + z * z / 40320
+    return (cos(r) - 1 + z / 2) / (z * z)
+
+
+def patan(z):  # (atan u - u)/u^3
+    if z == 0:
+        return D(-1) / 3
+    u = z.sqrt()
+    if u < D("1e-4"):
+        return D(-1) / 3 + z / 5 - z * z / 7
+    return (atan(u) - u) / (u * z)
+
+
+def perf(z):  # erf(a)/a
+    if z == 0:
+        return 2 / pi().sqrt()
+    a = z.sqrt()
+    return erf(a) / a
+
+
+def phiq(z):  # (Phi(x) - 1/2)/x, z = x^2
+    if z == 0:
+        return 1 / (2 * pi()).sqrt()
+    x = z.sqrt()
+    return erf(x / D(2).sqrt()) / (2 * x)
+
+
+# weights: the relative error the polynomial's error causes in the final function
+def w_expm1(r): return nzw(r * r / expm1(r)) if r != 0 else TINY
+def w_exp2(r): return nzw(abs(r) / (2 ** r)) if r != 0 else TINY
+def w_log(f): return nzw(f * f / abs(log1p(f))) if f != 0 else TINY
+def w_log2(f): return nzw(f * f / abs(log1p(f) * LOG2E)) if f != 0 else TINY
+def w_tanh(z): return nzw(z * z.sqrt() / tanh(z.sqrt())) if z != 0 else TINY
+def w_log_r(z): return z.sqrt() / (2 * atanh(z.sqrt())) if z != 0 else D("0.5")
+def w_pow_w(z): return nzw(z * z / 2)
+def w_sin(z): return nzw(z * z.sqrt() / sin(z.sqrt())) if z != 0 else TINY
+def w_cos(z): return nzw(z * z / cos(z.sqrt()))
+def w_atan(z): return nzw(z * z.sqrt() / atan(z.sqrt())) if z != 0 else TINY
+def w_phi(z): return z.sqrt() / (D("0.5") - z.sqrt() * phiq(z)) if z != 0 else TINY  # x / Phi(-x)
+
+
+SQRT_HALF_M1 = "-0.29289323"  # [sqrt(1/2) - 1, sqrt(2) - 1], a little wider for f32 rounding
+SQRT2_M1 = "0.41421357"
+Z_LOG = "0.0294373"  # s^2 for s = f/(2+f) on that interval
+FITS = {
+    # name: (target g, a, b, [(n, lowest power)], bits, goal, weight)
+    "exp_q_f32": (qexp, "-0.34658", "0.34658", [(5, 0), (6, 0)], 24, -27, w_expm1),
+    "exp2_q_f32": (q2, "-0.5", "0.5", [(5, 0), (6, 0), (7, 0)], 24, -27, w_exp2),
+    "log_q_f32": (qlog, SQRT_HALF_M1, SQRT2_M1, [(9, 0), (10, 0)], 24, -27, w_log),
+    "log2_q_f32": (qlog2, SQRT_HALF_M1, SQRT2_M1, [(9, 0), (10, 0)], 24, -27, w_log2),
+    "tanh_t_f32": (ttanh, "0", "0.390625", [(4, 0), (5, 0), (6, 0)], 24, -27, w_tanh),
+    "exp_q_f64": (qexp, "-0.34658", "0.34658", [(11, 0), (12, 0)], 53, -56, w_expm1),
+    "exp2_q_f64": (q2, "-0.5", "0.5", [(11, 0), (12, 0), (13, 0)], 53, -56, w_exp2),
+    "log_r_f64": (rlog, "0", Z_LOG, [(6, 1), (7, 1), (8, 1)], 53, -56, w_log_r),
+    "pow_w_f64": (wpow, "0", Z_LOG, [(6, 0), (7, 0)], 53, -66, w_pow_w),
+    "tanh_t_f64": (ttanh, "0", "0.390625", [(11, 0), (12, 0)], 53, -56, w_tanh),
+    "sin_s_f64": (ssin, "0", "0.6180", [(6, 0), (7, 0), (8, 0)], 53, -56, w_sin),
+    "cos_c_f64": (ccos, "0", "0.6180", [(6, 0), (7, 0), (8, 0)], 53, -56, w_cos),
+    "atan_p_f64": (patan, "0", "0.1715782", [(11, 0), (12, 0), (13, 0)], 53, -56, w_atan),
+    "phi_q_f64": (phiq, "0", "0.5625", [(10, 0), (11, 0)], 53, -57, w_phi),
+    "erf_p_f64": (perf, "0", "0.7225", [(11, 0), (12, 0)], 53, -56, None),
+}
+
+
+def fit_erfc_g(K=D(4), amax=D("28.5"), n=25, nodes=1500):
+    """G(y) = (1 + 2a) erfcx(a), a = K (1+y)/(1-y), by sequential weighted least squares."""
+    getcontext().prec = 60
+    y0, y1 = D(-1), (amax - K) / (amax + K)
+    pts = [(y0 + y1) / 2 + (y1 - y0) / 2 * D(math.cos(math.pi * (i + 0.5) / nodes)) for i in range(nodes)]
+    gv = {}
+    for y in pts:
+        a = K * (1 + y) / (1 - y)
+        gv[y] = (1 + 2 * a) * erfcx(a)
+    getcontext().prec = 80
+    fixed = []
+    for k in range(n):
+        rows, rhs = [], []
+        for y in pts[::2]:
+            wv = 1 / gv[y]
+            rows.append([wv * pw(y, p) for p in range(k, n)])
+            rhs.append(wv * (gv[y] - sum(c * pw(y, j) for j, c in enumerate(fixed))))
+        m = n - k
+        AtA = [[sum(r[i] * r[j] for r in rows) for j in range(m)] for i in range(m)]
+        Atb = [sum(r[i] * b for r, b in zip(rows, rhs)) for i in range(m)]
+        fixed.append(round_bin(solve(AtA, Atb)[0], 53))
+    err = max(abs(peval(fixed, list(range(n)), y) - gv[y]) / gv[y] for y in pts)
+    emit("erfc_g_f64", fixed, err)
+
+
+def constants():
+    def split(name, v, bits):
+        hi = round_bin(v, bits)
+        lo = round_bin(v - hi, bits)
+        print(f"{name}: hi {hexf(hi)} lo {hexf(lo)}")
+
+    split("ln2 f32", LN2, 24)
+    split("ln2 f64", LN2, 53)
+    split("log2e f32", LOG2E, 24)
+    split("log2e f64", LOG2E, 53)
+    p1 = round_bin(pi() / 2, 53)
+    p2 = round_bin(pi() / 2 - p1, 53)
+    print("pio2 f64:", hexf(p1), hexf(p2), hexf(round_bin(pi() / 2 - p1 - p2, 53)))
+    print("2/pi f64:", hexf(round_bin(2 / pi(), 53)))
+    split("pi/4 f64", pi() / 4, 53)
+    split("2/3 f64", D(2) / 3, 53)
+    split("sqrt2 f64", D(2).sqrt(), 53)
+    c = 2 * D(0.7978845608028654)  # exact: the doubles of ops.def's formula
+    split("gelu c f32", c, 24)
+    split("gelu c*k f32", c * D(0.044715), 24)
+    split("gelu c*k f64", c * D(0.044715), 53)
+    with localcontext() as ctx:
+        ctx.prec = 520
+        print("2/pi bits:", format(int(D(2) / pi() * D(2) ** 1344), "x"))
+
+
+if __name__ == "__main__":
+    want = sys.argv[1:]
+    if not want or "constants" in want:
+        constants()
+    for name, (g, a, b, degrees, bits, goal, w) in FITS.items():
+        if not want or name in want:
+            fit(name, g, a, b, degrees, bits, goal, w)
+    if not want or "erfc_g_f64" in want:
+        fit_erfc_g()
