@@ -112,11 +112,13 @@ f_eval(ir_op op, double a, double b, double c)
     case IR_OP_SIGMOID: return 1.0 / (1.0 + exp(-a));
     case IR_OP_ERF: return erf(a);
     case IR_OP_RELU: return isnan(a) ? a : a > 0 ? a : 0.0; /* relu(-0.0) = +0.0 */
-    /* The composite formulas are evaluated literally as ops.def writes them, so at -inf
-     * gelu, gelu_erf and silu give NaN (-inf * 0), as the same formula does elsewhere. */
+    /* The composite formulas are evaluated in forms equal to ops.def's but free of the
+     * cancellation in 1 + tanh / 1 + erf in the negative tail (the reference must be
+     * accurate there too): 0.5*(1 + tanh(u)) = 1/(1 + e^-2u) and 1 + erf(z) = erfc(-z).
+     * At -inf gelu, gelu_erf and silu still give NaN (-inf * 0), as the literal formula. */
     case IR_OP_GELU:
-        return 0.5 * a * (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * (a * a * a))));
-    case IR_OP_GELU_ERF: return 0.5 * a * (1.0 + erf(a / sqrt(2.0)));
+        return a / (1.0 + exp(-2.0 * (0.7978845608028654 * (a + 0.044715 * (a * a * a)))));
+    case IR_OP_GELU_ERF: return 0.5 * a * erfc(-a / sqrt(2.0));
     case IR_OP_SILU: return a * (1.0 / (1.0 + exp(-a)));
     case IR_OP_FLOOR: return floor(a);
     case IR_OP_CEIL: return ceil(a);
