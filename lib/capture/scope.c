@@ -221,51 +221,12 @@ inputs_first(cap_scope *s)
         sorted = sorted && g->inputs[i] == i;
     if (sorted)
         return KILN_OK;
-    kiln_graph *ng = ir_graph_new(g->name);
-    int32_t *map = ir_malloc(sizeof(int32_t) * ((size_t)g->nnodes + 1));
-    int32_t small[8], *in = NULL;
-    kiln_status st = KILN_OK;
-    if (!ng || !map) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln_scope_end: out of memory");
-        goto done;
-    }
-    for (int32_t i = 0; i < g->ninputs; i++) {
-        const ir_node *nd = &g->nodes[g->inputs[i]];
-        if ((map[g->inputs[i]] = ir_graph_add_input(ng, nd->name, &nd->type)) < 0) {
-            st = kiln_errcode();
-            goto done;
-        }
-    }
-    for (int32_t n = 0; n < g->nnodes; n++) {
-        const ir_node *nd = &g->nodes[n];
-        if (nd->op == IR_OP_INPUT)
-            continue;
-        in = nd->nin <= 8 ? small : ir_malloc(sizeof(int32_t) * (size_t)nd->nin);
-        if (!in) {
-            st = ir_error(KILN_ERR_NOMEM, "kiln_scope_end: out of memory");
-            goto done;
-        }
-        for (int k = 0; k < nd->nin; k++)
-            in[k] = map[nd->in[k]];
-        map[n] = ir_graph_add_node(ng, "kiln_scope_end", nd->op, nd->nin, in, &nd->at, &nd->type,
-                                   nd->name);
-        if (in != small)
-            ir_free(in);
-        if (map[n] < 0) {
-            st = kiln_errcode();
-            goto done;
-        }
-    }
-    for (int32_t i = 0; i < g->noutputs; i++)
-        if ((st = ir_graph_add_output(ng, g->outputs[i].name, map[g->outputs[i].node])))
-            goto done;
+    kiln_graph *ng = ir_graph_rebuild(g, NULL);
+    if (!ng)
+        return kiln_errcode();
     kiln_graph_free(g);
     s->graph = ng;
-    ng = NULL;
-done:
-    kiln_graph_free(ng);
-    ir_free(map);
-    return st;
+    return KILN_OK;
 }
 
 /* Put the graph's inputs in the order the options give. */

@@ -412,3 +412,50 @@ kiln_graph_interpret(const kiln_graph *g, const void *const *inputs, void *const
                             (int)i, g->outputs[i].name);
     return ir_interpret(g, inputs, outputs);
 }
+
+kiln_graph *
+ir_graph_rebuild(const kiln_graph *g, const ir_type *input_types)
+{
+    kiln_graph *ng = ir_graph_new(g->name);
+    int32_t *map = ir_malloc(sizeof(int32_t) * ((size_t)g->nnodes + 1));
+    int32_t small[8], *in = small;
+    if (!ng || !map) {
+        ir_error(KILN_ERR_NOMEM, "kiln: out of memory copying a graph");
+        goto fail;
+    }
+    for (int32_t i = 0; i < g->ninputs; i++) {
+        const ir_node *nd = &g->nodes[g->inputs[i]];
+        const ir_type *t = input_types ? &input_types[i] : &nd->type;
+        if ((map[g->inputs[i]] = ir_graph_add_input(ng, nd->name, t)) < 0)
+            goto fail;
+    }
+    for (int32_t n = 0; n < g->nnodes; n++) {
+        const ir_node *nd = &g->nodes[n];
+        if (nd->op == IR_OP_INPUT)
+            continue;
+        if (nd->nin > 8 && !(in = ir_malloc(sizeof(int32_t) * (size_t)nd->nin))) {
+            ir_error(KILN_ERR_NOMEM, "kiln: out of memory copying a graph");
+            goto fail;
+        }
+        for (int k = 0; k < nd->nin; k++)
+            in[k] = map[nd->in[k]];
+        /* With new input types the rule infers every type again; sources keep theirs. */
+        const ir_type *given =
+            !input_types || ir_ops[nd->op].kind == IR_KIND_SOURCE ? &nd->type : NULL;
+        map[n] = ir_graph_add_node(ng, "kiln", nd->op, nd->nin, in, &nd->at, given, nd->name);
+        if (in != small)
+            ir_free(in);
+        in = small;
+        if (map[n] < 0)
+            goto fail;
+    }
+    for (int32_t i = 0; i < g->noutputs; i++)
+        if (ir_graph_add_output(ng, g->outputs[i].name, map[g->outputs[i].node]))
+            goto fail;
+    ir_free(map);
+    return ng;
+fail:
+    ir_free(map);
+    kiln_graph_free(ng);
+    return NULL;
+}

@@ -246,6 +246,11 @@ IR_HIDDEN int32_t ir_graph_add_node(kiln_graph *g, const char *api, ir_op op, in
                                     const int32_t *in, const ir_attrs *attrs,
                                     const ir_type *given, const char *name);
 IR_HIDDEN kiln_status ir_graph_add_output(kiln_graph *g, const char *name, int32_t node);
+/* A copy of g with its inputs first (in their order) and every other node after them in
+ * g's order — the numbering a parsed graph has.  With `input_types` (one per input) the
+ * inputs take those types and every non-source type is inferred again by the op rules
+ * (errors name "kiln").  NULL with the error set on failure. */
+IR_HIDDEN kiln_graph *ir_graph_rebuild(const kiln_graph *g, const ir_type *input_types);
 /* Look up a value by name (inputs and named nodes); -1 when absent. */
 IR_HIDDEN int32_t ir_graph_find(const kiln_graph *g, const char *name, size_t n);
 

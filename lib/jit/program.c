@@ -58,26 +58,7 @@ program_check(const kiln_program *p, const char *api)
 static kiln_graph *
 graph_clone(const kiln_graph *g)
 {
-    kiln_graph *c = ir_graph_new(g->name);
-    if (!c)
-        return NULL;
-    for (int32_t n = 0; n < g->nnodes; n++) {
-        const ir_node *nd = &g->nodes[n];
-        int32_t id = nd->op == IR_OP_INPUT
-                         ? ir_graph_add_input(c, nd->name, &nd->type)
-                         : ir_graph_add_node(c, "kiln_jit", nd->op, nd->nin, nd->in, &nd->at,
-                                             &nd->type, nd->name);
-        if (id != n) {
-            kiln_graph_free(c);
-            return NULL;
-        }
-    }
-    for (int32_t i = 0; i < g->noutputs; i++)
-        if (ir_graph_add_output(c, g->outputs[i].name, g->outputs[i].node)) {
-            kiln_graph_free(c);
-            return NULL;
-        }
-    return c;
+    return ir_graph_rebuild(g, NULL);
 }
 
 static void

@@ -284,37 +284,25 @@ scaled(kiln_graph *g, double scale)
     if (maxrank == 0 || count <= 4096)
         return g; /* per-call overhead workloads keep their size */
     int64_t lead = g->nodes[g->inputs[0]].type.shape.dims[0];
-    kiln_graph *s = ir_graph_new(g->name);
-    if (!s)
+    ir_type *types = calloc((size_t)g->ninputs + 1, sizeof *types);
+    if (!types)
         return g;
-    for (int32_t n = 0; n < g->nnodes; n++) {
-        const ir_node *nd = &g->nodes[n];
-        int32_t id;
-        if (nd->op == IR_OP_INPUT) {
-            ir_type t = nd->type;
-            if (t.shape.rank == maxrank && t.shape.dims[0] == lead) {
-                int64_t d = (int64_t)((double)t.shape.dims[0] / scale);
-                t.shape.dims[0] = d < 1 ? 1 : d;
-            }
-            id = ir_graph_add_input(s, nd->name, &t);
-        } else {
-            const ir_type *given = ir_ops[nd->op].kind == IR_KIND_SOURCE ? &nd->type : NULL;
-            id = ir_graph_add_node(s, "kiln bench", nd->op, nd->nin, nd->in, &nd->at, given,
-                                   nd->name);
+    for (int32_t i = 0; i < g->ninputs; i++) {
+        ir_type t = g->nodes[g->inputs[i]].type;
+        if (t.shape.rank == maxrank && t.shape.dims[0] == lead) {
+            int64_t d = (int64_t)((double)t.shape.dims[0] / scale);
+            t.shape.dims[0] = d < 1 ? 1 : d;
         }
-        if (id != n)
-            goto keep;
+        types[i] = t;
     }
-    for (int32_t i = 0; i < g->noutputs; i++)
-        if (ir_graph_add_output(s, g->outputs[i].name, g->outputs[i].node))
-            goto keep;
-    if (ir_graph_verify(s))
-        goto keep;
+    kiln_graph *s = ir_graph_rebuild(g, types);
+    free(types);
+    if (!s || ir_graph_verify(s)) {
+        kiln_graph_free(s);
+        return g; /* the graph does not scale this way: keep its size */
+    }
     kiln_graph_free(g);
     return s;
-keep:
-    kiln_graph_free(s);
-    return g;
 }
 
 static double
