@@ -45,7 +45,8 @@ for w in doc.get("workloads", []):
             if t.get("min_s", 0) > t.get("median_s", 0) or t.get("median_s", 0) > t.get("max_s", 0):
                 problems.append(f"{where}.{mode}: min <= median <= max violated")
     for key in ("speedup_fused_over_eager", "minimal_traffic_bytes", "fused_gbs", "eager_gbs",
-                "probe_gbs", "fraction_of_bandwidth", "compile_cold_ms", "compile_cached_us"):
+                "probe_gbs", "fraction_of_bandwidth", "compile_cold_ms", "compile_cached_us",
+                "recapture_us"):
         positive(need(w, key, where), f"{where}.{key}")
     for key in ("flops", "gflops", "error_fused", "error_eager", "error_bound", "error_unit"):
         need(w, key, where)
