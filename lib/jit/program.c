@@ -81,6 +81,37 @@ compiled_release(compiled *c)
         compiled_destroy(c);
 }
 
+/* Unlink the entries only the cache holds, after the first `keep` (most recent first);
+ * cache_lock held.  Returns them for destruction outside the lock. */
+static compiled *
+evict_locked(int keep)
+{
+    compiled *dead = NULL;
+    int i = 0;
+    for (compiled **pp = &cache_head; *pp;) {
+        compiled *e = *pp;
+        if (i++ >= keep && e->refs == 1) {
+            *pp = e->next;
+            e->next = dead;
+            dead = e;
+            cache_count--;
+        } else {
+            pp = &e->next;
+        }
+    }
+    return dead;
+}
+
+static void
+destroy_list(compiled *c)
+{
+    while (c) {
+        compiled *n = c->next;
+        compiled_destroy(c);
+        c = n;
+    }
+}
+
 static bool
 want_dumps(void)
 {
@@ -162,29 +193,9 @@ compile(const char *api, const kiln_graph *g, kiln_mode mode, unsigned flags, co
         c->cached = true;
         c->next = cache_head;
         cache_head = c;
-        compiled *dead = NULL;
-        if (++cache_count > PLAN_CACHE_LIMIT) {
-            /* drop unreferenced entries from the tail half */
-            compiled **pp = &cache_head;
-            int i = 0;
-            while (*pp) {
-                compiled *e = *pp;
-                if (i++ > PLAN_CACHE_LIMIT / 2 && e->refs == 1) {
-                    *pp = e->next;
-                    e->next = dead;
-                    dead = e;
-                    cache_count--;
-                } else {
-                    pp = &e->next;
-                }
-            }
-        }
+        compiled *dead = ++cache_count > PLAN_CACHE_LIMIT ? evict_locked(PLAN_CACHE_LIMIT / 2) : NULL;
         pthread_mutex_unlock(&cache_lock);
-        while (dead) {
-            compiled *n = dead->next;
-            compiled_destroy(dead);
-            dead = n;
-        }
+        destroy_list(dead);
     }
     *out = c;
     return KILN_OK;
@@ -193,25 +204,10 @@ compile(const char *api, const kiln_graph *g, kiln_mode mode, unsigned flags, co
 void
 jit_plan_cache_trim(void)
 {
-    compiled *dead = NULL;
     pthread_mutex_lock(&cache_lock);
-    for (compiled **pp = &cache_head; *pp;) {
-        compiled *e = *pp;
-        if (e->refs == 1) { /* only the cache holds it */
-            *pp = e->next;
-            e->next = dead;
-            dead = e;
-            cache_count--;
-        } else {
-            pp = &e->next;
-        }
-    }
+    compiled *dead = evict_locked(0);
     pthread_mutex_unlock(&cache_lock);
-    while (dead) {
-        compiled *n = dead->next;
-        compiled_destroy(dead);
-        dead = n;
-    }
+    destroy_list(dead);
 }
 
 /* Compile `g` (taking ownership) into a program. */
