@@ -1146,14 +1146,8 @@ jit_plan_run(const jit_plan *p, const void *const *inputs, void *const *outputs,
                                                        : ir_malloc(sizeof(void *) * (size_t)s->nslots);
         if (!ptrs)
             return ir_error(KILN_ERR_NOMEM, "kiln_program_run: out of memory");
-        for (int k = 0; k < s->nslots; k++) {
-            char *b = resolve(&s->slot[k], inputs, outputs, temp);
-            kiln_dtype t = k < s->desc.nloads
-                               ? (kiln_dtype)0
-                               : (kiln_dtype)s->desc.inst[s->desc.stores[k - s->desc.nloads]].dtype;
-            (void)t;
-            ptrs[k] = b;
-        }
+        for (int k = 0; k < s->nslots; k++)
+            ptrs[k] = resolve(&s->slot[k], inputs, outputs, temp);
         /* load offsets are in elements of the load's dtype */
         for (int32_t j = 0; j < s->desc.ninst; j++) {
             const jit_kinst *in = &s->desc.inst[j];
