@@ -211,17 +211,6 @@ i_eval(ir_op op, bool is_bool, int64_t a, int64_t b, int64_t c)
 
 /* ---- index arithmetic ---------------------------------------------------------------- */
 
-/* Row-major strides, in elements. */
-static void
-strides_of(const ir_shape *s, int64_t *st)
-{
-    int64_t k = 1;
-    for (int i = s->rank - 1; i >= 0; i--) {
-        st[i] = k;
-        k *= s->dims[i];
-    }
-}
-
 static size_t
 count_of(const ir_shape *s)
 {
@@ -452,7 +441,7 @@ run_move(const run *r, const ir_node *nd, void *out, size_t n)
     const ir_shape *os = &nd->type.shape;
     size_t es = kiln_dtype_size(xt->dtype);
     int64_t xs[IR_MAX_RANK];
-    strides_of(&xt->shape, xs);
+    ir_shape_strides(&xt->shape, xs);
     walk w;
     walk_init(&w, os->rank, os->dims, 1);
     switch (nd->op) {
@@ -510,7 +499,7 @@ run_pad(const run *r, const ir_node *nd, void *out, size_t n)
     const char *x = operand(r, nd, 0);
     fill(out, n, es, nd->at.value.bytes);
     int64_t os[IR_MAX_RANK];
-    strides_of(&nd->type.shape, os);
+    ir_shape_strides(&nd->type.shape, os);
     walk w;
     walk_init(&w, xt->shape.rank, xt->shape.dims, 1);
     for (int i = 0; i < xt->shape.rank; i++) {
@@ -555,7 +544,7 @@ run_reduce(const run *r, const ir_node *nd, void *out, size_t n)
     kiln_dtype t = xt->dtype, ot = nd->type.dtype;
     const void *x = operand(r, nd, 0);
     int64_t xs[IR_MAX_RANK], kd[IR_MAX_RANK], rd[IR_MAX_RANK];
-    strides_of(&xt->shape, xs);
+    ir_shape_strides(&xt->shape, xs);
     walk outer, inner;
     int nk = 0, nr = 0;
     size_t count = 1;

@@ -100,6 +100,8 @@ IR_HIDDEN bool ir_shape_equal(const ir_shape *a, const ir_shape *b);
 IR_HIDDEN bool ir_type_equal(const ir_type *a, const ir_type *b);
 /* NumPy broadcast of a and b into *out; false when incompatible. */
 IR_HIDDEN bool ir_broadcast(const ir_shape *a, const ir_shape *b, ir_shape *out);
+/* Row-major strides in elements of a contiguous tensor of shape s. */
+IR_HIDDEN void ir_shape_strides(const ir_shape *s, int64_t *strides);
 /* Row-major strides in elements; a size-1 axis gets stride 0 when `bcast` (for reading an
  * operand broadcast to a larger shape: pass the operand's shape left-padded to `rank`). */
 IR_HIDDEN void ir_broadcast_strides(const ir_shape *operand, int rank, int64_t *strides);

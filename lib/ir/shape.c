@@ -89,6 +89,16 @@ ir_broadcast(const ir_shape *a, const ir_shape *b, ir_shape *out)
 }
 
 void
+ir_shape_strides(const ir_shape *s, int64_t *st)
+{
+    int64_t k = 1;
+    for (int i = s->rank - 1; i >= 0; i--) {
+        st[i] = k;
+        k *= s->dims[i];
+    }
+}
+
+void
 ir_broadcast_strides(const ir_shape *operand, int rank, int64_t *strides)
 {
     int64_t s = 1;

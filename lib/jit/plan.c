@@ -90,21 +90,11 @@ jit_op_is_lowerable(const kiln_graph *g, const ir_node *nd)
     }
 }
 
-static void
-contiguous_strides(const ir_shape *s, int64_t *st)
-{
-    int64_t k = 1;
-    for (int i = s->rank - 1; i >= 0; i--) {
-        st[i] = k;
-        k *= s->dims[i];
-    }
-}
-
 static bool
 view_is_contiguous(const view *v, const ir_shape *s)
 {
     int64_t st[IR_MAX_RANK];
-    contiguous_strides(s, st);
+    ir_shape_strides(s, st);
     for (int i = 0; i < s->rank; i++)
         if (s->dims[i] != 1 && st[i] != v->strides[i])
             return false;
@@ -126,7 +116,7 @@ make_view(planner *p, int32_t n, const view *src)
     case IR_OP_RESHAPE:
         if (!view_is_contiguous(src, xs))
             return false;
-        contiguous_strides(ys, v->strides);
+        ir_shape_strides(ys, v->strides);
         return true;
     case IR_OP_EXPAND:
         for (int i = 0; i < ys->rank; i++) {
@@ -258,7 +248,7 @@ classify(planner *p)
         if (nd->op == IR_OP_INPUT || nd->op == IR_OP_CONSTANT) {
             ni->cls = C_BUF;
             ni->v.base = n;
-            contiguous_strides(&nd->type.shape, ni->v.strides);
+            ir_shape_strides(&nd->type.shape, ni->v.strides);
             continue;
         }
         if (is_view_op(nd->op)) {
@@ -285,7 +275,7 @@ classify(planner *p)
             if (xc == C_ELEM || p->ni[x].stored) {
                 src.base = x;
                 src.offset = 0;
-                contiguous_strides(&g->nodes[x].type.shape, src.strides);
+                ir_shape_strides(&g->nodes[x].type.shape, src.strides);
             }
             ni->cls = C_VIEW;
             if (!make_view(p, n, &src)) {
@@ -295,7 +285,7 @@ classify(planner *p)
                     return st;
                 src.base = x;
                 src.offset = 0;
-                contiguous_strides(&g->nodes[x].type.shape, src.strides);
+                ir_shape_strides(&g->nodes[x].type.shape, src.strides);
                 IR_ASSERT(make_view(p, n, &src));
             }
             if (p->ni[x].lastdep > ni->lastdep)
@@ -310,7 +300,7 @@ classify(planner *p)
         if (!jit_op_is_lowerable(g, nd)) {
             ni->cls = C_BUF; /* a reference step */
             ni->v.base = n;
-            contiguous_strides(&nd->type.shape, ni->v.strides);
+            ir_shape_strides(&nd->type.shape, ni->v.strides);
             for (int k = 0; k < nd->nin; k++) {
                 int32_t x = nd->in[k];
                 char why[160];
@@ -444,7 +434,7 @@ load_source(planner *p, int32_t n, int32_t c, view *tmp)
     if (own || ni->cls == C_BUF) {
         tmp->base = n;
         tmp->offset = 0;
-        contiguous_strides(&p->g->nodes[n].type.shape, tmp->strides);
+        ir_shape_strides(&p->g->nodes[n].type.shape, tmp->strides);
         return tmp;
     }
     return &ni->v; /* a view over its base */
