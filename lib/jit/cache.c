@@ -36,16 +36,22 @@ static _Atomic uint64_t n_compiles, n_hits, n_serial;
 static unsigned char *
 serialize(const jit_kdesc *d, size_t *len)
 {
-    size_t n = 4 * sizeof(int32_t) + sizeof(jit_kinst) * (size_t)d->ninst +
-               sizeof(int32_t) * (size_t)d->nstores;
+    int32_t h[7] = {d->kind, d->rank, d->nred, d->lanes_kept, d->ninst, d->nloads, d->nstores};
+    size_t ncls = d->store_cls ? (size_t)d->nstores : 0;
+    size_t n = sizeof h + sizeof(jit_kinst) * (size_t)d->ninst +
+               sizeof(int32_t) * (size_t)d->nstores + ncls;
     unsigned char *p = ir_malloc(n);
     if (!p)
         return NULL;
-    int32_t h[4] = {d->rank, d->ninst, d->nloads, d->nstores};
-    memcpy(p, h, sizeof h);
-    memcpy(p + sizeof h, d->inst, sizeof(jit_kinst) * (size_t)d->ninst);
-    memcpy(p + sizeof h + sizeof(jit_kinst) * (size_t)d->ninst, d->stores,
-           sizeof(int32_t) * (size_t)d->nstores);
+    unsigned char *q = p;
+    memcpy(q, h, sizeof h);
+    q += sizeof h;
+    memcpy(q, d->inst, sizeof(jit_kinst) * (size_t)d->ninst);
+    q += sizeof(jit_kinst) * (size_t)d->ninst;
+    memcpy(q, d->stores, sizeof(int32_t) * (size_t)d->nstores);
+    q += sizeof(int32_t) * (size_t)d->nstores;
+    if (ncls)
+        memcpy(q, d->store_cls, ncls);
     *len = n;
     return p;
 }

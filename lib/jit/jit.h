@@ -18,34 +18,65 @@ typedef struct jit_host {
 IR_HIDDEN const jit_host *jit_host_info(void);
 
 /* ---- kernels ---------------------------------------------------------------------------
- * A kernel is described by a flat, size-free instruction list (jit_kdesc).  The
- * description is the kernel cache key: its bytes are hashed and compared, so every field
- * is fixed-size and unused fields are zero.  Sizes and strides are run-time arguments:
+ * A kernel has a kind; each kind has its own size-free description (jit_kdesc, the
+ * kernel cache key: its bytes are hashed and compared, so every field is fixed-size and
+ * unused fields are zero), its own lowering file and its own rule for splitting work:
+ *
+ *   ELEMENTWISE (lower.c)         the elements of the output, row-major; threads take
+ *                                 contiguous, vector-aligned chunks.
+ *   REDUCTION (lower_reduce.c)    kept dims x reduced dims; threads take kept elements
+ *                                 (rows); a long reduction is split into a number of pieces
+ *                                 fixed by its length, combined in order.
+ *   CONTRACTION                   (reserved for matmul: M x N tiles over K)
+ *
+ * Sizes and strides are run-time arguments:
  *
  *   void kernel(void *const *ptrs, const int64_t *strides, const int64_t *dims,
- *               int64_t begin, int64_t end);
+ *               int64_t begin, int64_t end, const jit_raux *aux);
  *
- * computes the elements [begin, end) (row-major linear indices) of an iteration space of
- * `rank` dims.  ptrs[0..nloads) are the loaded buffers (already offset), ptrs[nloads..)
- * the stored ones (contiguous, row-major over the iteration space).  strides[j*rank+d] is
- * load j's element stride along dim d (0 where it broadcasts). */
+ * ELEMENTWISE computes the elements [begin, end) (row-major linear indices) of an
+ * iteration space of `rank` dims.  ptrs[0..nloads) are the loaded buffers (already
+ * offset), ptrs[nloads..) the stored ones (contiguous, row-major over the iteration
+ * space).  strides[j*rank+d] is load j's element stride along dim d (0 where it
+ * broadcasts); aux is unused.
+ *
+ * REDUCTION: the iteration space is the kept dims (outer, rank - nred of them, at least
+ * one) then the reduced dims (nred >= 1).  [begin, end) are kept elements (row-major over
+ * the kept dims); every slot, loads and stores, has strides over all rank dims.  The
+ * instruction list is the elementwise one plus JIT_REDUCE (a reduction over the reduced
+ * dims of its operand); an instruction that depends on a reduction's result is computed in
+ * a later pass over the same row (see lower_reduce.c). */
+typedef enum jit_kernel_kind {
+    JIT_KERNEL_ELEMENTWISE,
+    JIT_KERNEL_REDUCTION,
+    JIT_KERNEL_CONTRACTION,
+} jit_kernel_kind;
+
 typedef enum jit_kind {
-    JIT_LOAD,  /* value of load slot `slot` */
-    JIT_SPLAT, /* the scalar `value` in every lane */
-    JIT_OP,    /* ir op `op` of instructions a[0..nin) */
+    JIT_LOAD,   /* value of load slot `slot` */
+    JIT_SPLAT,  /* the scalar `value` in every lane */
+    JIT_OP,     /* ir op `op` of instructions a[0..nin) */
+    JIT_REDUCE, /* REDUCTION: reduce op `op` of a[0] over the reduced dims, per kept element */
 } jit_kind;
 
 typedef enum jit_load_class {
-    JIT_CONTIG,  /* inner stride 1: vector load */
-    JIT_BCAST,   /* inner stride 0: one scalar per row, splat */
-    JIT_STRIDED, /* any other inner stride: gather */
+    JIT_CONTIG,  /* stride 1 along the vector dim: vector load */
+    JIT_BCAST,   /* stride 0 along the vector dim: one scalar, splat */
+    JIT_STRIDED, /* any other stride: gather (scatter for stores) */
 } jit_load_class;
+/* REDUCTION: flag on a load's cls: stride 0 along every reduced dim (one value per kept
+ * element, so it is loaded once per row). */
+#define JIT_ROWWISE 0x10
+
+/* REDUCTION store classes: a value per element of the space, or one per kept element
+ * (a reduced shape: the reductions' results and what is computed from them). */
+typedef enum jit_store_class { JIT_ST_SPACE, JIT_ST_SPACE_SCATTER, JIT_ST_ROW } jit_store_class;
 
 typedef struct jit_kinst {
     uint8_t kind;  /* jit_kind */
-    uint8_t op;    /* ir_op (JIT_OP) */
+    uint8_t op;    /* ir_op (JIT_OP, JIT_REDUCE) */
     uint8_t dtype; /* result dtype */
-    uint8_t cls;   /* jit_load_class (JIT_LOAD) */
+    uint8_t cls;   /* jit_load_class [| JIT_ROWWISE] (JIT_LOAD) */
     int32_t slot;  /* JIT_LOAD */
     int32_t a[3];  /* JIT_OP operands: indices of earlier instructions */
     ir_scalar value; /* JIT_SPLAT */
@@ -53,11 +84,31 @@ typedef struct jit_kinst {
 
 #define JIT_MAX_INST 4096
 typedef struct jit_kdesc {
-    int32_t rank; /* >= 1 */
+    int32_t kind;       /* jit_kernel_kind */
+    int32_t rank;       /* >= 1 (REDUCTION: >= 2) */
+    int32_t nred;       /* REDUCTION: the last nred dims are reduced */
+    int32_t lanes_kept; /* REDUCTION: 1 = vector lanes along the last kept dim ("columns"),
+                         * 0 = along the last reduced dim ("rows") */
     int32_t ninst, nloads, nstores;
-    jit_kinst *inst;  /* ninst */
-    int32_t *stores;  /* nstores instruction indices, stored in this order */
+    jit_kinst *inst;    /* ninst */
+    int32_t *stores;    /* nstores instruction indices, stored in this order */
+    uint8_t *store_cls; /* REDUCTION: nstores jit_store_class */
 } jit_kdesc;
+
+/* REDUCTION run-time arguments.  mode 0: whole rows [begin, end).  mode 1 (a piece of
+ * one long row `begin`): reduce sub-rows [sub_begin, sub_end) (the reduced dims but the
+ * last) x [in_begin, in_end) (the last), write the accumulators to `partial`.  mode 2:
+ * rows [begin, end), accumulators from `npieces` consecutive partials per row (row r's
+ * at partial + r * npieces * jit_reduce_partial_bytes), combined in order. */
+typedef struct jit_raux {
+    int64_t mode;
+    int64_t sub_begin, sub_end, in_begin, in_end;
+    int64_t npieces;
+    void *partial;
+} jit_raux;
+/* Bytes of one piece's accumulators; 0 when the kernel cannot be split (a reduction
+ * reads another's result, or it stores values over the whole space). */
+IR_HIDDEN size_t jit_reduce_partial_bytes(const jit_kdesc *d);
 
 /* Can the JIT compute this op in a kernel (for these operand dtypes)? */
 IR_HIDDEN bool jit_op_is_lowerable(const kiln_graph *g, const ir_node *nd);
@@ -68,7 +119,7 @@ IR_HIDDEN double jit_math_ulp_bound(ir_op op, kiln_dtype dtype);
 
 /* A compiled kernel from the cache (shared, reference counted). */
 typedef void (*jit_kernel_fn)(void *const *ptrs, const int64_t *strides, const int64_t *dims,
-                              int64_t begin, int64_t end);
+                              int64_t begin, int64_t end, const jit_raux *aux);
 typedef struct jit_kernel jit_kernel;
 /* Find or compile the kernel for `d`.  *hit tells whether LLVM work was avoided. */
 /* Compile flags: keep text dumps; bypass the caches (cold-compile measurements). */
@@ -128,6 +179,10 @@ typedef struct jit_step {
     int64_t dims[IR_MAX_RANK];
     int64_t total;       /* elements of the iteration space */
     size_t bytes_per_elem; /* bytes moved per element (for chunking) */
+    /* KERNEL of kind REDUCTION: kept elements, reduced elements per row and the size of
+     * the last reduced dim; bytes of one piece's accumulators (0: never split) */
+    int64_t rows, rlen, rinner;
+    size_t partial_bytes;
     /* REF */
     kiln_graph *sub;     /* one-op graph: inputs = operands */
     int nin;

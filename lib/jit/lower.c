@@ -16,16 +16,10 @@
 #include <llvm-c/Core.h>
 
 #include "llvm.h"
+#include "emit.h"
 #include "vmath.h"
 
-typedef struct L {
-    LLVMContextRef ctx;
-    LLVMModuleRef mod;
-    LLVMBuilderRef b;
-    int W;
-    LLVMTypeRef i1, i8, i32, i64, f32, f64, ptr;
-    int perturb; /* ir_op whose results are perturbed (KILN_TEST_PERTURB), or -1 */
-} L;
+typedef jit_em L;
 
 /* Transcendental ops come from vmath.c: polynomials in IR, never a libm call per lane. */
 static LLVMValueRef
@@ -37,8 +31,8 @@ math_op(L *l, ir_op op, LLVMValueRef *a)
     return r;
 }
 
-static LLVMTypeRef
-scalar_type(L *l, kiln_dtype t)
+LLVMTypeRef
+jit_em_scalar_type(L *l, kiln_dtype t)
 {
     switch (t) {
     case KILN_DTYPE_F32: return l->f32;
@@ -50,27 +44,27 @@ scalar_type(L *l, kiln_dtype t)
     }
 }
 
-static LLVMTypeRef
-mem_type(L *l, kiln_dtype t)
+LLVMTypeRef
+jit_em_mem_type(L *l, kiln_dtype t)
 {
-    return t == KILN_DTYPE_BOOL ? l->i8 : scalar_type(l, t);
+    return t == KILN_DTYPE_BOOL ? l->i8 : jit_em_scalar_type(l, t);
 }
 
-static LLVMTypeRef
-vec(L *l, LLVMTypeRef t)
+LLVMTypeRef
+jit_em_vec(L *l, LLVMTypeRef t)
 {
     return LLVMVectorType(t, (unsigned)l->W);
 }
 
-static LLVMValueRef
-ci64(L *l, int64_t v)
+LLVMValueRef
+jit_em_i64(L *l, int64_t v)
 {
     return LLVMConstInt(l->i64, (unsigned long long)v, 1);
 }
 
 /* Call an overloaded intrinsic. */
-static LLVMValueRef
-intr(L *l, const char *name, LLVMTypeRef *over, int nover, LLVMValueRef *args, int nargs)
+LLVMValueRef
+jit_em_intr(L *l, const char *name, LLVMTypeRef *over, int nover, LLVMValueRef *args, int nargs)
 {
     unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
     IR_ASSERT(id != 0);
@@ -83,29 +77,29 @@ static LLVMValueRef
 intr1(L *l, const char *name, LLVMValueRef x)
 {
     LLVMTypeRef t = LLVMTypeOf(x);
-    return intr(l, name, &t, 1, &x, 1);
+    return jit_em_intr(l, name, &t, 1, &x, 1);
 }
 
-static LLVMValueRef
-intr2(L *l, const char *name, LLVMValueRef x, LLVMValueRef y)
+LLVMValueRef
+jit_em_intr2(L *l, const char *name, LLVMValueRef x, LLVMValueRef y)
 {
     LLVMTypeRef t = LLVMTypeOf(x);
     LLVMValueRef a[2] = {x, y};
-    return intr(l, name, &t, 1, a, 2);
+    return jit_em_intr(l, name, &t, 1, a, 2);
 }
 
-static LLVMValueRef
-splat(L *l, LLVMValueRef scalar)
+LLVMValueRef
+jit_em_splat(L *l, LLVMValueRef scalar)
 {
-    LLVMTypeRef vt = vec(l, LLVMTypeOf(scalar));
+    LLVMTypeRef vt = jit_em_vec(l, LLVMTypeOf(scalar));
     LLVMValueRef v = LLVMBuildInsertElement(l->b, LLVMGetPoison(vt), scalar,
                                             LLVMConstInt(l->i32, 0, 0), "");
     LLVMValueRef zero = LLVMConstNull(LLVMVectorType(l->i32, (unsigned)l->W));
     return LLVMBuildShuffleVector(l->b, v, LLVMGetPoison(vt), zero, "");
 }
 
-static LLVMValueRef
-const_vec(L *l, kiln_dtype t, const ir_scalar *s)
+LLVMValueRef
+jit_em_const_vec(L *l, kiln_dtype t, const ir_scalar *s)
 {
     LLVMValueRef c;
     switch (t) {
@@ -125,7 +119,7 @@ const_vec(L *l, kiln_dtype t, const ir_scalar *s)
         break;
     }
     default:
-        c = LLVMConstInt(scalar_type(l, t), (unsigned long long)ir_scalar_i64(t, s), 1);
+        c = LLVMConstInt(jit_em_scalar_type(l, t), (unsigned long long)ir_scalar_i64(t, s), 1);
     }
     LLVMValueRef lanes[64];
     for (int i = 0; i < l->W; i++)
@@ -136,13 +130,13 @@ const_vec(L *l, kiln_dtype t, const ir_scalar *s)
 static LLVMValueRef
 fconst(L *l, LLVMTypeRef vt, double v)
 {
-    return splat(l, LLVMConstReal(LLVMGetElementType(vt), v));
+    return jit_em_splat(l, LLVMConstReal(LLVMGetElementType(vt), v));
 }
 
 static LLVMValueRef
 iconst(L *l, LLVMTypeRef vt, int64_t v)
 {
-    return splat(l, LLVMConstInt(LLVMGetElementType(vt), (unsigned long long)v, 1));
+    return jit_em_splat(l, LLVMConstInt(LLVMGetElementType(vt), (unsigned long long)v, 1));
 }
 
 /* Integer a/b or a%b with the documented edge rules: x/0 = 0, x%0 = 0,
@@ -166,7 +160,7 @@ int_divrem(L *l, LLVMValueRef a, LLVMValueRef b, bool rem)
 static LLVMValueRef
 cast(L *l, LLVMValueRef x, kiln_dtype from, kiln_dtype to)
 {
-    LLVMTypeRef vt = vec(l, scalar_type(l, to));
+    LLVMTypeRef vt = jit_em_vec(l, jit_em_scalar_type(l, to));
     if (from == to)
         return x;
     if (to == KILN_DTYPE_BOOL) {
@@ -182,7 +176,7 @@ cast(L *l, LLVMValueRef x, kiln_dtype from, kiln_dtype to)
                                     : LLVMBuildFPTrunc(l->b, x, vt, "");
     if (ir_dtype_is_float(from)) {
         LLVMTypeRef over[2] = {vt, LLVMTypeOf(x)};
-        return intr(l, "llvm.fptosi.sat", over, 2, &x, 1);
+        return jit_em_intr(l, "llvm.fptosi.sat", over, 2, &x, 1);
     }
     if (ir_dtype_is_float(to))
         return LLVMBuildSIToFP(l->b, x, vt, "");
@@ -202,7 +196,7 @@ lower_op(L *l, ir_op op, kiln_dtype t, LLVMValueRef *a)
             return intr1(l, "llvm.fabs", a[0]);
         LLVMTypeRef over = vt;
         LLVMValueRef args[2] = {a[0], LLVMConstInt(l->i1, 0, 0)};
-        return intr(l, "llvm.abs", &over, 1, args, 2);
+        return jit_em_intr(l, "llvm.abs", &over, 1, args, 2);
     }
     case IR_OP_SIGN:
         if (fl) {
@@ -222,15 +216,15 @@ lower_op(L *l, ir_op op, kiln_dtype t, LLVMValueRef *a)
         if (t == KILN_DTYPE_F32) {
             /* In f64 and rounded once, like the reference: sqrt then divide in f32 would
              * round twice. */
-            LLVMValueRef x = LLVMBuildFPExt(b, a[0], vec(l, l->f64), "");
-            LLVMValueRef r = LLVMBuildFDiv(b, fconst(l, vec(l, l->f64), 1.0), intr1(l, "llvm.sqrt", x), "");
+            LLVMValueRef x = LLVMBuildFPExt(b, a[0], jit_em_vec(l, l->f64), "");
+            LLVMValueRef r = LLVMBuildFDiv(b, fconst(l, jit_em_vec(l, l->f64), 1.0), intr1(l, "llvm.sqrt", x), "");
             return LLVMBuildFPTrunc(b, r, vt, "");
         }
         return LLVMBuildFDiv(b, fconst(l, vt, 1.0), intr1(l, "llvm.sqrt", a[0]), "");
     case IR_OP_RECIP: return LLVMBuildFDiv(b, fconst(l, vt, 1.0), a[0], "");
     case IR_OP_RELU:
-        return fl ? intr2(l, "llvm.maximum", a[0], LLVMConstNull(vt))
-                  : intr2(l, "llvm.smax", a[0], LLVMConstNull(vt));
+        return fl ? jit_em_intr2(l, "llvm.maximum", a[0], LLVMConstNull(vt))
+                  : jit_em_intr2(l, "llvm.smax", a[0], LLVMConstNull(vt));
     case IR_OP_FLOOR: return intr1(l, "llvm.floor", a[0]);
     case IR_OP_CEIL: return intr1(l, "llvm.ceil", a[0]);
     case IR_OP_ROUND: return intr1(l, "llvm.roundeven", a[0]);
@@ -244,8 +238,8 @@ lower_op(L *l, ir_op op, kiln_dtype t, LLVMValueRef *a)
     case IR_OP_MUL: return fl ? LLVMBuildFMul(b, a[0], a[1], "") : LLVMBuildMul(b, a[0], a[1], "");
     case IR_OP_DIV: return fl ? LLVMBuildFDiv(b, a[0], a[1], "") : int_divrem(l, a[0], a[1], false);
     case IR_OP_REM: return fl ? LLVMBuildFRem(b, a[0], a[1], "") : int_divrem(l, a[0], a[1], true);
-    case IR_OP_MAX: return intr2(l, fl ? "llvm.maximum" : "llvm.smax", a[0], a[1]);
-    case IR_OP_MIN: return intr2(l, fl ? "llvm.minimum" : "llvm.smin", a[0], a[1]);
+    case IR_OP_MAX: return jit_em_intr2(l, fl ? "llvm.maximum" : "llvm.smax", a[0], a[1]);
+    case IR_OP_MIN: return jit_em_intr2(l, fl ? "llvm.minimum" : "llvm.smin", a[0], a[1]);
     case IR_OP_EQ: return fl ? LLVMBuildFCmp(b, LLVMRealOEQ, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntEQ, a[0], a[1], "");
     case IR_OP_NE: return fl ? LLVMBuildFCmp(b, LLVMRealUNE, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntNE, a[0], a[1], "");
     case IR_OP_LT: return fl ? LLVMBuildFCmp(b, LLVMRealOLT, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntSLT, a[0], a[1], "");
@@ -257,11 +251,30 @@ lower_op(L *l, ir_op op, kiln_dtype t, LLVMValueRef *a)
     case IR_OP_XOR: return LLVMBuildXor(b, a[0], a[1], "");
     case IR_OP_WHERE: return LLVMBuildSelect(b, a[0], a[1], a[2], "");
     case IR_OP_CLAMP:
-        return fl ? intr2(l, "llvm.minimum", intr2(l, "llvm.maximum", a[0], a[1]), a[2])
-                  : intr2(l, "llvm.smin", intr2(l, "llvm.smax", a[0], a[1]), a[2]);
+        return fl ? jit_em_intr2(l, "llvm.minimum", jit_em_intr2(l, "llvm.maximum", a[0], a[1]), a[2])
+                  : jit_em_intr2(l, "llvm.smin", jit_em_intr2(l, "llvm.smax", a[0], a[1]), a[2]);
     default:
         return math_op(l, op, a);
     }
+}
+
+void
+jit_em_init(L *l, LLVMContextRef ctx, LLVMModuleRef mod)
+{
+    memset(l, 0, sizeof *l);
+    l->ctx = ctx;
+    l->mod = mod;
+    l->b = LLVMCreateBuilderInContext(ctx);
+    l->W = jit_host_info()->vector_bits / 32;
+    l->i1 = LLVMInt1TypeInContext(ctx);
+    l->i8 = LLVMInt8TypeInContext(ctx);
+    l->i32 = LLVMInt32TypeInContext(ctx);
+    l->i64 = LLVMInt64TypeInContext(ctx);
+    l->f32 = LLVMFloatTypeInContext(ctx);
+    l->f64 = LLVMDoubleTypeInContext(ctx);
+    l->ptr = LLVMPointerTypeInContext(ctx, 0);
+    const char *pert = getenv("KILN_TEST_PERTURB");
+    l->perturb = pert && *pert ? ir_op_from_name(pert, strlen(pert)) : -1;
 }
 
 /* ---- the kernel function ------------------------------------------------------------------ */
@@ -274,8 +287,8 @@ typedef struct kstate {
     LLVMValueRef *val;    /* per instruction */
 } kstate;
 
-static LLVMValueRef
-lane_ids(L *l)
+LLVMValueRef
+jit_em_lane_ids(L *l)
 {
     LLVMValueRef lanes[64];
     for (int i = 0; i < l->W; i++)
@@ -283,95 +296,129 @@ lane_ids(L *l)
     return LLVMConstVector(lanes, (unsigned)l->W);
 }
 
-/* Emit every instruction and store for lanes starting at column c; mask NULL = all. */
-static void
-emit_body(L *l, const jit_kdesc *d, kstate *s, LLVMValueRef c, LLVMValueRef mask)
+LLVMValueRef
+jit_em_all_true(L *l)
+{
+    LLVMValueRef lanes[64];
+    for (int k = 0; k < l->W; k++)
+        lanes[k] = LLVMConstInt(l->i1, 1, 0);
+    return LLVMConstVector(lanes, (unsigned)l->W);
+}
+
+LLVMValueRef
+jit_em_load(L *l, kiln_dtype t, int cls, LLVMValueRef base, LLVMValueRef off, LLVMValueRef c,
+            LLVMValueRef istride, LLVMValueRef mask)
 {
     LLVMBuilderRef b = l->b;
-    for (int32_t i = 0; i < d->ninst; i++) {
-        const jit_kinst *in = &d->inst[i];
-        kiln_dtype t = (kiln_dtype)in->dtype;
-        LLVMTypeRef mt = mem_type(l, t), vmt = vec(l, mt);
-        unsigned align = (unsigned)kiln_dtype_size(t);
-        LLVMValueRef v = NULL;
-        if (in->kind == JIT_SPLAT) {
-            v = const_vec(l, t, &in->value);
-        } else if (in->kind == JIT_LOAD) {
-            int j = in->slot;
-            if (in->cls == JIT_BCAST) {
-                LLVMValueRef p = LLVMBuildGEP2(b, mt, s->ptr[j], &s->off[j], 1, "");
-                LLVMValueRef x = LLVMBuildLoad2(b, mt, p, "");
-                LLVMSetAlignment(x, align);
-                v = splat(l, x);
-            } else if (in->cls == JIT_CONTIG) {
-                LLVMValueRef idx = LLVMBuildAdd(b, s->off[j], c, "");
-                LLVMValueRef p = LLVMBuildGEP2(b, mt, s->ptr[j], &idx, 1, "");
-                if (!mask) {
-                    v = LLVMBuildLoad2(b, vmt, p, "");
-                    LLVMSetAlignment(v, align);
-                } else {
-                    LLVMTypeRef over[2] = {vmt, l->ptr};
-                    LLVMValueRef args[4] = {p, LLVMConstInt(l->i32, align, 0), mask,
-                                            LLVMConstNull(vmt)};
-                    v = intr(l, "llvm.masked.load", over, 2, args, 4);
-                }
-            } else {
-                /* idx = off + (c + lane) * stride */
-                LLVMValueRef cl = LLVMBuildAdd(b, splat(l, c), lane_ids(l), "");
-                LLVMValueRef idx = LLVMBuildAdd(b, splat(l, s->off[j]),
-                                                LLVMBuildMul(b, cl, splat(l, s->istride[j]), ""), "");
-                LLVMValueRef ps = LLVMBuildGEP2(b, mt, s->ptr[j], &idx, 1, "");
-                LLVMValueRef all = mask;
-                if (!all) {
-                    LLVMValueRef lanes[64];
-                    for (int k = 0; k < l->W; k++)
-                        lanes[k] = LLVMConstInt(l->i1, 1, 0);
-                    all = LLVMConstVector(lanes, (unsigned)l->W);
-                }
-                LLVMTypeRef over[2] = {vmt, LLVMTypeOf(ps)};
-                LLVMValueRef args[4] = {ps, LLVMConstInt(l->i32, align, 0), all, LLVMConstNull(vmt)};
-                v = intr(l, "llvm.masked.gather", over, 2, args, 4);
-            }
-            if (t == KILN_DTYPE_BOOL)
-                v = LLVMBuildICmp(b, LLVMIntNE, v, LLVMConstNull(vmt), "");
+    LLVMTypeRef mt = jit_em_mem_type(l, t), vmt = jit_em_vec(l, mt);
+    unsigned align = (unsigned)kiln_dtype_size(t);
+    LLVMValueRef v;
+    if (cls == JIT_BCAST) {
+        LLVMValueRef p = LLVMBuildGEP2(b, mt, base, &off, 1, "");
+        LLVMValueRef x = LLVMBuildLoad2(b, mt, p, "");
+        LLVMSetAlignment(x, align);
+        v = jit_em_splat(l, x);
+    } else if (cls == JIT_CONTIG) {
+        LLVMValueRef idx = LLVMBuildAdd(b, off, c, "");
+        LLVMValueRef p = LLVMBuildGEP2(b, mt, base, &idx, 1, "");
+        if (!mask) {
+            v = LLVMBuildLoad2(b, vmt, p, "");
+            LLVMSetAlignment(v, align);
         } else {
-            LLVMValueRef a[3] = {NULL, NULL, NULL};
-            int nin = ir_ops[in->op].arity;
-            for (int k = 0; k < nin; k++)
-                a[k] = s->val[in->a[k]];
-            if (in->op == IR_OP_CAST)
-                v = cast(l, a[0], (kiln_dtype)d->inst[in->a[0]].dtype, t);
-            else
-                v = lower_op(l, (ir_op)in->op, (kiln_dtype)d->inst[in->a[0]].dtype, a);
-            if (l->perturb == (int)in->op && ir_dtype_is_float(t)) {
-                /* test-only (KILN_TEST_PERTURB=op): flip the last bit of the op's results,
-                 * so tests can show that kiln check catches a wrong kernel */
-                LLVMTypeRef it = vec(l, t == KILN_DTYPE_F32 ? l->i32 : l->i64);
-                LLVMValueRef bits = LLVMBuildBitCast(b, v, it, "");
-                bits = LLVMBuildXor(b, bits, iconst(l, it, 1), "");
-                v = LLVMBuildBitCast(b, bits, LLVMTypeOf(v), "");
-            }
+            LLVMTypeRef over[2] = {vmt, l->ptr};
+            LLVMValueRef args[4] = {p, LLVMConstInt(l->i32, align, 0), mask, LLVMConstNull(vmt)};
+            v = jit_em_intr(l, "llvm.masked.load", over, 2, args, 4);
         }
-        s->val[i] = v;
+    } else {
+        /* idx = off + (c + lane) * stride */
+        LLVMValueRef cl = LLVMBuildAdd(b, jit_em_splat(l, c), jit_em_lane_ids(l), "");
+        LLVMValueRef idx = LLVMBuildAdd(b, jit_em_splat(l, off),
+                                        LLVMBuildMul(b, cl, jit_em_splat(l, istride), ""), "");
+        LLVMValueRef ps = LLVMBuildGEP2(b, mt, base, &idx, 1, "");
+        LLVMTypeRef over[2] = {vmt, LLVMTypeOf(ps)};
+        LLVMValueRef args[4] = {ps, LLVMConstInt(l->i32, align, 0), mask ? mask : jit_em_all_true(l),
+                                LLVMConstNull(vmt)};
+        v = jit_em_intr(l, "llvm.masked.gather", over, 2, args, 4);
     }
-    for (int32_t k = 0; k < d->nstores; k++) {
-        const jit_kinst *in = &d->inst[d->stores[k]];
-        kiln_dtype t = (kiln_dtype)in->dtype;
-        LLVMTypeRef mt = mem_type(l, t), vmt = vec(l, mt);
-        unsigned align = (unsigned)kiln_dtype_size(t);
-        LLVMValueRef v = s->val[d->stores[k]];
-        if (t == KILN_DTYPE_BOOL)
-            v = LLVMBuildZExt(b, v, vmt, "");
-        LLVMValueRef idx = LLVMBuildAdd(b, s->out_base, c, "");
-        LLVMValueRef p = LLVMBuildGEP2(b, mt, s->ptr[d->nloads + k], &idx, 1, "");
+    if (t == KILN_DTYPE_BOOL)
+        v = LLVMBuildICmp(b, LLVMIntNE, v, LLVMConstNull(vmt), "");
+    return v;
+}
+
+void
+jit_em_store(L *l, kiln_dtype t, int cls, LLVMValueRef v, LLVMValueRef base, LLVMValueRef off,
+             LLVMValueRef c, LLVMValueRef istride, LLVMValueRef mask)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMTypeRef mt = jit_em_mem_type(l, t), vmt = jit_em_vec(l, mt);
+    unsigned align = (unsigned)kiln_dtype_size(t);
+    if (t == KILN_DTYPE_BOOL)
+        v = LLVMBuildZExt(b, v, vmt, "");
+    if (cls == JIT_CONTIG) {
+        LLVMValueRef idx = LLVMBuildAdd(b, off, c, "");
+        LLVMValueRef p = LLVMBuildGEP2(b, mt, base, &idx, 1, "");
         if (!mask) {
             LLVMValueRef st = LLVMBuildStore(b, v, p);
             LLVMSetAlignment(st, align);
         } else {
             LLVMTypeRef over[2] = {vmt, l->ptr};
             LLVMValueRef args[4] = {v, p, LLVMConstInt(l->i32, align, 0), mask};
-            intr(l, "llvm.masked.store", over, 2, args, 4);
+            jit_em_intr(l, "llvm.masked.store", over, 2, args, 4);
         }
+    } else {
+        LLVMValueRef cl = LLVMBuildAdd(b, jit_em_splat(l, c), jit_em_lane_ids(l), "");
+        LLVMValueRef idx = LLVMBuildAdd(b, jit_em_splat(l, off),
+                                        LLVMBuildMul(b, cl, jit_em_splat(l, istride), ""), "");
+        LLVMValueRef ps = LLVMBuildGEP2(b, mt, base, &idx, 1, "");
+        LLVMTypeRef over[2] = {vmt, LLVMTypeOf(ps)};
+        LLVMValueRef args[4] = {v, ps, LLVMConstInt(l->i32, align, 0), mask ? mask : jit_em_all_true(l)};
+        jit_em_intr(l, "llvm.masked.scatter", over, 2, args, 4);
+    }
+}
+
+LLVMValueRef
+jit_em_inst(L *l, const jit_kdesc *d, const jit_kinst *in, LLVMValueRef *val)
+{
+    kiln_dtype t = (kiln_dtype)in->dtype;
+    if (in->kind == JIT_SPLAT)
+        return jit_em_const_vec(l, t, &in->value);
+    IR_ASSERT(in->kind == JIT_OP);
+    LLVMValueRef a[3] = {NULL, NULL, NULL};
+    int nin = ir_ops[in->op].arity;
+    for (int k = 0; k < nin; k++)
+        a[k] = val[in->a[k]];
+    LLVMValueRef v;
+    if (in->op == IR_OP_CAST)
+        v = cast(l, a[0], (kiln_dtype)d->inst[in->a[0]].dtype, t);
+    else
+        v = lower_op(l, (ir_op)in->op, (kiln_dtype)d->inst[in->a[0]].dtype, a);
+    if (l->perturb == (int)in->op && ir_dtype_is_float(t)) {
+        /* test-only (KILN_TEST_PERTURB=op): flip the last bit of the op's results, so
+         * tests can show that kiln check catches a wrong kernel */
+        LLVMTypeRef it = jit_em_vec(l, t == KILN_DTYPE_F32 ? l->i32 : l->i64);
+        LLVMValueRef bits = LLVMBuildBitCast(l->b, v, it, "");
+        bits = LLVMBuildXor(l->b, bits, iconst(l, it, 1), "");
+        v = LLVMBuildBitCast(l->b, bits, LLVMTypeOf(v), "");
+    }
+    return v;
+}
+
+/* Emit every instruction and store for lanes starting at column c; mask NULL = all. */
+static void
+emit_body(L *l, const jit_kdesc *d, kstate *s, LLVMValueRef c, LLVMValueRef mask)
+{
+    for (int32_t i = 0; i < d->ninst; i++) {
+        const jit_kinst *in = &d->inst[i];
+        if (in->kind == JIT_LOAD)
+            s->val[i] = jit_em_load(l, (kiln_dtype)in->dtype, in->cls, s->ptr[in->slot],
+                                    s->off[in->slot], c, s->istride[in->slot], mask);
+        else
+            s->val[i] = jit_em_inst(l, d, in, s->val);
+    }
+    for (int32_t k = 0; k < d->nstores; k++) {
+        const jit_kinst *in = &d->inst[d->stores[k]];
+        jit_em_store(l, (kiln_dtype)in->dtype, JIT_CONTIG, s->val[d->stores[k]],
+                     s->ptr[d->nloads + k], s->out_base, c, NULL, mask);
     }
 }
 
@@ -379,9 +426,9 @@ static kiln_status
 build_kernel(L *l, const jit_kdesc *d, const char *name)
 {
     LLVMBuilderRef b = l->b;
-    LLVMTypeRef params[5] = {l->ptr, l->ptr, l->ptr, l->i64, l->i64};
+    LLVMTypeRef params[6] = {l->ptr, l->ptr, l->ptr, l->i64, l->i64, l->ptr};
     LLVMValueRef fn = LLVMAddFunction(l->mod, name,
-                                      LLVMFunctionType(LLVMVoidTypeInContext(l->ctx), params, 5, 0));
+                                      LLVMFunctionType(LLVMVoidTypeInContext(l->ctx), params, 6, 0));
     LLVMValueRef pptrs = LLVMGetParam(fn, 0), pstrides = LLVMGetParam(fn, 1),
                  pdims = LLVMGetParam(fn, 2), pbegin = LLVMGetParam(fn, 3), pend = LLVMGetParam(fn, 4);
     /* Buffers never alias what they are computed from: loads and stores are distinct
@@ -413,16 +460,16 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
 
     LLVMPositionBuilderAtEnd(b, entry);
     for (int j = 0; j < nslots; j++) {
-        LLVMValueRef idx = ci64(l, j);
+        LLVMValueRef idx = jit_em_i64(l, j);
         s.ptr[j] = LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->ptr, pptrs, &idx, 1, ""), "");
     }
     for (int k = 0; k < R; k++) {
-        LLVMValueRef idx = ci64(l, k);
+        LLVMValueRef idx = jit_em_i64(l, k);
         dims[k] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pdims, &idx, 1, ""), "");
     }
     LLVMValueRef inner = dims[R - 1];
     for (int j = 0; j < d->nloads; j++) {
-        LLVMValueRef idx = ci64(l, (int64_t)j * R + R - 1);
+        LLVMValueRef idx = jit_em_i64(l, (int64_t)j * R + R - 1);
         s.istride[j] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pstrides, &idx, 1, ""), "");
     }
     LLVMValueRef row0 = LLVMBuildSDiv(b, pbegin, inner, "");
@@ -440,19 +487,19 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
     LLVMValueRef cend = LLVMBuildAdd(b, col, seg, "cend");
     /* outer indices of this row -> per-load offsets */
     for (int j = 0; j < d->nloads; j++)
-        s.off[j] = ci64(l, 0);
+        s.off[j] = jit_em_i64(l, 0);
     LLVMValueRef r = row;
     for (int k = R - 2; k >= 0; k--) {
         LLVMValueRef ik = LLVMBuildURem(b, r, dims[k], "");
         r = LLVMBuildUDiv(b, r, dims[k], "");
         for (int j = 0; j < d->nloads; j++) {
-            LLVMValueRef idx = ci64(l, (int64_t)j * R + k);
+            LLVMValueRef idx = jit_em_i64(l, (int64_t)j * R + k);
             LLVMValueRef st = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pstrides, &idx, 1, ""), "");
             s.off[j] = LLVMBuildAdd(b, s.off[j], LLVMBuildMul(b, ik, st, ""), "");
         }
     }
     s.out_base = LLVMBuildMul(b, row, inner, "");
-    LLVMValueRef Wc = ci64(l, l->W);
+    LLVMValueRef Wc = jit_em_i64(l, l->W);
     LLVMBuildBr(b, vhead);
 
     /* vec.head: phi c; full vectors while c + W <= cend.  (One body under a mask for every
@@ -472,17 +519,17 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
     /* tail: the same instructions under a mask of the remaining lanes */
     LLVMPositionBuilderAtEnd(b, tailchk);
     LLVMValueRef rest = LLVMBuildSub(b, cend, c, "");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, rest, ci64(l, 0), ""), tail, rownext);
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, rest, jit_em_i64(l, 0), ""), tail, rownext);
     LLVMPositionBuilderAtEnd(b, tail);
-    LLVMValueRef mask = LLVMBuildICmp(b, LLVMIntSLT, lane_ids(l), splat(l, rest), "mask");
+    LLVMValueRef mask = LLVMBuildICmp(b, LLVMIntSLT, jit_em_lane_ids(l), jit_em_splat(l, rest), "mask");
     emit_body(l, d, &s, c, mask);
     LLVMBuildBr(b, rownext);
 
     LLVMPositionBuilderAtEnd(b, rownext);
     LLVMValueRef pos2 = LLVMBuildAdd(b, pos, seg, "");
-    LLVMValueRef row2 = LLVMBuildAdd(b, row, ci64(l, 1), "");
+    LLVMValueRef row2 = LLVMBuildAdd(b, row, jit_em_i64(l, 1), "");
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, pos2, pend, ""), rowhead, exit);
-    LLVMValueRef rin[2] = {row0, row2}, colin[2] = {col0, ci64(l, 0)}, posin[2] = {pbegin, pos2};
+    LLVMValueRef rin[2] = {row0, row2}, colin[2] = {col0, jit_em_i64(l, 0)}, posin[2] = {pbegin, pos2};
     LLVMBasicBlockRef rbb[2] = {entry, rownext};
     LLVMAddIncoming(row, rin, rbb, 2);
     LLVMAddIncoming(col, colin, rbb, 2);
@@ -504,21 +551,9 @@ jit_lower_compile(const jit_kdesc *d, const char *name, jit_kernel_fn *fn, void 
     kiln_status st = jit_unit_new(&u, name);
     if (st)
         return st;
-    L l = {0};
-    l.ctx = u.ctx;
-    l.mod = u.mod;
-    l.b = LLVMCreateBuilderInContext(u.ctx);
-    l.W = jit_host_info()->vector_bits / 32;
-    l.i1 = LLVMInt1TypeInContext(u.ctx);
-    l.i8 = LLVMInt8TypeInContext(u.ctx);
-    l.i32 = LLVMInt32TypeInContext(u.ctx);
-    l.i64 = LLVMInt64TypeInContext(u.ctx);
-    l.f32 = LLVMFloatTypeInContext(u.ctx);
-    l.f64 = LLVMDoubleTypeInContext(u.ctx);
-    l.ptr = LLVMPointerTypeInContext(u.ctx, 0);
-    const char *pert = getenv("KILN_TEST_PERTURB");
-    l.perturb = pert && *pert ? ir_op_from_name(pert, strlen(pert)) : -1;
-    st = build_kernel(&l, d, name);
+    L l;
+    jit_em_init(&l, u.ctx, u.mod);
+    st = d->kind == JIT_KERNEL_REDUCTION ? jit_lower_reduce(&l, d, name) : build_kernel(&l, d, name);
     LLVMDisposeBuilder(l.b);
     if (st) {
         jit_unit_dispose(&u);

@@ -44,14 +44,20 @@ typedef struct nodeinfo {
     jit_loc loc;      /* where a materialised value lives */
     bool has_loc;
     int32_t last_use; /* last step index reading the buffer */
+    uint8_t role;     /* in a reduction cluster: R_SPACE (shape of the space) or R_ROW */
     char why[160];    /* why it is stored / a boundary */
 } nodeinfo;
+
+enum { R_SPACE, R_ROW };
 
 typedef struct cluster {
     int32_t *members; /* ELEM nodes in order (a copy cluster has none) */
     int32_t nmembers, capmembers;
     int32_t root_copy; /* for a copy cluster: the VIEW/FULL node it materialises; else -1 */
-    ir_shape shape;
+    ir_shape shape;    /* the iteration space (a reduction: the shape it reduces) */
+    bool reduce;       /* a reduction kernel */
+    uint32_t axes;     /* reduce: the reduced axes of `shape` */
+    ir_shape keep1, keep0; /* reduce: the reduced shape with (keepdim) and without */
 } cluster;
 
 typedef struct planner {
@@ -75,6 +81,8 @@ bool
 jit_op_is_lowerable(const kiln_graph *g, const ir_node *nd)
 {
     (void)g;
+    if (ir_ops[nd->op].kind == IR_KIND_REDUCE)
+        return true;
     if (!ir_op_is_elementwise(nd->op))
         return false;
     switch (nd->op) {
@@ -224,6 +232,95 @@ materialise(planner *p, int32_t n, const char *why)
     return KILN_OK;
 }
 
+/* ---- reduction clusters --------------------------------------------------------------- */
+
+static bool
+is_reduce(const ir_node *nd)
+{
+    return ir_ops[nd->op].kind == IR_KIND_REDUCE;
+}
+
+static int64_t
+numel(const ir_shape *s)
+{
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++)
+        n *= s->dims[i];
+    return n;
+}
+
+/* Make cluster c a reduction of its shape over `axes`. */
+static void
+make_reduce(cluster *c, uint32_t axes)
+{
+    c->reduce = true;
+    c->axes = axes;
+    c->keep1 = c->shape;
+    c->keep0.rank = 0;
+    for (int i = 0; i < c->shape.rank; i++) {
+        if (axes & (1u << i))
+            c->keep1.dims[i] = 1;
+        else
+            c->keep0.dims[c->keep0.rank++] = c->shape.dims[i];
+    }
+}
+
+/* An in-cluster row value of shape s read by a space-shaped op: it must broadcast one value
+ * per row. */
+static bool
+row_broadcasts(const cluster *c, const ir_shape *s)
+{
+    return ir_shape_equal(s, &c->keep1) || (numel(s) == 1 && numel(&c->keep1) == 1);
+}
+
+/* Can node n be computed in cluster c, and in which role?  Operands already in c must be
+ * usable from there: a space-shaped op reads row values only through a keepdim shape. */
+static bool
+fits(planner *p, int32_t c, int32_t n, uint8_t *role)
+{
+    const cluster *cl = &p->cl[c];
+    const ir_node *nd = &p->g->nodes[n];
+    if (cl->root_copy >= 0)
+        return false;
+    if (is_reduce(nd)) {
+        const ir_shape *xs = &p->g->nodes[nd->in[0]].type.shape;
+        int32_t x = nd->in[0];
+        bool x_in = p->ni[x].cls == C_ELEM && p->ni[x].cluster == c;
+        if (!ir_shape_equal(xs, &cl->shape) || (x_in && cl->reduce && p->ni[x].role != R_SPACE))
+            return false;
+        if (cl->reduce && cl->axes != nd->at.axes)
+            return false;
+        *role = R_ROW;
+        return true;
+    }
+    if (!cl->reduce) {
+        *role = R_SPACE;
+        return ir_shape_equal(&nd->type.shape, &cl->shape);
+    }
+    /* all reduced axes of size 1: a row value and a space value look alike; keep apart */
+    if (ir_shape_equal(&cl->shape, &cl->keep1))
+        return false;
+    uint8_t r;
+    if (ir_shape_equal(&nd->type.shape, &cl->shape))
+        r = R_SPACE;
+    else if (ir_shape_equal(&nd->type.shape, &cl->keep1) || ir_shape_equal(&nd->type.shape, &cl->keep0))
+        r = R_ROW;
+    else
+        return false;
+    for (int k = 0; k < nd->nin; k++) {
+        int32_t w = nd->in[k];
+        if (!(p->ni[w].cls == C_ELEM && p->ni[w].cluster == c))
+            continue;
+        if (r == R_ROW && p->ni[w].role != R_ROW)
+            return false;
+        if (r == R_SPACE && p->ni[w].role == R_ROW &&
+            !row_broadcasts(cl, &p->g->nodes[w].type.shape))
+            return false;
+    }
+    *role = r;
+    return true;
+}
+
 /* ---- classification and clustering --------------------------------------------------- */
 
 static kiln_status
@@ -322,10 +419,13 @@ classify(planner *p)
             /* the reference step runs after everything it reads */
             continue;
         }
-        /* ELEM: join an operand's cluster when safe */
+        /* ELEM or a reduction: join an operand's cluster when safe */
         ni->cls = C_ELEM;
         int32_t join = -1;
-        bool leaf = !eager;
+        uint8_t role = R_SPACE;
+        bool red = is_reduce(nd);
+        bool leaf = !eager && !red;
+        int nscan = red ? 1 : nd->nin;
         for (int k = 0; k < nd->nin; k++)
             if (p->ni[nd->in[k]].cls == C_ELEM)
                 leaf = false;
@@ -334,12 +434,12 @@ classify(planner *p)
             continue;
         }
         if (!eager) {
-            for (int k = 0; k < nd->nin && join < 0; k++) {
+            for (int k = 0; k < nscan && join < 0; k++) {
                 int32_t u = nd->in[k];
                 if (p->ni[u].cls != C_ELEM || p->ni[u].cluster < 0 ||
                     p->cl[p->ni[u].cluster].root_copy >= 0 ||
                     p->cl[p->ni[u].cluster].nmembers >= MAX_CLUSTER_OPS ||
-                    !ir_shape_equal(&g->nodes[u].type.shape, &nd->type.shape))
+                    !fits(p, p->ni[u].cluster, n, &role))
                     continue;
                 int32_t c = p->ni[u].cluster;
                 bool safe = true;
@@ -356,23 +456,31 @@ classify(planner *p)
             }
         }
         if (join < 0) {
-            join = new_cluster(p, &nd->type.shape, -1);
+            join = new_cluster(p, red ? &g->nodes[nd->in[0]].type.shape : &nd->type.shape, -1);
             if (join < 0)
                 return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+            role = red ? R_ROW : R_SPACE;
         }
-        /* pending operands of the same shape are computed in this kernel (the safety check
-         * above saw their lastdep, and a new cluster is newer than all of them); others
-         * get kernels of their own */
+        if (red && !p->cl[join].reduce)
+            make_reduce(&p->cl[join], nd->at.axes);
+        ni->role = role;
+        /* pending operands that fit are computed in this kernel (the safety check above saw
+         * their lastdep, and a new cluster is newer than all of them); others get kernels of
+         * their own */
         for (int k = 0; k < nd->nin; k++) {
             int32_t u = nd->in[k];
+            uint8_t urole;
             if (!p->ni[u].pending)
                 continue;
-            if (ir_shape_equal(&g->nodes[u].type.shape, &nd->type.shape) &&
-                p->ni[u].lastdep < join) {
+            if (p->ni[u].lastdep < join && fits(p, join, u, &urole) &&
+                (red ? urole == R_SPACE
+                     : urole == role ||
+                           (urole == R_ROW && row_broadcasts(&p->cl[join], &g->nodes[u].type.shape)))) {
                 if (!cluster_add(p, join, u))
                     return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
                 p->ni[u].pending = false;
                 p->ni[u].lastdep = join;
+                p->ni[u].role = urole;
             } else {
                 kiln_status sst = settle(p, u);
                 if (sst)
@@ -391,8 +499,9 @@ classify(planner *p)
                 snprintf(p->ni[u].why, sizeof p->ni[u].why, "%s %%%d is in another kernel (%s)",
                          ir_ops[nd->op].name, (int)n,
                          eager ? "eager mode: one kernel per op"
-                               : !ir_shape_equal(&g->nodes[u].type.shape, &nd->type.shape)
-                                     ? "different shape"
+                               : p->cl[p->ni[u].cluster].nmembers < MAX_CLUSTER_OPS &&
+                                         !fits(p, p->ni[u].cluster, n, &role)
+                                     ? "it does not fit that kernel's iteration space"
                                : p->cl[p->ni[u].cluster].nmembers >= MAX_CLUSTER_OPS
                                      ? "its kernel is full"
                                      : "fusing would create a cycle");
@@ -515,6 +624,11 @@ typedef struct kbuild {
     int32_t c;
     int R;
     int64_t dims[IR_MAX_RANK];
+    /* reduction kernels: kept dims then reduced dims; pos[i] = iteration dim of axis i of
+     * the reduced shape (-1: none, a reduced axis of a space of no kept axes) */
+    bool red;
+    int nk, vdim;
+    int pos[IR_MAX_RANK];
     jit_kinst *inst;
     int32_t ninst, capinst;
     int32_t *memo; /* node -> inst + 1 (0: none) */
@@ -548,20 +662,50 @@ kb_push(kbuild *k, const jit_kinst *in)
     return k->ninst++;
 }
 
-/* A load of node n into the iteration space. */
+/* Iteration-space strides of a value with element strides `vs` over shape `xs`, read by a
+ * node of shape `cs` in context ctx (0: an op over the space, 1: a row op). */
+static void
+map_strides(kbuild *k, const ir_shape *xs, const int64_t *vs, const ir_shape *cs, int ctx,
+            int64_t *st)
+{
+    for (int d = 0; d < k->R; d++)
+        st[d] = 0;
+    if (!k->red) {
+        for (int d = 0; d < k->R; d++) {
+            int j = xs->rank - k->R + d;
+            st[d] = j >= 0 && xs->dims[j] != 1 && k->dims[d] != 1 ? vs[j] : 0;
+        }
+        return;
+    }
+    const cluster *cl = &k->p->cl[k->c];
+    for (int i = 0; i < cs->rank; i++) {
+        int j = xs->rank - cs->rank + i;
+        if (j < 0 || xs->dims[j] == 1)
+            continue;
+        int d;
+        if (ctx == 0) {
+            d = k->pos[i];
+        } else if (cs->rank == cl->keep1.rank && ir_shape_equal(cs, &cl->keep1)) {
+            d = cl->axes & (1u << i) ? -1 : k->pos[i];
+        } else {
+            /* keep0: its axes are the kept axes in order */
+            d = i;
+        }
+        if (d >= 0)
+            st[d] += vs[j];
+    }
+}
+
+/* A load of node n into the iteration space, read by a node of shape cs in context ctx. */
 static int32_t
-kb_load(kbuild *k, int32_t n)
+kb_load(kbuild *k, int32_t n, const ir_shape *cs, int ctx)
 {
     planner *p = k->p;
     const ir_node *nd = &p->g->nodes[n];
     view tmp;
     const view *v = load_source(p, n, k->c, &tmp);
     int64_t st[IR_MAX_RANK];
-    const ir_shape *s = &nd->type.shape;
-    for (int d = 0; d < k->R; d++) {
-        int j = s->rank - k->R + d;
-        st[d] = j >= 0 && s->dims[j] != 1 && k->dims[d] != 1 ? v->strides[j] : 0;
-    }
+    map_strides(k, &nd->type.shape, v->strides, cs, ctx, st);
     int32_t slot = k->load_node.n;
     if (slot == k->capload) {
         int32_t m = k->capload ? 2 * k->capload : 8;
@@ -586,17 +730,26 @@ kb_load(kbuild *k, int32_t n)
     in.kind = JIT_LOAD;
     in.dtype = (uint8_t)nd->type.dtype;
     in.slot = slot;
-    int64_t inner = st[k->R - 1];
+    int64_t inner = st[k->vdim];
     in.cls = inner == 1 ? JIT_CONTIG : inner == 0 ? JIT_BCAST : JIT_STRIDED;
+    if (k->red) {
+        bool rowwise = true;
+        for (int d = k->nk; d < k->R; d++)
+            rowwise &= st[d] == 0;
+        if (rowwise)
+            in.cls |= JIT_ROWWISE;
+    }
     return kb_push(k, &in);
 }
 
+/* Instruction of node n read by a node of shape cs in context ctx (0 space, 1 row). */
 static int32_t
-kb_value(kbuild *k, int32_t n)
+kb_value(kbuild *k, int32_t n, const ir_shape *cs, int ctx)
 {
     planner *p = k->p;
-    if (k->memo[n])
-        return k->memo[n] - 1;
+    int32_t *memo = &k->memo[2 * n + ctx];
+    if (*memo)
+        return *memo - 1;
     const ir_node *nd = &p->g->nodes[n];
     nodeinfo *ni = &p->ni[n];
     int32_t r;
@@ -608,22 +761,28 @@ kb_value(kbuild *k, int32_t n)
         r = kb_push(k, &in);
     } else if (ni->cls == C_ELEM && ni->cluster == k->c && p->cl[k->c].root_copy < 0) {
         jit_kinst in = {0};
-        in.kind = JIT_OP;
+        in.kind = is_reduce(nd) ? JIT_REDUCE : JIT_OP;
         in.op = (uint8_t)nd->op;
         in.dtype = (uint8_t)nd->type.dtype;
+        /* a reduction reads its operand over the space; a row op reads row values */
+        int octx = is_reduce(nd) ? 0 : k->red && ni->role == R_ROW ? 1 : 0;
+        const ir_shape *ocs = is_reduce(nd) ? &p->g->nodes[nd->in[0]].type.shape : &nd->type.shape;
         for (int i = 0; i < nd->nin; i++) {
-            int32_t a = kb_value(k, nd->in[i]);
+            int32_t a = kb_value(k, nd->in[i], ocs, octx);
             if (a < 0)
                 return -1;
             in.a[i] = a;
         }
         r = kb_push(k, &in);
+        /* an in-cluster value reads the same in both contexts */
+        if (r >= 0)
+            k->memo[2 * n + (1 - ctx)] = r + 1;
     } else {
-        r = kb_load(k, n);
+        r = kb_load(k, n, cs, ctx);
     }
     if (r < 0)
         return -1;
-    k->memo[n] = r + 1;
+    *memo = r + 1;
     if (!ivec_push(&k->touched, n)) {
         ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
         return -1;
@@ -645,7 +804,19 @@ explain_cluster(planner *p, int32_t c, FILE *f)
                 ir_type_str(&g->nodes[n].type, tb, sizeof tb), p->ni[n].why);
         return;
     }
-    fprintf(f, "kernel over %s:", ir_shape_str(&cl->shape, tb, sizeof tb));
+    if (cl->reduce) {
+        fprintf(f, "reduction kernel over %s, axes [", ir_shape_str(&cl->shape, tb, sizeof tb));
+        for (int i = 0, first = 1; i < cl->shape.rank; i++)
+            if (cl->axes & (1u << i)) {
+                fprintf(f, "%s%d", first ? "" : ",", i);
+                first = 0;
+            }
+        bool cols = cl->shape.rank > 0 && !(cl->axes & (1u << (cl->shape.rank - 1))) &&
+                    cl->shape.dims[cl->shape.rank - 1] > 1;
+        fprintf(f, "], lanes along the %s:", cols ? "kept innermost axis" : "reduced axis");
+    } else {
+        fprintf(f, "kernel over %s:", ir_shape_str(&cl->shape, tb, sizeof tb));
+    }
     for (int32_t i = 0; i < cl->nmembers; i++)
         fprintf(f, " %%%d %s", (int)cl->members[i], ir_ops[g->nodes[cl->members[i]].op].name);
     for (int32_t i = 0; i < cl->nmembers; i++) {
@@ -691,6 +862,7 @@ step_free(jit_step *s)
     free(s->explain);
     ir_free(s->desc.inst);
     ir_free(s->desc.stores);
+    ir_free(s->desc.store_cls);
     jit_kernel_release(s->kernel);
     ir_free(s->slot);
     ir_free(s->slot_off);
@@ -712,6 +884,42 @@ jit_plan_free(jit_plan *p)
     ir_free(p);
 }
 
+/* The iteration space of cluster c: its shape, or for a reduction the kept dims then the
+ * reduced dims (at least one of each). */
+static void
+kb_space(kbuild *k, const cluster *cl)
+{
+    if (!cl->reduce) {
+        k->R = cl->shape.rank > 0 ? cl->shape.rank : 1;
+        for (int d = 0; d < k->R; d++)
+            k->dims[d] = cl->shape.rank > 0 ? cl->shape.dims[d] : 1;
+        k->vdim = k->R - 1;
+        return;
+    }
+    const ir_shape *s = &cl->shape;
+    int nk = 0, nr = 0;
+    for (int i = 0; i < s->rank; i++)
+        if (!(cl->axes & (1u << i)))
+            nk++;
+    k->red = true;
+    k->nk = nk > 0 ? nk : 1;
+    int r0 = k->nk;
+    for (int i = 0; i < IR_MAX_RANK; i++)
+        k->dims[i] = 1;
+    for (int i = 0, kk = 0; i < s->rank; i++) {
+        if (cl->axes & (1u << i)) {
+            k->pos[i] = r0 + nr++;
+        } else {
+            k->pos[i] = kk++;
+        }
+        k->dims[k->pos[i]] = s->dims[i];
+    }
+    k->R = r0 + (nr > 0 ? nr : 1);
+    /* lanes along the last kept dim when the innermost axis is kept (a column sum) */
+    bool cols = s->rank > 0 && !(cl->axes & (1u << (s->rank - 1))) && s->dims[s->rank - 1] > 1;
+    k->vdim = cols ? k->nk - 1 : k->R - 1;
+}
+
 static kiln_status
 build_kernel_step(planner *p, int32_t c, jit_step *s, unsigned flags, int *nkernels, int *nhits)
 {
@@ -720,17 +928,15 @@ build_kernel_step(planner *p, int32_t c, jit_step *s, unsigned flags, int *nkern
     kiln_status st = KILN_OK;
     k.p = p;
     k.c = c;
-    k.R = cl->shape.rank > 0 ? cl->shape.rank : 1;
-    for (int d = 0; d < k.R; d++)
-        k.dims[d] = cl->shape.rank > 0 ? cl->shape.dims[d] : 1;
-    k.memo = ir_calloc((size_t)p->g->nnodes, sizeof(int32_t));
+    kb_space(&k, cl);
+    k.memo = ir_calloc(2 * (size_t)p->g->nnodes, sizeof(int32_t));
     ivec stores = {0};
     if (!k.memo) {
         st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
         goto done;
     }
     if (cl->root_copy >= 0) {
-        int32_t r = kb_value(&k, cl->root_copy);
+        int32_t r = kb_value(&k, cl->root_copy, &p->g->nodes[cl->root_copy].type.shape, 0);
         if (r < 0 || !ivec_push(&stores, cl->root_copy)) {
             st = kiln_errcode() ? kiln_errcode() : KILN_ERR_NOMEM;
             goto done;
@@ -738,7 +944,8 @@ build_kernel_step(planner *p, int32_t c, jit_step *s, unsigned flags, int *nkern
     } else {
         for (int32_t i = 0; i < cl->nmembers; i++) {
             int32_t n = cl->members[i];
-            if (kb_value(&k, n) < 0) {
+            int ctx = k.red && p->ni[n].role == R_ROW ? 1 : 0;
+            if (kb_value(&k, n, &p->g->nodes[n].type.shape, ctx) < 0) {
                 st = kiln_errcode();
                 goto done;
             }
@@ -749,18 +956,24 @@ build_kernel_step(planner *p, int32_t c, jit_step *s, unsigned flags, int *nkern
         }
     }
     s->kind = JIT_STEP_KERNEL;
+    s->desc.kind = k.red ? JIT_KERNEL_REDUCTION : JIT_KERNEL_ELEMENTWISE;
     s->desc.rank = k.R;
+    s->desc.nred = k.red ? k.R - k.nk : 0;
+    s->desc.lanes_kept = k.red && k.vdim < k.nk;
     s->desc.ninst = k.ninst;
     s->desc.nloads = k.load_node.n;
     s->desc.nstores = stores.n;
     s->desc.inst = k.inst;
     k.inst = NULL;
     s->desc.stores = ir_malloc(sizeof(int32_t) * (size_t)(stores.n ? stores.n : 1));
+    s->desc.store_cls = k.red ? ir_calloc((size_t)(stores.n ? stores.n : 1), 1) : NULL;
     s->nslots = k.load_node.n + stores.n;
     s->slot = ir_calloc((size_t)s->nslots, sizeof(jit_loc));
     s->slot_off = ir_calloc((size_t)s->nslots, sizeof(int64_t));
-    s->strides = ir_malloc(sizeof(int64_t) * (size_t)(k.load_node.n ? k.load_node.n : 1) * (size_t)k.R);
-    if (!s->desc.stores || !s->slot || !s->slot_off || !s->strides) {
+    /* reductions: strides for every slot; elementwise: for the loads */
+    size_t nst = (size_t)(k.red ? s->nslots : k.load_node.n);
+    s->strides = ir_calloc((nst ? nst : 1) * (size_t)k.R, sizeof(int64_t));
+    if (!s->desc.stores || !s->slot || !s->slot_off || !s->strides || (k.red && !s->desc.store_cls)) {
         st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
         goto done;
     }
@@ -779,14 +992,37 @@ build_kernel_step(planner *p, int32_t c, jit_step *s, unsigned flags, int *nkern
     }
     for (int32_t i = 0; i < k.ninst && s->desc.inst; i++) {
         const jit_kinst *in = &s->desc.inst[i];
-        if (in->kind == JIT_LOAD && in->cls != JIT_BCAST)
+        if (in->kind == JIT_LOAD && (in->cls & 0xf) != JIT_BCAST)
             s->bytes_per_elem += kiln_dtype_size((kiln_dtype)in->dtype);
     }
     for (int32_t i = 0; i < stores.n; i++) {
         int32_t n = stores.v[i];
-        s->desc.stores[i] = k.memo[n] - 1;
+        const ir_shape *ns = &p->g->nodes[n].type.shape;
+        s->desc.stores[i] = k.memo[2 * n + (k.red && p->ni[n].role == R_ROW ? 1 : 0)] - 1;
         s->slot[k.load_node.n + i] = p->ni[n].loc;
         s->bytes_per_elem += kiln_dtype_size(p->g->nodes[n].type.dtype);
+        if (k.red) {
+            /* the stored buffer is row-major over the node's own shape */
+            int64_t own[IR_MAX_RANK], *sst = s->strides + (size_t)(k.load_node.n + i) * (size_t)k.R;
+            ir_shape_strides(ns, own);
+            if (p->ni[n].role == R_ROW) {
+                map_strides(&k, ns, own, ns, 1, sst);
+                s->desc.store_cls[i] = JIT_ST_ROW;
+            } else {
+                map_strides(&k, ns, own, ns, 0, sst);
+                s->desc.store_cls[i] = sst[k.vdim] == 1 ? JIT_ST_SPACE : JIT_ST_SPACE_SCATTER;
+            }
+        }
+    }
+    if (k.red) {
+        s->rows = 1;
+        for (int d = 0; d < k.nk; d++)
+            s->rows *= k.dims[d];
+        s->rlen = 1;
+        for (int d = k.nk; d < k.R; d++)
+            s->rlen *= k.dims[d];
+        s->rinner = k.dims[k.R - 1];
+        s->partial_bytes = jit_reduce_partial_bytes(&s->desc);
     }
     bool hit;
     st = jit_kernel_get(&s->desc, flags, &s->kernel, &hit);
@@ -1080,6 +1316,11 @@ typedef struct krun {
     void *const *ptrs;
     const int64_t *strides, *dims;
     int64_t total, chunk;
+    /* reductions */
+    jit_raux aux;
+    int64_t nsub, per;      /* pieces: sub-rows, or elements of the last dim, per piece */
+    char *partial;
+    size_t pbytes;
 } krun;
 
 static void
@@ -1088,7 +1329,89 @@ run_chunk(void *ctx, int64_t i)
     const krun *r = ctx;
     int64_t begin = i * r->chunk;
     int64_t end = begin + r->chunk < r->total ? begin + r->chunk : r->total;
-    r->fn(r->ptrs, r->strides, r->dims, begin, end);
+    r->fn(r->ptrs, r->strides, r->dims, begin, end, &r->aux);
+}
+
+/* One piece of one long row: task i is row i / npieces, piece i % npieces. */
+static void
+run_piece(void *ctx, int64_t i)
+{
+    const krun *r = ctx;
+    int64_t np = r->aux.npieces, row = i / np, q = i % np;
+    jit_raux a = r->aux;
+    a.mode = 1;
+    a.partial = r->partial + (size_t)i * r->pbytes;
+    if (r->nsub > 1) {
+        a.sub_begin = q * r->per;
+        a.sub_end = a.sub_begin + r->per < r->nsub ? a.sub_begin + r->per : r->nsub;
+        a.in_begin = 0;
+        a.in_end = r->dims[r->aux.in_end]; /* in_end carries the index of the last dim */
+    } else {
+        int64_t inner = r->dims[r->aux.in_end];
+        a.sub_begin = 0;
+        a.sub_end = 1;
+        a.in_begin = q * r->per;
+        a.in_end = a.in_begin + r->per < inner ? a.in_begin + r->per : inner;
+    }
+    r->fn(r->ptrs, r->strides, r->dims, row, row + 1, &a);
+}
+
+/* A reduction is split into pieces when its rows are at least this long; the number of
+ * pieces depends on the length alone, so results do not depend on the thread count. */
+#define SPLIT_MIN ((int64_t)1 << 17)
+#define PIECE_LEN ((int64_t)1 << 16)
+#define MAX_PIECES 64
+
+static kiln_status
+run_reduction(const jit_step *s, void *const *ptrs)
+{
+    krun r = {0};
+    r.fn = jit_kernel_entry(s->kernel);
+    r.ptrs = ptrs;
+    r.strides = s->strides;
+    r.dims = s->dims;
+    r.total = s->rows;
+    size_t bytes = (size_t)s->rows * (size_t)s->rlen * (s->bytes_per_elem ? s->bytes_per_elem : 1);
+    int threads = bytes < SMALL_BYTES ? 1 : jit_pool_threads();
+    if (s->partial_bytes && s->rlen >= SPLIT_MIN) {
+        int64_t nsub = s->rinner ? s->rlen / s->rinner : 0;
+        int64_t units = nsub > 1 ? nsub : s->rinner;
+        int64_t np = (s->rlen + PIECE_LEN - 1) / PIECE_LEN;
+        if (np > MAX_PIECES)
+            np = MAX_PIECES;
+        if (np > units)
+            np = units;
+        int64_t per = (units + np - 1) / np;
+        if (nsub <= 1)
+            per = (per + 63) & ~(int64_t)63; /* whole vectors per piece */
+        np = (units + per - 1) / per;
+        r.nsub = nsub;
+        r.per = per;
+        r.pbytes = s->partial_bytes;
+        r.aux.npieces = np;
+        r.aux.in_end = s->desc.rank - 1;
+        size_t total = (size_t)s->rows * (size_t)np * r.pbytes;
+        r.partial = aligned_alloc(64, (total + 63) & ~(size_t)63);
+        if (!r.partial)
+            return ir_error(KILN_ERR_NOMEM, "kiln_program_run: out of memory");
+        jit_pool_run(run_piece, &r, s->rows * np);
+        r.aux = (jit_raux){2, 0, 0, 0, 0, np, r.partial};
+        r.chunk = s->rows;
+        if (threads > 1 && s->rows > 1)
+            r.chunk = (s->rows + 4 * threads - 1) / (4 * threads);
+        jit_pool_run(run_chunk, &r, (r.total + r.chunk - 1) / r.chunk);
+        free(r.partial);
+        return KILN_OK;
+    }
+    r.chunk = s->rows;
+    if (threads > 1) {
+        int64_t chunk = (s->rows + 4 * threads - 1) / (4 * threads);
+        if (s->desc.lanes_kept)
+            chunk = (chunk + 63) & ~(int64_t)63;
+        r.chunk = chunk > 0 ? chunk : 1;
+    }
+    jit_pool_run(run_chunk, &r, (r.total + r.chunk - 1) / r.chunk);
+    return KILN_OK;
 }
 
 static void *
@@ -1129,7 +1452,7 @@ jit_plan_run(const jit_plan *p, const void *const *inputs, void *const *outputs,
                 return st;
             continue;
         }
-        if (s->total == 0)
+        if (s->total == 0 && s->desc.kind != JIT_KERNEL_REDUCTION)
             continue;
         void *ptr_small[MAX_SLOTS_ON_STACK];
         void **ptrs = s->nslots <= MAX_SLOTS_ON_STACK ? ptr_small
@@ -1145,7 +1468,20 @@ jit_plan_run(const jit_plan *p, const void *const *inputs, void *const *outputs,
                 ptrs[in->slot] = (char *)ptrs[in->slot] +
                                  s->slot_off[in->slot] * (int64_t)kiln_dtype_size((kiln_dtype)in->dtype);
         }
-        krun r = {jit_kernel_entry(s->kernel), ptrs, s->strides, s->dims, s->total, s->total};
+        if (s->desc.kind == JIT_KERNEL_REDUCTION) {
+            kiln_status st = s->rows > 0 ? run_reduction(s, ptrs) : KILN_OK;
+            if (ptrs != ptr_small)
+                ir_free(ptrs);
+            if (st)
+                return st;
+            continue;
+        }
+        krun r = {0};
+        r.fn = jit_kernel_entry(s->kernel);
+        r.ptrs = ptrs;
+        r.strides = s->strides;
+        r.dims = s->dims;
+        r.total = r.chunk = s->total;
         size_t bytes = (size_t)s->total * (s->bytes_per_elem ? s->bytes_per_elem : 1);
         int threads = bytes < SMALL_BYTES ? 1 : jit_pool_threads();
         if (threads > 1) {

@@ -1,0 +1,52 @@
+/* emit.h — the IR-builder helpers every kernel kind shares (lower.c defines them):
+ * types, constants, splats, intrinsic calls, and the emission of one elementwise
+ * instruction.  The elementwise instruction list (jit_kinst) is the common language of all
+ * kernel kinds: the whole of an elementwise kernel, the producers and consumers of a
+ * reduction.  Only lib/jit includes this (it names LLVM types). */
+#ifndef KILN_JIT_EMIT_H
+#define KILN_JIT_EMIT_H
+
+#include <llvm-c/Core.h>
+
+#include "jit.h"
+
+typedef struct jit_em {
+    LLVMContextRef ctx;
+    LLVMModuleRef mod;
+    LLVMBuilderRef b;
+    int W; /* lanes per vector: vector bits / 32 */
+    LLVMTypeRef i1, i8, i32, i64, f32, f64, ptr;
+    int perturb; /* ir_op whose results are perturbed (KILN_TEST_PERTURB), or -1 */
+} jit_em;
+
+IR_HIDDEN void jit_em_init(jit_em *l, LLVMContextRef ctx, LLVMModuleRef mod);
+IR_HIDDEN LLVMTypeRef jit_em_scalar_type(jit_em *l, kiln_dtype t);
+/* In memory: bool is a byte. */
+IR_HIDDEN LLVMTypeRef jit_em_mem_type(jit_em *l, kiln_dtype t);
+IR_HIDDEN LLVMTypeRef jit_em_vec(jit_em *l, LLVMTypeRef t);
+IR_HIDDEN LLVMValueRef jit_em_i64(jit_em *l, int64_t v);
+IR_HIDDEN LLVMValueRef jit_em_intr(jit_em *l, const char *name, LLVMTypeRef *over, int nover,
+                                   LLVMValueRef *args, int nargs);
+IR_HIDDEN LLVMValueRef jit_em_intr2(jit_em *l, const char *name, LLVMValueRef x, LLVMValueRef y);
+IR_HIDDEN LLVMValueRef jit_em_splat(jit_em *l, LLVMValueRef scalar);
+/* The scalar `s` of dtype t in every lane (bit-exact: NaN payloads, -0.0). */
+IR_HIDDEN LLVMValueRef jit_em_const_vec(jit_em *l, kiln_dtype t, const ir_scalar *s);
+IR_HIDDEN LLVMValueRef jit_em_lane_ids(jit_em *l);
+IR_HIDDEN LLVMValueRef jit_em_all_true(jit_em *l);
+/* Instruction `in` (JIT_SPLAT or JIT_OP) of d, operands from val[]. */
+IR_HIDDEN LLVMValueRef jit_em_inst(jit_em *l, const jit_kdesc *d, const jit_kinst *in,
+                                   LLVMValueRef *val);
+/* A load of W lanes of slot memory `base`: lane i reads element off + (c + i) * istride
+ * (by class: one vector, one scalar splat, a gather); mask NULL = all lanes. */
+IR_HIDDEN LLVMValueRef jit_em_load(jit_em *l, kiln_dtype t, int cls, LLVMValueRef base,
+                                   LLVMValueRef off, LLVMValueRef c, LLVMValueRef istride,
+                                   LLVMValueRef mask);
+/* The matching store (cls JIT_CONTIG: one vector; JIT_STRIDED: a scatter). */
+IR_HIDDEN void jit_em_store(jit_em *l, kiln_dtype t, int cls, LLVMValueRef v, LLVMValueRef base,
+                            LLVMValueRef off, LLVMValueRef c, LLVMValueRef istride,
+                            LLVMValueRef mask);
+
+/* Reduction kernels (lower_reduce.c). */
+IR_HIDDEN kiln_status jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name);
+
+#endif /* KILN_JIT_EMIT_H */

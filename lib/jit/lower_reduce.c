@@ -1,0 +1,881 @@
+/* lower_reduce.c — the REDUCTION kernel kind: one LLVM function per description.
+ *
+ * The iteration space is kept dims x reduced dims (jit.h).  A kernel computes, for each
+ * kept element (a "row"), every JIT_REDUCE of its instruction list and everything that
+ * depends on them, in passes over the row:
+ *
+ *   phase(load, splat) = 0;  phase(op) = max over its operands;
+ *   phase(reduce) = phase(operand) + 1   (its result exists only after a whole pass)
+ *
+ *   per row:  for each phase p:
+ *               row-wise values of phase p (computed once per row: reduction results,
+ *               loads constant over the reduced dims, and ops of those)
+ *               if a reduction's operand or a stored value has phase p: one pass over
+ *               the row computing what they need (cheaper values of earlier phases are
+ *               recomputed from the cached row rather than stored), accumulating
+ *               reductions and storing values over the space
+ *             row-wise stores (reduction results and values computed from them)
+ *
+ * So softmax (max; sum of exp(x - max); exp(x - max) / sum) is three passes over a row
+ * that stays in L1/L2, one read of x from memory and one write of y.
+ *
+ * Lanes.  "Rows" kernels (lanes_kept = 0) put the vector lanes along the last reduced
+ * dim: lane-parallel accumulators, combined across lanes in a fixed tree at the end of
+ * the pass, masked tails.  "Columns" kernels (lanes_kept = 1, when the innermost axis is
+ * kept, as in a sum over axis 0) put the lanes along the last kept dim: each lane is its
+ * own row, and a pass walks the reduced dims one vector of columns at a time.
+ *
+ * Accumulation.  f32 and f64 sums, means and products accumulate in f64; integers wrap in
+ * their own type; max/min are llvm.maximum/minimum (NaN wins, -0 < +0); argmax/argmin keep
+ * (value, index) per lane with "first index wins, the first NaN wins" when lanes and pieces
+ * are combined.  The order of every floating-point operation is fixed by the description
+ * and the sizes alone, never by the thread count.
+ *
+ * Long rows (mode 1 and 2, see jit_raux): a kernel whose reductions all read the first
+ * pass and that stores nothing over the space can reduce pieces of a row on several
+ * threads; the pieces' accumulator vectors are combined in piece order, then the row is
+ * finished (mode 2). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit.h"
+
+typedef struct rk {
+    jit_em *l;
+    const jit_kdesc *d;
+    LLVMValueRef fn;
+    LLVMBasicBlockRef allocas;
+    int R, nk, nslots;
+    bool cols;
+    int nphases;
+    bool *uni;          /* per inst: one value per row */
+    int *ph;            /* per inst: phase */
+    LLVMValueRef *ptr;  /* per slot */
+    LLVMValueRef *st;   /* per slot * R: strides */
+    LLVMValueRef *dims; /* R */
+    LLVMValueRef *kbase; /* per slot: element offset of the current row (cols: without the last kept dim) */
+    LLVMValueRef *cur;  /* per slot: offset of the current position but the vector dim */
+    LLVMValueRef *uval; /* per inst: row-wise values */
+    LLVMValueRef *val;  /* per inst: values in the current pass body */
+    LLVMValueRef *acc, *acci; /* per inst (JIT_REDUCE): accumulator allocas */
+    LLVMValueRef count; /* reduced elements per row */
+    LLVMValueRef inner; /* size of the last reduced dim */
+    LLVMValueRef vpos;  /* position of lane 0 along the vector dim */
+    LLVMValueRef sub;   /* rows: flattened index of the current sub-row */
+    LLVMValueRef rflat; /* cols: flattened reduced index */
+    LLVMValueRef mask;  /* lanes in use (NULL: all) */
+    LLVMValueRef tilemask; /* cols: the tile's mask */
+    size_t partial_bytes;
+} rk;
+
+/* ---- accumulators ------------------------------------------------------------------------ */
+
+static bool
+is_arg(ir_op op)
+{
+    return op == IR_OP_ARGMAX || op == IR_OP_ARGMIN;
+}
+
+static kiln_dtype
+operand_dtype(const jit_kdesc *d, const jit_kinst *in)
+{
+    return (kiln_dtype)d->inst[in->a[0]].dtype;
+}
+
+static LLVMTypeRef
+acc_scalar(rk *r, const jit_kinst *in)
+{
+    kiln_dtype t = operand_dtype(r->d, in);
+    switch ((ir_op)in->op) {
+    case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MEAN: case IR_OP_REDUCE_PROD:
+        return ir_dtype_is_float(t) ? r->l->f64 : jit_em_scalar_type(r->l, t);
+    default:
+        return jit_em_scalar_type(r->l, t);
+    }
+}
+
+static size_t
+acc_bytes(int W, const jit_kdesc *d, const jit_kinst *in)
+{
+    kiln_dtype t = (kiln_dtype)d->inst[in->a[0]].dtype;
+    size_t s = ir_dtype_is_float(t) && !is_arg((ir_op)in->op) && in->op != IR_OP_REDUCE_MAX &&
+                       in->op != IR_OP_REDUCE_MIN
+                   ? 8
+                   : kiln_dtype_size(t);
+    return (size_t)W * (s + (is_arg((ir_op)in->op) ? 8 : 0));
+}
+
+/* The identity of the reduction, as a vector (argmax: any value, index -1). */
+static LLVMValueRef
+identity(rk *r, const jit_kinst *in)
+{
+    jit_em *l = r->l;
+    LLVMTypeRef st = acc_scalar(r, in), vt = jit_em_vec(l, st);
+    bool fl = ir_dtype_is_float(operand_dtype(r->d, in));
+    LLVMValueRef c;
+    switch ((ir_op)in->op) {
+    case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MEAN:
+        /* -0.0: a sum of one element is that element exactly (-0.0 included) */
+        c = fl ? LLVMConstReal(st, -0.0) : LLVMConstInt(st, 0, 0);
+        break;
+    case IR_OP_REDUCE_PROD:
+        c = fl ? LLVMConstReal(st, 1.0) : LLVMConstInt(st, 1, 0);
+        break;
+    case IR_OP_REDUCE_MAX:
+        c = fl ? LLVMConstReal(st, -1.0 / 0.0)
+               : LLVMConstInt(st, (unsigned long long)1 << (LLVMGetIntTypeWidth(st) - 1), 0);
+        break;
+    case IR_OP_REDUCE_MIN:
+        c = fl ? LLVMConstReal(st, 1.0 / 0.0)
+               : LLVMConstInt(st, ((unsigned long long)1 << (LLVMGetIntTypeWidth(st) - 1)) - 1, 0);
+        break;
+    default:
+        c = LLVMConstNull(st);
+        break;
+    }
+    (void)vt;
+    return jit_em_splat(l, c);
+}
+
+/* Does (bv, bi) win over (av, ai)?  ai/bi == -1: empty.  First index and first NaN win. */
+static LLVMValueRef
+arg_takes(rk *r, bool mx, bool fl, LLVMValueRef av, LLVMValueRef ai, LLVMValueRef bv,
+          LLVMValueRef bi)
+{
+    LLVMBuilderRef b = r->l->b;
+    LLVMTypeRef it = LLVMTypeOf(ai);
+    LLVMValueRef m1 = LLVMConstAllOnes(it);
+    LLVMValueRef a_empty = LLVMBuildICmp(b, LLVMIntEQ, ai, m1, "");
+    LLVMValueRef b_some = LLVMBuildICmp(b, LLVMIntNE, bi, m1, "");
+    LLVMValueRef b_first = LLVMBuildICmp(b, LLVMIntSLT, bi, ai, "");
+    LLVMValueRef better, equal;
+    if (fl) {
+        better = LLVMBuildFCmp(b, mx ? LLVMRealOGT : LLVMRealOLT, bv, av, "");
+        equal = LLVMBuildFCmp(b, LLVMRealOEQ, bv, av, "");
+        LLVMValueRef an = LLVMBuildFCmp(b, LLVMRealUNO, av, av, "");
+        LLVMValueRef bn = LLVMBuildFCmp(b, LLVMRealUNO, bv, bv, "");
+        /* both NaN: the first; only b NaN: b; only a NaN: a; else by value, then index */
+        LLVMValueRef both = LLVMBuildAnd(b, an, bn, "");
+        LLVMValueRef nan_pick = LLVMBuildSelect(b, both, b_first, bn, "");
+        LLVMValueRef any = LLVMBuildOr(b, an, bn, "");
+        LLVMValueRef val_pick = LLVMBuildOr(b, better, LLVMBuildAnd(b, equal, b_first, ""), "");
+        better = LLVMBuildSelect(b, any, nan_pick, val_pick, "");
+    } else {
+        better = LLVMBuildICmp(b, mx ? LLVMIntSGT : LLVMIntSLT, bv, av, "");
+        equal = LLVMBuildICmp(b, LLVMIntEQ, bv, av, "");
+        better = LLVMBuildOr(b, better, LLVMBuildAnd(b, equal, b_first, ""), "");
+    }
+    return LLVMBuildAnd(b, b_some, LLVMBuildOr(b, a_empty, better, ""), "");
+}
+
+/* Combine accumulator state (av, ai) with (bv, bi), scalars or vectors alike. */
+static void
+combine(rk *r, const jit_kinst *in, LLVMValueRef *av, LLVMValueRef *ai, LLVMValueRef bv,
+        LLVMValueRef bi)
+{
+    jit_em *l = r->l;
+    LLVMBuilderRef b = l->b;
+    bool fl = ir_dtype_is_float(operand_dtype(r->d, in));
+    switch ((ir_op)in->op) {
+    case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MEAN:
+        *av = fl ? LLVMBuildFAdd(b, *av, bv, "") : LLVMBuildAdd(b, *av, bv, "");
+        return;
+    case IR_OP_REDUCE_PROD:
+        *av = fl ? LLVMBuildFMul(b, *av, bv, "") : LLVMBuildMul(b, *av, bv, "");
+        return;
+    case IR_OP_REDUCE_MAX:
+        *av = jit_em_intr2(l, fl ? "llvm.maximum" : "llvm.smax", *av, bv);
+        return;
+    case IR_OP_REDUCE_MIN:
+        *av = jit_em_intr2(l, fl ? "llvm.minimum" : "llvm.smin", *av, bv);
+        return;
+    case IR_OP_ARGMAX: case IR_OP_ARGMIN: {
+        LLVMValueRef take = arg_takes(r, in->op == IR_OP_ARGMAX, fl, *av, *ai, bv, bi);
+        *av = LLVMBuildSelect(b, take, bv, *av, "");
+        *ai = LLVMBuildSelect(b, take, bi, *ai, "");
+        return;
+    }
+    default:
+        IR_ASSERT(!"combine: not a reduction");
+    }
+}
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+static LLVMValueRef
+new_alloca(rk *r, LLVMTypeRef t)
+{
+    LLVMBuilderRef ab = LLVMCreateBuilderInContext(r->l->ctx);
+    LLVMPositionBuilderBefore(ab, LLVMGetBasicBlockTerminator(r->allocas));
+    LLVMValueRef a = LLVMBuildAlloca(ab, t, "");
+    LLVMDisposeBuilder(ab);
+    return a;
+}
+
+static LLVMBasicBlockRef
+block(rk *r, const char *name)
+{
+    return LLVMAppendBasicBlockInContext(r->l->ctx, r->fn, name);
+}
+
+static LLVMValueRef
+stride(rk *r, int slot, int dim)
+{
+    return r->st[slot * r->R + dim];
+}
+
+/* The vector dim's stride of a slot. */
+static int
+vdim(rk *r)
+{
+    return r->cols ? r->nk - 1 : r->R - 1;
+}
+
+/* A counted loop: for (i = from; i < to; i++).  Returns the body block's i. */
+typedef struct cloop {
+    LLVMValueRef var, i, to;
+    LLVMBasicBlockRef head, exit;
+} cloop;
+
+static void
+loop_open(rk *r, cloop *c, LLVMValueRef from, LLVMValueRef to, const char *name)
+{
+    LLVMBuilderRef b = r->l->b;
+    c->var = new_alloca(r, r->l->i64);
+    c->to = to;
+    LLVMBuildStore(b, from, c->var);
+    c->head = block(r, name);
+    LLVMBasicBlockRef body = block(r, name);
+    c->exit = block(r, name);
+    LLVMBuildBr(b, c->head);
+    LLVMPositionBuilderAtEnd(b, c->head);
+    c->i = LLVMBuildLoad2(b, r->l->i64, c->var, "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, c->i, to, ""), body, c->exit);
+    LLVMPositionBuilderAtEnd(b, body);
+}
+
+static void
+loop_close(rk *r, cloop *c)
+{
+    LLVMBuilderRef b = r->l->b;
+    LLVMBuildStore(b, LLVMBuildAdd(b, c->i, jit_em_i64(r->l, 1), ""), c->var);
+    LLVMBuildBr(b, c->head);
+    LLVMPositionBuilderAtEnd(b, c->exit);
+}
+
+/* ---- values ----------------------------------------------------------------------------- */
+
+/* Instruction i in the current pass body (memoised in r->val for this body). */
+static LLVMValueRef
+body_value(rk *r, int32_t i)
+{
+    const jit_kinst *in = &r->d->inst[i];
+    if (r->uni[i])
+        return r->uval[i];
+    if (r->val[i])
+        return r->val[i];
+    LLVMValueRef v;
+    if (in->kind == JIT_LOAD) {
+        int j = in->slot;
+        v = jit_em_load(r->l, (kiln_dtype)in->dtype, in->cls & 0xf, r->ptr[j], r->cur[j], r->vpos,
+                        stride(r, j, vdim(r)), r->mask);
+    } else {
+        IR_ASSERT(in->kind == JIT_OP);
+        int nin = ir_ops[in->op].arity;
+        for (int k = 0; k < nin; k++)
+            r->val[in->a[k]] = body_value(r, in->a[k]);
+        v = jit_em_inst(r->l, r->d, in, r->val);
+    }
+    r->val[i] = v;
+    return v;
+}
+
+/* Row-wise values of phase p, in instruction order (reductions are finished elsewhere). */
+static void
+row_values(rk *r, int p)
+{
+    const jit_kdesc *d = r->d;
+    for (int32_t i = 0; i < d->ninst; i++) {
+        const jit_kinst *in = &d->inst[i];
+        if (!r->uni[i] || r->ph[i] != p || in->kind == JIT_REDUCE)
+            continue;
+        if (in->kind == JIT_LOAD) {
+            int j = in->slot;
+            /* rows: the vector dim is reduced, so the load is a splat (JIT_BCAST) */
+            r->uval[i] = jit_em_load(r->l, (kiln_dtype)in->dtype, in->cls & 0xf, r->ptr[j], r->kbase[j],
+                                     r->cols ? r->vpos : jit_em_i64(r->l, 0),
+                                     stride(r, j, vdim(r)), r->cols ? r->tilemask : NULL);
+        } else {
+            r->uval[i] = jit_em_inst(r->l, d, in, r->uval);
+        }
+    }
+}
+
+/* One pass body at the current position: values, accumulation, stores over the space. */
+static void
+pass_body(rk *r, int p)
+{
+    const jit_kdesc *d = r->d;
+    jit_em *l = r->l;
+    LLVMBuilderRef b = l->b;
+    memset(r->val, 0, sizeof(LLVMValueRef) * (size_t)d->ninst);
+    for (int32_t i = 0; i < d->ninst; i++) {
+        const jit_kinst *in = &d->inst[i];
+        if (in->kind != JIT_REDUCE || r->ph[in->a[0]] != p)
+            continue;
+        LLVMValueRef v = body_value(r, in->a[0]);
+        LLVMTypeRef at = jit_em_vec(l, acc_scalar(r, in));
+        if (LLVMTypeOf(v) != at)
+            v = LLVMBuildFPExt(b, v, at, "");
+        LLVMValueRef a = LLVMBuildLoad2(b, at, r->acc[i], "");
+        if (is_arg((ir_op)in->op)) {
+            LLVMValueRef pos = r->cols ? jit_em_splat(l, r->rflat)
+                                       : LLVMBuildAdd(b, jit_em_splat(l, LLVMBuildAdd(b, LLVMBuildMul(b, r->sub, r->inner, ""), r->vpos, "")),
+                                                      jit_em_lane_ids(l), "");
+            LLVMTypeRef it = jit_em_vec(l, l->i64);
+            LLVMValueRef ai = LLVMBuildLoad2(b, it, r->acci[i], "");
+            if (r->mask && !r->cols)
+                pos = LLVMBuildSelect(b, r->mask, pos, LLVMConstAllOnes(it), "");
+            combine(r, in, &a, &ai, v, pos);
+            LLVMBuildStore(b, ai, r->acci[i]);
+        } else {
+            if (r->mask && !r->cols)
+                v = LLVMBuildSelect(b, r->mask, v, identity(r, in), "");
+            combine(r, in, &a, NULL, v, NULL);
+        }
+        LLVMBuildStore(b, a, r->acc[i]);
+    }
+    for (int32_t k = 0; k < d->nstores; k++) {
+        int32_t i = d->stores[k];
+        if (d->store_cls[k] == JIT_ST_ROW || r->ph[i] != p)
+            continue;
+        int j = d->nloads + k;
+        LLVMValueRef v = body_value(r, i);
+        jit_em_store(l, (kiln_dtype)d->inst[i].dtype,
+                     d->store_cls[k] == JIT_ST_SPACE ? JIT_CONTIG : JIT_STRIDED, v, r->ptr[j],
+                     r->cur[j], r->vpos, stride(r, j, vdim(r)), r->mask);
+    }
+}
+
+static bool
+pass_needed(rk *r, int p)
+{
+    const jit_kdesc *d = r->d;
+    for (int32_t i = 0; i < d->ninst; i++)
+        if (d->inst[i].kind == JIT_REDUCE && r->ph[d->inst[i].a[0]] == p)
+            return true;
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (d->store_cls[k] != JIT_ST_ROW && r->ph[d->stores[k]] == p)
+            return true;
+    return false;
+}
+
+static void
+init_accs(rk *r, int p)
+{
+    const jit_kdesc *d = r->d;
+    for (int32_t i = 0; i < d->ninst; i++) {
+        const jit_kinst *in = &d->inst[i];
+        if (in->kind != JIT_REDUCE || r->ph[in->a[0]] != p)
+            continue;
+        LLVMBuildStore(r->l->b, identity(r, in), r->acc[i]);
+        if (is_arg((ir_op)in->op))
+            LLVMBuildStore(r->l->b, LLVMConstAllOnes(jit_em_vec(r->l, r->l->i64)), r->acci[i]);
+    }
+}
+
+/* Offsets of slot positions: base + sum over dims [from, to) of idx(flat) * stride, where
+ * flat is decomposed row-major over those dims. */
+static void
+add_offsets(rk *r, LLVMValueRef *out, LLVMValueRef *base, LLVMValueRef flat, int from, int to)
+{
+    LLVMBuilderRef b = r->l->b;
+    for (int j = 0; j < r->nslots; j++)
+        out[j] = base[j];
+    LLVMValueRef rest = flat;
+    for (int dd = to - 1; dd >= from; dd--) {
+        LLVMValueRef ix = dd == from ? rest : LLVMBuildURem(b, rest, r->dims[dd], "");
+        if (dd != from)
+            rest = LLVMBuildUDiv(b, rest, r->dims[dd], "");
+        for (int j = 0; j < r->nslots; j++)
+            out[j] = LLVMBuildAdd(b, out[j], LLVMBuildMul(b, ix, stride(r, j, dd), ""), "");
+    }
+}
+
+/* One pass over the current row (rows) or tile (cols). */
+static void
+emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMValueRef ie)
+{
+    jit_em *l = r->l;
+    LLVMBuilderRef b = l->b;
+    if (r->cols) {
+        /* every reduced element, one vector of columns at a time */
+        cloop lr;
+        loop_open(r, &lr, jit_em_i64(l, 0), r->count, "col.pass");
+        r->rflat = lr.i;
+        add_offsets(r, r->cur, r->kbase, lr.i, r->nk, r->R);
+        r->mask = r->tilemask;
+        pass_body(r, p);
+        loop_close(r, &lr);
+    } else {
+        cloop ls;
+        loop_open(r, &ls, sb, se, "row.sub");
+        r->sub = ls.i;
+        add_offsets(r, r->cur, r->kbase, ls.i, r->nk, r->R - 1);
+        /* full vectors, then the tail under a mask */
+        LLVMValueRef cvar = new_alloca(r, l->i64);
+        LLVMBuildStore(b, ib, cvar);
+        LLVMBasicBlockRef head = block(r, "row.vec"), body = block(r, "row.vec.body"),
+                          tchk = block(r, "row.tail.check"), tail = block(r, "row.tail"),
+                          done = block(r, "row.done");
+        LLVMBuildBr(b, head);
+        LLVMPositionBuilderAtEnd(b, head);
+        LLVMValueRef c = LLVMBuildLoad2(b, l->i64, cvar, "");
+        LLVMValueRef cn = LLVMBuildAdd(b, c, jit_em_i64(l, l->W), "");
+        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, cn, ie, ""), body, tchk);
+        LLVMPositionBuilderAtEnd(b, body);
+        r->vpos = c;
+        r->mask = NULL;
+        pass_body(r, p);
+        LLVMBuildStore(b, cn, cvar);
+        LLVMBuildBr(b, head);
+        LLVMPositionBuilderAtEnd(b, tchk);
+        LLVMValueRef rest = LLVMBuildSub(b, ie, c, "");
+        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, rest, jit_em_i64(l, 0), ""), tail, done);
+        LLVMPositionBuilderAtEnd(b, tail);
+        r->vpos = c;
+        r->mask = LLVMBuildICmp(b, LLVMIntSLT, jit_em_lane_ids(l), jit_em_splat(l, rest), "mask");
+        pass_body(r, p);
+        LLVMBuildBr(b, done);
+        LLVMPositionBuilderAtEnd(b, done);
+        loop_close(r, &ls);
+        r->mask = NULL;
+    }
+}
+
+/* Finish the reductions whose operand has phase p: lanes combined (rows) or not (cols),
+ * then the mean's division and the result dtype. */
+static void
+finish_reduces(rk *r, int p)
+{
+    const jit_kdesc *d = r->d;
+    jit_em *l = r->l;
+    LLVMBuilderRef b = l->b;
+    for (int32_t i = 0; i < d->ninst; i++) {
+        const jit_kinst *in = &d->inst[i];
+        if (in->kind != JIT_REDUCE || r->ph[in->a[0]] != p)
+            continue;
+        LLVMTypeRef ast = acc_scalar(r, in), at = jit_em_vec(l, ast);
+        LLVMValueRef a = LLVMBuildLoad2(b, at, r->acc[i], "");
+        LLVMValueRef ai = is_arg((ir_op)in->op) ? LLVMBuildLoad2(b, jit_em_vec(l, l->i64), r->acci[i], "") : NULL;
+        if (!r->cols) {
+            /* a fixed tree over the lanes: lane k with lane k + h, h = W/2, W/4, ..., 1 */
+            LLVMValueRef sv[64] = {0}, si[64] = {0};
+            for (int k = 0; k < l->W; k++) {
+                LLVMValueRef kk = LLVMConstInt(l->i32, (unsigned long long)k, 0);
+                sv[k] = LLVMBuildExtractElement(b, a, kk, "");
+                si[k] = ai ? LLVMBuildExtractElement(b, ai, kk, "") : NULL;
+            }
+            for (int h = l->W / 2; h >= 1; h /= 2)
+                for (int k = 0; k < h; k++)
+                    combine(r, in, &sv[k], &si[k], sv[k + h], si[k + h]);
+            a = jit_em_splat(l, sv[0]);
+            if (ai)
+                ai = jit_em_splat(l, si[0]);
+        }
+        kiln_dtype t = (kiln_dtype)in->dtype, ot = operand_dtype(d, in);
+        LLVMTypeRef rt = jit_em_vec(l, jit_em_scalar_type(l, t));
+        LLVMValueRef v;
+        if (ai) {
+            v = t == KILN_DTYPE_I64 ? ai : LLVMBuildTrunc(b, ai, rt, "");
+        } else {
+            v = a;
+            bool fl = ir_dtype_is_float(ot);
+            if (fl && (in->op == IR_OP_REDUCE_SUM || in->op == IR_OP_REDUCE_MEAN)) {
+                LLVMValueRef cnt = jit_em_splat(l, LLVMBuildSIToFP(b, r->count, l->f64, ""));
+                if (in->op == IR_OP_REDUCE_MEAN) {
+                    v = LLVMBuildFDiv(b, v, cnt, "");
+                } else {
+                    /* the empty sum is +0 */
+                    LLVMValueRef empty = LLVMBuildICmp(b, LLVMIntEQ, r->count, jit_em_i64(l, 0), "");
+                    v = LLVMBuildSelect(b, empty, LLVMConstNull(at), v, "");
+                }
+            }
+            if (fl && t == KILN_DTYPE_F32 && ast == l->f64)
+                v = LLVMBuildFPTrunc(b, v, rt, "");
+        }
+        r->uval[i] = v;
+    }
+}
+
+static void
+store_partial(rk *r, LLVMValueRef base)
+{
+    const jit_kdesc *d = r->d;
+    jit_em *l = r->l;
+    LLVMBuilderRef b = l->b;
+    size_t off = 0;
+    for (int32_t i = 0; i < d->ninst; i++) {
+        const jit_kinst *in = &d->inst[i];
+        if (in->kind != JIT_REDUCE)
+            continue;
+        LLVMTypeRef at = jit_em_vec(l, acc_scalar(r, in));
+        LLVMValueRef o = jit_em_i64(l, (int64_t)off);
+        LLVMValueRef p = LLVMBuildGEP2(b, l->i8, base, &o, 1, "");
+        LLVMSetAlignment(LLVMBuildStore(b, LLVMBuildLoad2(b, at, r->acc[i], ""), p), 8);
+        if (is_arg((ir_op)in->op)) {
+            LLVMTypeRef it = jit_em_vec(l, l->i64);
+            size_t vb = acc_bytes(l->W, d, in) - (size_t)l->W * 8;
+            LLVMValueRef o2 = jit_em_i64(l, (int64_t)(off + vb));
+            LLVMValueRef p2 = LLVMBuildGEP2(b, l->i8, base, &o2, 1, "");
+            LLVMSetAlignment(LLVMBuildStore(b, LLVMBuildLoad2(b, it, r->acci[i], ""), p2), 8);
+        }
+        off += acc_bytes(l->W, d, in);
+    }
+}
+
+/* Accumulators := the pieces at `base`, combined in piece order. */
+static void
+load_partials(rk *r, LLVMValueRef base, LLVMValueRef npieces)
+{
+    const jit_kdesc *d = r->d;
+    jit_em *l = r->l;
+    LLVMBuilderRef b = l->b;
+    init_accs(r, 0);
+    cloop lq;
+    loop_open(r, &lq, jit_em_i64(l, 0), npieces, "pieces");
+    LLVMValueRef pb = LLVMBuildMul(b, lq.i, jit_em_i64(l, (int64_t)r->partial_bytes), "");
+    pb = LLVMBuildGEP2(b, l->i8, base, &pb, 1, "");
+    size_t off = 0;
+    for (int32_t i = 0; i < d->ninst; i++) {
+        const jit_kinst *in = &d->inst[i];
+        if (in->kind != JIT_REDUCE)
+            continue;
+        LLVMTypeRef at = jit_em_vec(l, acc_scalar(r, in)), it = jit_em_vec(l, l->i64);
+        LLVMValueRef o = jit_em_i64(l, (int64_t)off);
+        LLVMValueRef x = LLVMBuildLoad2(b, at, LLVMBuildGEP2(b, l->i8, pb, &o, 1, ""), "");
+        LLVMSetAlignment(x, 8);
+        LLVMValueRef a = LLVMBuildLoad2(b, at, r->acc[i], "");
+        if (is_arg((ir_op)in->op)) {
+            size_t vb = acc_bytes(l->W, d, in) - (size_t)l->W * 8;
+            LLVMValueRef o2 = jit_em_i64(l, (int64_t)(off + vb));
+            LLVMValueRef xi = LLVMBuildLoad2(b, it, LLVMBuildGEP2(b, l->i8, pb, &o2, 1, ""), "");
+            LLVMSetAlignment(xi, 8);
+            LLVMValueRef ai = LLVMBuildLoad2(b, it, r->acci[i], "");
+            combine(r, in, &a, &ai, x, xi);
+            LLVMBuildStore(b, ai, r->acci[i]);
+        } else {
+            combine(r, in, &a, NULL, x, NULL);
+        }
+        LLVMBuildStore(b, a, r->acc[i]);
+        off += acc_bytes(l->W, d, in);
+    }
+    loop_close(r, &lq);
+}
+
+/* Row-wise stores, after the last phase. */
+static void
+row_stores(rk *r)
+{
+    const jit_kdesc *d = r->d;
+    jit_em *l = r->l;
+    LLVMBuilderRef b = l->b;
+    for (int32_t k = 0; k < d->nstores; k++) {
+        if (d->store_cls[k] != JIT_ST_ROW)
+            continue;
+        int32_t i = d->stores[k];
+        int j = d->nloads + k;
+        kiln_dtype t = (kiln_dtype)d->inst[i].dtype;
+        LLVMValueRef v = r->uval[i];
+        if (r->cols) {
+            jit_em_store(l, t, JIT_CONTIG, v, r->ptr[j], r->kbase[j], r->vpos, NULL, r->tilemask);
+        } else {
+            LLVMTypeRef mt = jit_em_mem_type(l, t);
+            LLVMValueRef x = LLVMBuildExtractElement(b, v, LLVMConstInt(l->i32, 0, 0), "");
+            if (t == KILN_DTYPE_BOOL)
+                x = LLVMBuildZExt(b, x, mt, "");
+            LLVMValueRef p = LLVMBuildGEP2(b, mt, r->ptr[j], &r->kbase[j], 1, "");
+            LLVMSetAlignment(LLVMBuildStore(b, x, p), (unsigned)kiln_dtype_size(t));
+        }
+    }
+}
+
+/* Everything for one row (rows) or one tile of columns (cols). */
+static void
+emit_row(rk *r, LLVMValueRef mode, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib,
+         LLVMValueRef ie, LLVMValueRef npieces, LLVMValueRef partial, LLVMValueRef row)
+{
+    jit_em *l = r->l;
+    LLVMBuilderRef b = l->b;
+    int first = 0;
+    if (r->partial_bytes) {
+        /* mode 2: the accumulators come from the pieces; mode 1: a piece, then stop */
+        LLVMBasicBlockRef fromp = block(r, "from.pieces"), pass0 = block(r, "pass0"),
+                          after = block(r, "after.pass0"), wr = block(r, "write.piece"),
+                          fin = block(r, "finish");
+        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, mode, jit_em_i64(l, 2), ""), fromp, pass0);
+        LLVMPositionBuilderAtEnd(b, fromp);
+        LLVMValueRef rb = LLVMBuildMul(b, LLVMBuildMul(b, row, npieces, ""),
+                                       jit_em_i64(l, (int64_t)r->partial_bytes), "");
+        load_partials(r, LLVMBuildGEP2(b, l->i8, partial, &rb, 1, ""), npieces);
+        LLVMBuildBr(b, after);
+        LLVMPositionBuilderAtEnd(b, pass0);
+        row_values(r, 0);
+        init_accs(r, 0);
+        emit_pass(r, 0, sb, se, ib, ie);
+        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, mode, jit_em_i64(l, 1), ""), wr, after);
+        LLVMPositionBuilderAtEnd(b, wr);
+        store_partial(r, partial);
+        LLVMBuildBr(b, fin);
+        LLVMPositionBuilderAtEnd(b, after);
+        row_values(r, 0); /* again: the pieces path skipped them */
+        finish_reduces(r, 0);
+        first = 1;
+        for (int p = first; p <= r->nphases; p++)
+            row_values(r, p);
+        row_stores(r);
+        LLVMBuildBr(b, fin);
+        LLVMPositionBuilderAtEnd(b, fin);
+        return;
+    }
+    for (int p = 0; p <= r->nphases; p++) {
+        row_values(r, p);
+        if (pass_needed(r, p)) {
+            init_accs(r, p);
+            emit_pass(r, p, sb, se, ib, ie);
+            finish_reduces(r, p);
+        }
+    }
+    row_stores(r);
+}
+
+size_t
+jit_reduce_partial_bytes(const jit_kdesc *d)
+{
+    if (d->kind != JIT_KERNEL_REDUCTION || d->lanes_kept)
+        return 0;
+    int W = jit_host_info()->vector_bits / 32;
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (d->store_cls[k] != JIT_ST_ROW)
+            return 0;
+    /* every reduction must read only the first pass: no reduction result below it */
+    bool *dep = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
+    if (!dep)
+        return 0;
+    size_t bytes = 0;
+    bool ok = true;
+    for (int32_t i = 0; i < d->ninst; i++) {
+        const jit_kinst *in = &d->inst[i];
+        if (in->kind == JIT_OP)
+            for (int k = 0; k < ir_ops[in->op].arity; k++)
+                dep[i] |= dep[in->a[k]];
+        if (in->kind == JIT_REDUCE) {
+            if (dep[in->a[0]])
+                ok = false;
+            dep[i] = true;
+            bytes += acc_bytes(W, d, in);
+        }
+    }
+    ir_free(dep);
+    return ok ? bytes : 0;
+}
+
+kiln_status
+jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
+{
+    LLVMBuilderRef b = l->b;
+    rk r = {0};
+    r.l = l;
+    r.d = d;
+    r.R = d->rank;
+    r.nk = d->rank - d->nred;
+    r.cols = d->lanes_kept != 0;
+    r.nslots = d->nloads + d->nstores;
+    IR_ASSERT(r.nk >= 1 && d->nred >= 1);
+    size_t ni = (size_t)d->ninst + 1, ns = (size_t)r.nslots + 1;
+    r.uni = ir_calloc(ni, sizeof(bool));
+    r.ph = ir_calloc(ni, sizeof(int));
+    r.ptr = ir_calloc(ns, sizeof(LLVMValueRef));
+    r.st = ir_calloc(ns * (size_t)r.R, sizeof(LLVMValueRef));
+    r.dims = ir_calloc((size_t)r.R, sizeof(LLVMValueRef));
+    r.kbase = ir_calloc(ns, sizeof(LLVMValueRef));
+    r.cur = ir_calloc(ns, sizeof(LLVMValueRef));
+    r.uval = ir_calloc(ni, sizeof(LLVMValueRef));
+    r.val = ir_calloc(ni, sizeof(LLVMValueRef));
+    r.acc = ir_calloc(ni, sizeof(LLVMValueRef));
+    r.acci = ir_calloc(ni, sizeof(LLVMValueRef));
+    kiln_status st = KILN_OK;
+    if (!r.uni || !r.ph || !r.ptr || !r.st || !r.dims || !r.kbase || !r.cur || !r.uval || !r.val ||
+        !r.acc || !r.acci) {
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
+        goto done;
+    }
+    /* phases and row-wise values */
+    for (int32_t i = 0; i < d->ninst; i++) {
+        const jit_kinst *in = &d->inst[i];
+        switch ((jit_kind)in->kind) {
+        case JIT_LOAD: r.uni[i] = (in->cls & JIT_ROWWISE) != 0; break;
+        case JIT_SPLAT: r.uni[i] = true; break;
+        case JIT_OP:
+            r.uni[i] = true;
+            for (int k = 0; k < ir_ops[in->op].arity; k++) {
+                r.uni[i] &= r.uni[in->a[k]];
+                if (r.ph[in->a[k]] > r.ph[i])
+                    r.ph[i] = r.ph[in->a[k]];
+            }
+            break;
+        case JIT_REDUCE:
+            r.uni[i] = true;
+            r.ph[i] = r.ph[in->a[0]] + 1;
+            break;
+        }
+        if (r.ph[i] > r.nphases)
+            r.nphases = r.ph[i];
+    }
+    r.partial_bytes = jit_reduce_partial_bytes(d);
+
+    LLVMTypeRef params[6] = {l->ptr, l->ptr, l->ptr, l->i64, l->i64, l->ptr};
+    r.fn = LLVMAddFunction(l->mod, name, LLVMFunctionType(LLVMVoidTypeInContext(l->ctx), params, 6, 0));
+    LLVMValueRef pptrs = LLVMGetParam(r.fn, 0), pstrides = LLVMGetParam(r.fn, 1),
+                 pdims = LLVMGetParam(r.fn, 2), pbegin = LLVMGetParam(r.fn, 3),
+                 pend = LLVMGetParam(r.fn, 4), paux = LLVMGetParam(r.fn, 5);
+    r.allocas = block(&r, "allocas");
+    LLVMBasicBlockRef entry = block(&r, "entry");
+    LLVMPositionBuilderAtEnd(b, r.allocas);
+    LLVMBuildBr(b, entry);
+    LLVMPositionBuilderAtEnd(b, entry);
+    for (int j = 0; j < r.nslots; j++) {
+        LLVMValueRef idx = jit_em_i64(l, j);
+        r.ptr[j] = LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->ptr, pptrs, &idx, 1, ""), "");
+        for (int k = 0; k < r.R; k++) {
+            LLVMValueRef ix = jit_em_i64(l, (int64_t)j * r.R + k);
+            r.st[j * r.R + k] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pstrides, &ix, 1, ""), "");
+        }
+    }
+    for (int k = 0; k < r.R; k++) {
+        LLVMValueRef idx = jit_em_i64(l, k);
+        r.dims[k] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pdims, &idx, 1, ""), "");
+    }
+    r.count = jit_em_i64(l, 1);
+    for (int k = r.nk; k < r.R; k++)
+        r.count = LLVMBuildMul(b, r.count, r.dims[k], "");
+    r.inner = r.dims[r.R - 1];
+    LLVMValueRef nsub = LLVMBuildUDiv(b, r.count, r.inner, "");
+    nsub = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, r.inner, jit_em_i64(l, 0), ""),
+                           jit_em_i64(l, 0), nsub, "");
+    /* aux fields */
+    LLVMValueRef aux[7];
+    for (int k = 0; k < 6; k++) {
+        LLVMValueRef idx = jit_em_i64(l, k);
+        aux[k] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, paux, &idx, 1, ""), "");
+    }
+    {
+        LLVMValueRef idx = jit_em_i64(l, 6);
+        aux[6] = LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->i64, paux, &idx, 1, ""), "");
+    }
+    LLVMValueRef mode = aux[0];
+    LLVMValueRef piece = LLVMBuildICmp(b, LLVMIntEQ, mode, jit_em_i64(l, 1), "");
+    LLVMValueRef sb = LLVMBuildSelect(b, piece, aux[1], jit_em_i64(l, 0), "");
+    LLVMValueRef se = LLVMBuildSelect(b, piece, aux[2], nsub, "");
+    LLVMValueRef ib = LLVMBuildSelect(b, piece, aux[3], jit_em_i64(l, 0), "");
+    LLVMValueRef ie = LLVMBuildSelect(b, piece, aux[4], r.inner, "");
+    LLVMValueRef npieces = aux[5], partial = aux[6];
+    for (int32_t i = 0; i < d->ninst; i++)
+        if (d->inst[i].kind == JIT_REDUCE) {
+            r.acc[i] = new_alloca(&r, jit_em_vec(l, acc_scalar(&r, &d->inst[i])));
+            if (is_arg((ir_op)d->inst[i].op))
+                r.acci[i] = new_alloca(&r, jit_em_vec(l, l->i64));
+        }
+
+    if (!r.cols) {
+        /* one row per iteration: kept index t */
+        cloop lt;
+        loop_open(&r, &lt, pbegin, pend, "rows");
+        LLVMValueRef *zero = ir_calloc((size_t)r.nslots + 1, sizeof(LLVMValueRef));
+        if (!zero) {
+            st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
+            goto done;
+        }
+        for (int j = 0; j < r.nslots; j++)
+            zero[j] = jit_em_i64(l, 0);
+        add_offsets(&r, r.kbase, zero, lt.i, 0, r.nk);
+        ir_free(zero);
+        r.vpos = jit_em_i64(l, 0);
+        emit_row(&r, mode, sb, se, ib, ie, npieces, partial, lt.i);
+        loop_close(&r, &lt);
+    } else {
+        /* kept elements [begin, end) walked as the elementwise kernel walks its space: row
+         * by row of the last kept dim, W columns at a time, the tail under a mask */
+        LLVMValueRef kin = r.dims[r.nk - 1];
+        LLVMValueRef pos = new_alloca(&r, l->i64);
+        LLVMBuildStore(b, pbegin, pos);
+        LLVMBasicBlockRef rowh = block(&r, "krow"), rowb = block(&r, "krow.body"),
+                          exit = block(&r, "exit");
+        LLVMBuildBr(b, rowh);
+        LLVMPositionBuilderAtEnd(b, rowh);
+        LLVMValueRef ps = LLVMBuildLoad2(b, l->i64, pos, "");
+        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, ps, pend, ""), rowb, exit);
+        LLVMPositionBuilderAtEnd(b, rowb);
+        LLVMValueRef krow = LLVMBuildUDiv(b, ps, kin, "");
+        LLVMValueRef col = LLVMBuildURem(b, ps, kin, "");
+        LLVMValueRef left = LLVMBuildSub(b, pend, ps, "");
+        LLVMValueRef room = LLVMBuildSub(b, kin, col, "");
+        LLVMValueRef seg = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, left, room, ""), left, room, "");
+        LLVMValueRef cend = LLVMBuildAdd(b, col, seg, "");
+        LLVMValueRef *zero = ir_calloc((size_t)r.nslots + 1, sizeof(LLVMValueRef));
+        if (!zero) {
+            st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
+            goto done;
+        }
+        for (int j = 0; j < r.nslots; j++)
+            zero[j] = jit_em_i64(l, 0);
+        add_offsets(&r, r.kbase, zero, krow, 0, r.nk - 1);
+        ir_free(zero);
+        /* tiles of W columns */
+        LLVMValueRef cvar = new_alloca(&r, l->i64);
+        LLVMBuildStore(b, col, cvar);
+        LLVMBasicBlockRef th = block(&r, "tile"), tb = block(&r, "tile.body"),
+                          tc = block(&r, "tile.tail.check"), tt = block(&r, "tile.tail"),
+                          tn = block(&r, "krow.next");
+        LLVMBuildBr(b, th);
+        LLVMPositionBuilderAtEnd(b, th);
+        LLVMValueRef c = LLVMBuildLoad2(b, l->i64, cvar, "");
+        LLVMValueRef cn = LLVMBuildAdd(b, c, jit_em_i64(l, l->W), "");
+        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, cn, cend, ""), tb, tc);
+        LLVMPositionBuilderAtEnd(b, tb);
+        r.vpos = c;
+        r.tilemask = NULL;
+        emit_row(&r, mode, sb, se, ib, ie, npieces, partial, krow);
+        LLVMBuildStore(b, cn, cvar);
+        LLVMBuildBr(b, th);
+        LLVMPositionBuilderAtEnd(b, tc);
+        LLVMValueRef rest = LLVMBuildSub(b, cend, c, "");
+        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, rest, jit_em_i64(l, 0), ""), tt, tn);
+        LLVMPositionBuilderAtEnd(b, tt);
+        r.vpos = c;
+        r.tilemask = LLVMBuildICmp(b, LLVMIntSLT, jit_em_lane_ids(l), jit_em_splat(l, rest), "tmask");
+        emit_row(&r, mode, sb, se, ib, ie, npieces, partial, krow);
+        LLVMBuildBr(b, tn);
+        LLVMPositionBuilderAtEnd(b, tn);
+        LLVMBuildStore(b, LLVMBuildAdd(b, ps, seg, ""), pos);
+        LLVMBuildBr(b, rowh);
+        LLVMPositionBuilderAtEnd(b, exit);
+        LLVMBuildRetVoid(b);
+        goto done;
+    }
+    LLVMBuildRetVoid(b);
+done:
+    ir_free(r.uni);
+    ir_free(r.ph);
+    ir_free(r.ptr);
+    ir_free(r.st);
+    ir_free(r.dims);
+    ir_free(r.kbase);
+    ir_free(r.cur);
+    ir_free(r.uval);
+    ir_free(r.val);
+    ir_free(r.acc);
+    ir_free(r.acci);
+    return st;
+}
