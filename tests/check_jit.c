@@ -651,7 +651,8 @@ op_rule(const kiln_graph *g, const ir_node *nd)
 {
     rule r = {0};
     kiln_dtype in0 = g->nodes[nd->in[0]].type.dtype;
-    if (is_transcendental(nd->op) && jit_op_is_lowerable(g, nd)) {
+    if (is_transcendental(nd->op) && ir_dtype_is_float(nd->type.dtype) &&
+        jit_op_is_lowerable(g, nd)) {
         r.ulp = ulp_bound(nd->op, nd->type.dtype);
         return r;
     }
@@ -1713,9 +1714,9 @@ START_TEST(test_reference_steps)
             kiln_program *p;
             ck_assert_int_eq(kiln_program_compile(g, &o, &p), KILN_OK);
             char *plan = dump_of(p, "plan");
-            if (strncmp(refop[i], "reduce", 6) == 0) /* compiled: a reduction kernel */
-                ck_assert_msg(!strstr(plan, "reference") && strstr(plan, "reduction kernel"),
-                              "%s plan has a reference step:\n%s", refop[i], plan);
+            if (strcmp(refop[i], "matmul") != 0) /* compiled (matmul: issue 9) */
+                ck_assert_msg(!strstr(plan, "reference") && strstr(plan, refop[i]),
+                              "%s plan has a reference step or lacks the op:\n%s", refop[i], plan);
             else
                 ck_assert_msg(strstr(plan, "reference") && strstr(plan, refop[i]),
                               "%s plan lacks its reference step:\n%s", refop[i], plan);

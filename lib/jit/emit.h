@@ -17,6 +17,7 @@ typedef struct jit_em {
     int W; /* lanes per vector: vector bits / 32 */
     LLVMTypeRef i1, i8, i32, i64, f32, f64, ptr;
     int perturb; /* ir_op whose results are perturbed (KILN_TEST_PERTURB), or -1 */
+    LLVMValueRef lin; /* elementwise: linear index of lane 0 (for arange), or NULL */
 } jit_em;
 
 IR_HIDDEN void jit_em_init(jit_em *l, LLVMContextRef ctx, LLVMModuleRef mod);

@@ -32,13 +32,15 @@ IR_HIDDEN const jit_host *jit_host_info(void);
  * Sizes and strides are run-time arguments:
  *
  *   void kernel(void *const *ptrs, const int64_t *strides, const int64_t *dims,
- *               int64_t begin, int64_t end, const jit_raux *aux);
+ *               int64_t begin, int64_t end, const void *aux);
+ *
+ * (aux: a jit_raux for reductions, the ext array of an elementwise kernel, or NULL).
  *
  * ELEMENTWISE computes the elements [begin, end) (row-major linear indices) of an
  * iteration space of `rank` dims.  ptrs[0..nloads) are the loaded buffers (already
  * offset), ptrs[nloads..) the stored ones (contiguous, row-major over the iteration
  * space).  strides[j*rank+d] is load j's element stride along dim d (0 where it
- * broadcasts); aux is unused.
+ * broadcasts); aux is the ext array of ranged and indexed loads (or NULL).
  *
  * REDUCTION: the iteration space is the kept dims (outer, rank - nred of them, at least
  * one) then the reduced dims (nred >= 1).  [begin, end) are kept elements (row-major over
@@ -67,6 +69,14 @@ typedef enum jit_load_class {
 /* REDUCTION: flag on a load's cls: stride 0 along every reduced dim (one value per kept
  * element, so it is loaded once per row). */
 #define JIT_ROWWISE 0x10
+/* ELEMENTWISE: a load valid only inside a box of the iteration space, lo[d] <= i_d < hi[d]
+ * (pad, concat); elsewhere the value of instruction a[0].  The box is a run-time argument:
+ * aux points at int64 ext[(slot * rank + d) * 2 + {0, 1}]. */
+#define JIT_RANGED 0x20
+/* ELEMENTWISE: a gather (take): the element at offset + idx * ext[slot*rank*2] where idx is
+ * instruction a[0], valid when 0 <= idx < ext[slot*rank*2 + 1], else 0. */
+#define JIT_INDEXED 0x40
+#define JIT_CLS(c) ((c) & 0xf)
 
 /* REDUCTION store classes: a value per element of the space, or one per kept element
  * (a reduced shape: the reductions' results and what is computed from them). */
@@ -79,7 +89,8 @@ typedef struct jit_kinst {
     uint8_t cls;   /* jit_load_class [| JIT_ROWWISE] (JIT_LOAD) */
     int32_t slot;  /* JIT_LOAD */
     int32_t a[3];  /* JIT_OP operands: indices of earlier instructions */
-    ir_scalar value; /* JIT_SPLAT */
+    ir_scalar value; /* JIT_SPLAT; ARANGE: start */
+    ir_scalar value2; /* ARANGE (a JIT_OP of the linear index): delta */
 } jit_kinst;
 
 #define JIT_MAX_INST 4096
@@ -119,7 +130,7 @@ IR_HIDDEN double jit_math_ulp_bound(ir_op op, kiln_dtype dtype);
 
 /* A compiled kernel from the cache (shared, reference counted). */
 typedef void (*jit_kernel_fn)(void *const *ptrs, const int64_t *strides, const int64_t *dims,
-                              int64_t begin, int64_t end, const jit_raux *aux);
+                              int64_t begin, int64_t end, const void *aux);
 typedef struct jit_kernel jit_kernel;
 /* Find or compile the kernel for `d`.  *hit tells whether LLVM work was avoided. */
 /* Compile flags: keep text dumps; bypass the caches (cold-compile measurements). */
@@ -175,7 +186,8 @@ typedef struct jit_step {
     int nslots;
     jit_loc *slot;       /* loads then stores */
     int64_t *slot_off;   /* element offset into each slot's buffer */
-    int64_t *strides;    /* nloads * rank */
+    int64_t *strides;    /* nloads * rank (REDUCTION: every slot) */
+    int64_t *ext;        /* ELEMENTWISE: nloads * rank * 2, boxes and gather axes (or NULL) */
     int64_t dims[IR_MAX_RANK];
     int64_t total;       /* elements of the iteration space */
     size_t bytes_per_elem; /* bytes moved per element (for chunking) */

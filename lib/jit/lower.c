@@ -183,6 +183,32 @@ cast(L *l, LLVMValueRef x, kiln_dtype from, kiln_dtype to)
     return to == KILN_DTYPE_I64 ? LLVMBuildSExt(l->b, x, vt, "") : LLVMBuildTrunc(l->b, x, vt, "");
 }
 
+/* Integer a^b with wrap, as the reference: b < 0 gives 0 unless a is 1 or -1.  Square
+ * and multiply over every bit of b, with selects, so all lanes run the same code. */
+static LLVMValueRef
+int_pow(L *l, LLVMValueRef a, LLVMValueRef bexp)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMTypeRef vt = LLVMTypeOf(a);
+    unsigned bits = LLVMGetIntTypeWidth(LLVMGetElementType(vt));
+    LLVMValueRef zero = LLVMConstNull(vt), one = iconst(l, vt, 1), m1 = iconst(l, vt, -1);
+    LLVMValueRef r = one, base = a;
+    for (unsigned k = 0; k + 1 < bits; k++) {
+        LLVMValueRef bit = LLVMBuildICmp(b, LLVMIntNE,
+                                         LLVMBuildAnd(b, bexp, iconst(l, vt, (int64_t)1 << k), ""),
+                                         zero, "");
+        r = LLVMBuildSelect(b, bit, LLVMBuildMul(b, r, base, ""), r, "");
+        base = LLVMBuildMul(b, base, base, "");
+    }
+    LLVMValueRef odd = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, bexp, one, ""), zero, "");
+    LLVMValueRef neg = LLVMBuildSelect(
+        b, LLVMBuildICmp(b, LLVMIntEQ, a, one, ""), one,
+        LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, a, m1, ""),
+                        LLVMBuildSelect(b, odd, m1, one, ""), zero, ""),
+        "");
+    return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, bexp, zero, ""), neg, r, "");
+}
+
 static LLVMValueRef
 lower_op(L *l, ir_op op, kiln_dtype t, LLVMValueRef *a)
 {
@@ -253,9 +279,25 @@ lower_op(L *l, ir_op op, kiln_dtype t, LLVMValueRef *a)
     case IR_OP_CLAMP:
         return fl ? jit_em_intr2(l, "llvm.minimum", jit_em_intr2(l, "llvm.maximum", a[0], a[1]), a[2])
                   : jit_em_intr2(l, "llvm.smin", jit_em_intr2(l, "llvm.smax", a[0], a[1]), a[2]);
-    default:
+    case IR_OP_POW:
+        return fl ? math_op(l, op, a) : int_pow(l, a[0], a[1]);
+    case IR_OP_EXP: case IR_OP_EXP2: case IR_OP_EXPM1: case IR_OP_LOG: case IR_OP_LOG2:
+    case IR_OP_LOG1P: case IR_OP_SIN: case IR_OP_COS: case IR_OP_TAN: case IR_OP_TANH:
+    case IR_OP_SIGMOID: case IR_OP_ERF: case IR_OP_GELU: case IR_OP_GELU_ERF: case IR_OP_SILU:
+    case IR_OP_ATAN2:
         return math_op(l, op, a);
+    /* Not elementwise arithmetic: casts and aranges are emitted by jit_em_inst, the rest
+     * are loads, reductions or reference steps.  No default: an op added to ops.def must be
+     * placed here, or the build fails (-Wswitch). */
+    case IR_OP_CAST: case IR_OP_INPUT: case IR_OP_CONSTANT: case IR_OP_FULL: case IR_OP_ARANGE:
+    case IR_OP_RESHAPE: case IR_OP_PERMUTE: case IR_OP_EXPAND: case IR_OP_SLICE:
+    case IR_OP_CONCAT: case IR_OP_PAD: case IR_OP_GATHER: case IR_OP_REDUCE_SUM:
+    case IR_OP_REDUCE_MEAN: case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MIN: case IR_OP_REDUCE_PROD:
+    case IR_OP_ARGMAX: case IR_OP_ARGMIN: case IR_OP_MATMUL: case IR_OP_COUNT:
+        break;
     }
+    IR_ASSERT(!"lower_op: not an elementwise op");
+    return NULL;
 }
 
 void
@@ -285,6 +327,8 @@ typedef struct kstate {
     LLVMValueRef *istride; /* per load: inner stride */
     LLVMValueRef out_base; /* element index of the row start in the stored buffers */
     LLVMValueRef *val;    /* per instruction */
+    LLVMValueRef *rowok;  /* per ranged load: the row is inside its box (i1) */
+    LLVMValueRef *ext;    /* per load: lo, hi of the last dim (ranged) or the gather axis */
 } kstate;
 
 LLVMValueRef
@@ -383,6 +427,23 @@ jit_em_inst(L *l, const jit_kdesc *d, const jit_kinst *in, LLVMValueRef *val)
     if (in->kind == JIT_SPLAT)
         return jit_em_const_vec(l, t, &in->value);
     IR_ASSERT(in->kind == JIT_OP);
+    if (in->op == IR_OP_ARANGE) {
+        /* start + i*delta: floats in f64 rounded once, ints wrapping */
+        IR_ASSERT(l->lin != NULL);
+        LLVMValueRef i = LLVMBuildAdd(l->b, jit_em_splat(l, l->lin), jit_em_lane_ids(l), "");
+        if (ir_dtype_is_float(t)) {
+            LLVMTypeRef vd = jit_em_vec(l, l->f64);
+            LLVMValueRef fi = LLVMBuildSIToFP(l->b, i, vd, "");
+            LLVMValueRef st = fconst(l, vd, ir_scalar_f64(t, &in->value));
+            LLVMValueRef de = fconst(l, vd, ir_scalar_f64(t, &in->value2));
+            LLVMValueRef v = LLVMBuildFAdd(l->b, st, LLVMBuildFMul(l->b, fi, de, ""), "");
+            return t == KILN_DTYPE_F32 ? LLVMBuildFPTrunc(l->b, v, jit_em_vec(l, l->f32), "") : v;
+        }
+        LLVMTypeRef vi = jit_em_vec(l, l->i64);
+        LLVMValueRef v = LLVMBuildAdd(l->b, iconst(l, vi, ir_scalar_i64(t, &in->value)),
+                                      LLVMBuildMul(l->b, i, iconst(l, vi, ir_scalar_i64(t, &in->value2)), ""), "");
+        return t == KILN_DTYPE_I64 ? v : LLVMBuildTrunc(l->b, v, jit_em_vec(l, jit_em_scalar_type(l, t)), "");
+    }
     LLVMValueRef a[3] = {NULL, NULL, NULL};
     int nin = ir_ops[in->op].arity;
     for (int k = 0; k < nin; k++)
@@ -404,12 +465,57 @@ jit_em_inst(L *l, const jit_kdesc *d, const jit_kinst *in, LLVMValueRef *val)
 }
 
 /* Emit every instruction and store for lanes starting at column c; mask NULL = all. */
+/* A ranged or indexed load (see jit.h). */
+static LLVMValueRef
+special_load(L *l, const jit_kinst *in, kstate *s, LLVMValueRef c, LLVMValueRef mask)
+{
+    LLVMBuilderRef b = l->b;
+    kiln_dtype t = (kiln_dtype)in->dtype;
+    int j = in->slot;
+    LLVMValueRef lanes = LLVMBuildAdd(b, jit_em_splat(l, c), jit_em_lane_ids(l), "");
+    LLVMValueRef m = mask ? mask : jit_em_all_true(l);
+    if (in->cls & JIT_RANGED) {
+        LLVMValueRef lo = s->ext[2 * j], hi = s->ext[2 * j + 1];
+        LLVMValueRef in_box = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, lanes, jit_em_splat(l, lo), ""),
+                                           LLVMBuildICmp(b, LLVMIntSLT, lanes, jit_em_splat(l, hi), ""), "");
+        in_box = LLVMBuildAnd(b, in_box, jit_em_splat(l, s->rowok[j]), "");
+        m = LLVMBuildAnd(b, m, in_box, "");
+        int cls = JIT_CLS(in->cls) == JIT_CONTIG ? JIT_CONTIG : JIT_STRIDED;
+        LLVMValueRef v = jit_em_load(l, t, cls, s->ptr[j], s->off[j], c, s->istride[j], m);
+        return LLVMBuildSelect(b, in_box, v, s->val[in->a[0]], "");
+    }
+    /* indexed: lane element off + (c + lane) * stride + idx * axis_stride, 0 <= idx < n */
+    LLVMValueRef idx = s->val[in->a[0]];
+    LLVMTypeRef vi = jit_em_vec(l, l->i64);
+    if (LLVMGetIntTypeWidth(LLVMGetElementType(LLVMTypeOf(idx))) != 64)
+        idx = LLVMBuildSExt(b, idx, vi, "");
+    LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, idx, LLVMConstNull(vi), ""),
+                                   LLVMBuildICmp(b, LLVMIntSLT, idx, jit_em_splat(l, s->ext[2 * j + 1]), ""), "");
+    m = LLVMBuildAnd(b, m, ok, "");
+    LLVMValueRef e = LLVMBuildAdd(b, jit_em_splat(l, s->off[j]),
+                                  LLVMBuildMul(b, lanes, jit_em_splat(l, s->istride[j]), ""), "");
+    e = LLVMBuildAdd(b, e, LLVMBuildMul(b, idx, jit_em_splat(l, s->ext[2 * j]), ""), "");
+    LLVMTypeRef mt = jit_em_mem_type(l, t), vmt = jit_em_vec(l, mt);
+    LLVMValueRef ps = LLVMBuildGEP2(b, mt, s->ptr[j], &e, 1, "");
+    LLVMTypeRef over[2] = {vmt, LLVMTypeOf(ps)};
+    LLVMValueRef args[4] = {ps, LLVMConstInt(l->i32, (unsigned)kiln_dtype_size(t), 0), m,
+                            LLVMConstNull(vmt)};
+    LLVMValueRef v = jit_em_intr(l, "llvm.masked.gather", over, 2, args, 4);
+    if (t == KILN_DTYPE_BOOL)
+        v = LLVMBuildICmp(b, LLVMIntNE, v, LLVMConstNull(vmt), "");
+    return v;
+}
+
+/* Emit every instruction and store for lanes starting at column c; mask NULL = all. */
 static void
 emit_body(L *l, const jit_kdesc *d, kstate *s, LLVMValueRef c, LLVMValueRef mask)
 {
+    l->lin = LLVMBuildAdd(l->b, s->out_base, c, "");
     for (int32_t i = 0; i < d->ninst; i++) {
         const jit_kinst *in = &d->inst[i];
-        if (in->kind == JIT_LOAD)
+        if (in->kind == JIT_LOAD && (in->cls & (JIT_RANGED | JIT_INDEXED)))
+            s->val[i] = special_load(l, in, s, c, mask);
+        else if (in->kind == JIT_LOAD)
             s->val[i] = jit_em_load(l, (kiln_dtype)in->dtype, in->cls, s->ptr[in->slot],
                                     s->off[in->slot], c, s->istride[in->slot], mask);
         else
@@ -420,6 +526,7 @@ emit_body(L *l, const jit_kdesc *d, kstate *s, LLVMValueRef c, LLVMValueRef mask
         jit_em_store(l, (kiln_dtype)in->dtype, JIT_CONTIG, s->val[d->stores[k]],
                      s->ptr[d->nloads + k], s->out_base, c, NULL, mask);
     }
+    l->lin = NULL;
 }
 
 static kiln_status
@@ -430,7 +537,12 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
     LLVMValueRef fn = LLVMAddFunction(l->mod, name,
                                       LLVMFunctionType(LLVMVoidTypeInContext(l->ctx), params, 6, 0));
     LLVMValueRef pptrs = LLVMGetParam(fn, 0), pstrides = LLVMGetParam(fn, 1),
-                 pdims = LLVMGetParam(fn, 2), pbegin = LLVMGetParam(fn, 3), pend = LLVMGetParam(fn, 4);
+                 pdims = LLVMGetParam(fn, 2), pbegin = LLVMGetParam(fn, 3), pend = LLVMGetParam(fn, 4),
+                 pext = LLVMGetParam(fn, 5);
+    bool special = false;
+    for (int32_t i = 0; i < d->ninst; i++)
+        if (d->inst[i].kind == JIT_LOAD && (d->inst[i].cls & (JIT_RANGED | JIT_INDEXED)))
+            special = true;
     /* Buffers never alias what they are computed from: loads and stores are distinct
      * allocations (the planner guarantees it), which lets LLVM keep values in registers. */
     LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(l->ctx, fn, "entry");
@@ -447,10 +559,16 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
     LLVMValueRef stack[4 * 64];
     LLVMValueRef *mem = nslots * 3 + d->ninst <= 256 ? stack : ir_calloc((size_t)(nslots * 3 + d->ninst), sizeof(LLVMValueRef));
     LLVMValueRef *dims = ir_calloc((size_t)R, sizeof(LLVMValueRef));
-    if (!mem || !dims) {
+    s.rowok = ir_calloc((size_t)d->nloads + 1, sizeof(LLVMValueRef));
+    s.ext = ir_calloc(2 * (size_t)d->nloads + 2, sizeof(LLVMValueRef));
+    LLVMValueRef *extv = special ? ir_calloc((size_t)d->nloads * (size_t)R * 2 + 1, sizeof(LLVMValueRef)) : NULL;
+    if (!mem || !dims || !s.rowok || !s.ext || (special && !extv)) {
         if (mem != stack)
             ir_free(mem);
         ir_free(dims);
+        ir_free(extv);
+        ir_free(s.rowok);
+        ir_free(s.ext);
         return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
     }
     s.ptr = mem;
@@ -472,6 +590,23 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
         LLVMValueRef idx = jit_em_i64(l, (int64_t)j * R + R - 1);
         s.istride[j] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pstrides, &idx, 1, ""), "");
     }
+    /* ext[(j*R + d)*2 + {0,1}]: the last dim's pair is loaded once */
+    if (special) {
+        for (int j = 0; j < d->nloads; j++)
+            for (int k = 0; k < 2 * R; k++) {
+                LLVMValueRef idx = jit_em_i64(l, (int64_t)j * R * 2 + k);
+                extv[j * R * 2 + k] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pext, &idx, 1, ""), "");
+            }
+        for (int j = 0; j < d->nloads; j++) {
+            bool idxd = false;
+            for (int32_t i = 0; i < d->ninst; i++)
+                if (d->inst[i].kind == JIT_LOAD && d->inst[i].slot == j && (d->inst[i].cls & JIT_INDEXED))
+                    idxd = true;
+            /* ranged: the last dim's box; indexed: the axis stride and length (pair 0) */
+            s.ext[2 * j] = extv[j * R * 2 + (idxd ? 0 : 2 * (R - 1))];
+            s.ext[2 * j + 1] = extv[j * R * 2 + (idxd ? 1 : 2 * (R - 1) + 1)];
+        }
+    }
     LLVMValueRef row0 = LLVMBuildSDiv(b, pbegin, inner, "");
     LLVMValueRef col0 = LLVMBuildSRem(b, pbegin, inner, "");
     LLVMBuildBr(b, rowhead);
@@ -486,8 +621,10 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
     LLVMValueRef seg = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, left, room, ""), left, room, "seg");
     LLVMValueRef cend = LLVMBuildAdd(b, col, seg, "cend");
     /* outer indices of this row -> per-load offsets */
-    for (int j = 0; j < d->nloads; j++)
+    for (int j = 0; j < d->nloads; j++) {
         s.off[j] = jit_em_i64(l, 0);
+        s.rowok[j] = LLVMConstInt(l->i1, 1, 0);
+    }
     LLVMValueRef r = row;
     for (int k = R - 2; k >= 0; k--) {
         LLVMValueRef ik = LLVMBuildURem(b, r, dims[k], "");
@@ -496,6 +633,12 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
             LLVMValueRef idx = jit_em_i64(l, (int64_t)j * R + k);
             LLVMValueRef st = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pstrides, &idx, 1, ""), "");
             s.off[j] = LLVMBuildAdd(b, s.off[j], LLVMBuildMul(b, ik, st, ""), "");
+            if (extv) {
+                LLVMValueRef lo = extv[j * R * 2 + 2 * k], hi = extv[j * R * 2 + 2 * k + 1];
+                LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, ik, lo, ""),
+                                               LLVMBuildICmp(b, LLVMIntSLT, ik, hi, ""), "");
+                s.rowok[j] = LLVMBuildAnd(b, s.rowok[j], ok, "");
+            }
         }
     }
     s.out_base = LLVMBuildMul(b, row, inner, "");
@@ -537,6 +680,9 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
 
     LLVMPositionBuilderAtEnd(b, exit);
     LLVMBuildRetVoid(b);
+    ir_free(extv);
+    ir_free(s.rowok);
+    ir_free(s.ext);
     ir_free(dims);
     if (mem != stack)
         ir_free(mem);

@@ -21,6 +21,8 @@
 
 enum { C_BUF, C_FULL, C_ELEM, C_VIEW };
 
+static bool is_indexing(ir_op op);
+
 /* Ops per fused kernel: each adds one instruction and at most three loads or constants,
  * so a cluster this size stays within JIT_MAX_INST; a longer chain continues in a new
  * kernel. */
@@ -56,6 +58,7 @@ typedef struct cluster {
     int32_t root_copy; /* for a copy cluster: the VIEW/FULL node it materialises; else -1 */
     ir_shape shape;    /* the iteration space (a reduction: the shape it reduces) */
     bool reduce;       /* a reduction kernel */
+    bool indexing;     /* has a pad, concat, gather or arange (elementwise kernels only) */
     uint32_t axes;     /* reduce: the reduced axes of `shape` */
     ir_shape keep1, keep0; /* reduce: the reduced shape with (keepdim) and without */
 } cluster;
@@ -81,21 +84,21 @@ bool
 jit_op_is_lowerable(const kiln_graph *g, const ir_node *nd)
 {
     (void)g;
-    if (ir_ops[nd->op].kind == IR_KIND_REDUCE)
+    switch (ir_ops[nd->op].kind) {
+    case IR_KIND_REDUCE:
         return true;
-    if (!ir_op_is_elementwise(nd->op))
+    case IR_KIND_UNARY: case IR_KIND_BINARY: case IR_KIND_TERNARY: case IR_KIND_CAST:
+        /* every one: lower_op's switch has no default, and vector math covers every
+         * transcendental op (an op it lacked would fail lower_op's build) */
+        return true;
+    case IR_KIND_SOURCE:
+        return nd->op == IR_OP_ARANGE;
+    case IR_KIND_MOVE: /* views are index arithmetic on loads; these are loads too */
+        return nd->op == IR_OP_PAD || nd->op == IR_OP_CONCAT || nd->op == IR_OP_GATHER;
+    case IR_KIND_MATMUL:
         return false;
-    switch (nd->op) {
-    case IR_OP_EXP: case IR_OP_EXP2: case IR_OP_EXPM1: case IR_OP_LOG: case IR_OP_LOG2:
-    case IR_OP_LOG1P: case IR_OP_SIN: case IR_OP_COS: case IR_OP_TAN: case IR_OP_TANH:
-    case IR_OP_SIGMOID: case IR_OP_ERF: case IR_OP_GELU: case IR_OP_GELU_ERF: case IR_OP_SILU:
-    case IR_OP_ATAN2:
-        return jit_math_available(nd->op);
-    case IR_OP_POW:
-        return ir_dtype_is_float(nd->type.dtype) && jit_math_available(nd->op);
-    default:
-        return true;
     }
+    return false;
 }
 
 static bool
@@ -208,6 +211,7 @@ settle(planner *p, int32_t n)
     int32_t c = new_cluster(p, &p->g->nodes[n].type.shape, -1);
     if (c < 0 || !cluster_add(p, c, n))
         return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+    p->cl[c].indexing = is_indexing(p->g->nodes[n].op);
     ni->pending = false;
     if (c > ni->lastdep)
         ni->lastdep = c;
@@ -233,6 +237,14 @@ materialise(planner *p, int32_t n, const char *why)
 }
 
 /* ---- reduction clusters --------------------------------------------------------------- */
+
+/* Ops computed as loads with their own index arithmetic, in elementwise kernels only:
+ * their operands are read from buffers, never from the kernel computing them. */
+static bool
+is_indexing(ir_op op)
+{
+    return op == IR_OP_PAD || op == IR_OP_CONCAT || op == IR_OP_GATHER || op == IR_OP_ARANGE;
+}
 
 static bool
 is_reduce(const ir_node *nd)
@@ -288,7 +300,7 @@ fits(planner *p, int32_t c, int32_t n, uint8_t *role)
         bool x_in = p->ni[x].cls == C_ELEM && p->ni[x].cluster == c;
         if (!ir_shape_equal(xs, &cl->shape) || (x_in && cl->reduce && p->ni[x].role != R_SPACE))
             return false;
-        if (cl->reduce && cl->axes != nd->at.axes)
+        if ((cl->reduce && cl->axes != nd->at.axes) || cl->indexing)
             return false;
         *role = R_ROW;
         return true;
@@ -297,6 +309,8 @@ fits(planner *p, int32_t c, int32_t n, uint8_t *role)
         *role = R_SPACE;
         return ir_shape_equal(&nd->type.shape, &cl->shape);
     }
+    if (is_indexing(nd->op))
+        return false;
     /* all reduced axes of size 1: a row value and a space value look alike; keep apart */
     if (ir_shape_equal(&cl->shape, &cl->keep1))
         return false;
@@ -419,6 +433,40 @@ classify(planner *p)
             /* the reference step runs after everything it reads */
             continue;
         }
+        if (is_indexing(nd->op)) {
+            /* read through loads of buffers (a view is fine): operands computed in a
+             * kernel are stored, splats materialised */
+            for (int k = 0; k < nd->nin; k++) {
+                int32_t x = nd->in[k];
+                char why[160];
+                snprintf(why, sizeof why, "read by %s %%%d (an indexed load)", ir_ops[nd->op].name, (int)n);
+                kiln_status sst = settle(p, x);
+                if (sst)
+                    return sst;
+                refresh_lastdep(p, n);
+                if (p->ni[x].cls == C_ELEM && !p->ni[x].stored) {
+                    p->ni[x].stored = true;
+                    snprintf(p->ni[x].why, sizeof p->ni[x].why, "%s", why);
+                } else if (p->ni[x].cls == C_FULL) {
+                    kiln_status st = materialise(p, x, why);
+                    if (st)
+                        return st;
+                    refresh_lastdep(p, n);
+                }
+            }
+            ni->cls = C_ELEM;
+            if (!eager) {
+                ni->pending = true; /* its first user places it */
+                continue;
+            }
+            int32_t c = new_cluster(p, &nd->type.shape, -1);
+            if (c < 0 || !cluster_add(p, c, n))
+                return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+            p->cl[c].indexing = true;
+            if (c > ni->lastdep)
+                ni->lastdep = c;
+            continue;
+        }
         /* ELEM or a reduction: join an operand's cluster when safe */
         ni->cls = C_ELEM;
         int32_t join = -1;
@@ -481,6 +529,8 @@ classify(planner *p)
                 p->ni[u].pending = false;
                 p->ni[u].lastdep = join;
                 p->ni[u].role = urole;
+                if (is_indexing(g->nodes[u].op))
+                    p->cl[join].indexing = true;
             } else {
                 kiln_status sst = settle(p, u);
                 if (sst)
@@ -540,7 +590,7 @@ load_source(planner *p, int32_t n, int32_t c, view *tmp)
     nodeinfo *ni = &p->ni[n];
     bool own = ni->cls == C_ELEM || (ni->cls == C_VIEW && ni->stored &&
                                      p->mode == KILN_MODE_EAGER && ni->cluster != c);
-    if (own || ni->cls == C_BUF) {
+    if (own || ni->cls == C_BUF || ni->cls == C_FULL /* materialised for an indexed load */) {
         tmp->base = n;
         tmp->offset = 0;
         ir_shape_strides(&p->g->nodes[n].type.shape, tmp->strides);
@@ -608,7 +658,8 @@ step_reads(planner *p, int32_t c, int32_t r, ivec *out)
         const ir_node *nd = &g->nodes[cl->members[i]];
         for (int k = 0; k < nd->nin; k++) {
             int32_t x = nd->in[k];
-            if ((p->ni[x].cls == C_ELEM && p->ni[x].cluster == c) || p->ni[x].cls == C_FULL)
+            if ((p->ni[x].cls == C_ELEM && p->ni[x].cluster == c) ||
+                (p->ni[x].cls == C_FULL && !is_indexing(nd->op)))
                 continue;
             if (!ivec_push(out, load_source(p, x, c, &tmp)->base))
                 return false;
@@ -635,6 +686,7 @@ typedef struct kbuild {
     ivec touched;
     /* loads */
     ivec load_node; /* base node per slot */
+    int64_t *load_ext;  /* slot * R * 2: boxes of ranged loads, gather axes */
     int64_t *load_off;
     int64_t *load_strides; /* slot * R */
     int32_t capload;
@@ -696,6 +748,47 @@ map_strides(kbuild *k, const ir_shape *xs, const int64_t *vs, const ir_shape *cs
     }
 }
 
+/* A new load slot reading view v (offset moved by off_adj elements) with iteration strides
+ * st and, for ranged and indexed loads, ext (R pairs). */
+static int32_t
+kb_slot(kbuild *k, const view *v, int64_t off_adj, const int64_t *st, const int64_t *ext)
+{
+    int32_t slot = k->load_node.n;
+    if (slot == k->capload) {
+        int32_t m = k->capload ? 2 * k->capload : 8;
+        int64_t *o = ir_realloc(k->load_off, sizeof(int64_t) * (size_t)m);
+        if (o)
+            k->load_off = o;
+        int64_t *ss = o ? ir_realloc(k->load_strides, sizeof(int64_t) * (size_t)m * (size_t)k->R) : NULL;
+        if (ss)
+            k->load_strides = ss;
+        int64_t *ex = ss ? ir_realloc(k->load_ext, sizeof(int64_t) * (size_t)m * (size_t)k->R * 2) : NULL;
+        if (!o || !ss || !ex) {
+            ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+            return -1;
+        }
+        k->load_ext = ex;
+        k->capload = m;
+    }
+    if (!ivec_push(&k->load_node, v->base)) {
+        ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        return -1;
+    }
+    k->load_off[slot] = v->offset + off_adj;
+    memcpy(k->load_strides + (size_t)slot * (size_t)k->R, st, sizeof(int64_t) * (size_t)k->R);
+    for (int d = 0; d < k->R; d++) {
+        k->load_ext[((size_t)slot * (size_t)k->R + (size_t)d) * 2] = ext ? ext[2 * d] : 0;
+        k->load_ext[((size_t)slot * (size_t)k->R + (size_t)d) * 2 + 1] = ext ? ext[2 * d + 1] : 0;
+    }
+    return slot;
+}
+
+static uint8_t
+load_class(int64_t inner)
+{
+    return inner == 1 ? JIT_CONTIG : inner == 0 ? JIT_BCAST : JIT_STRIDED;
+}
+
 /* A load of node n into the iteration space, read by a node of shape cs in context ctx. */
 static int32_t
 kb_load(kbuild *k, int32_t n, const ir_shape *cs, int ctx)
@@ -706,32 +799,14 @@ kb_load(kbuild *k, int32_t n, const ir_shape *cs, int ctx)
     const view *v = load_source(p, n, k->c, &tmp);
     int64_t st[IR_MAX_RANK];
     map_strides(k, &nd->type.shape, v->strides, cs, ctx, st);
-    int32_t slot = k->load_node.n;
-    if (slot == k->capload) {
-        int32_t m = k->capload ? 2 * k->capload : 8;
-        int64_t *o = ir_realloc(k->load_off, sizeof(int64_t) * (size_t)m);
-        if (o)
-            k->load_off = o;
-        int64_t *ss = o ? ir_realloc(k->load_strides, sizeof(int64_t) * (size_t)m * (size_t)k->R) : NULL;
-        if (!o || !ss) {
-            ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
-            return -1;
-        }
-        k->load_strides = ss;
-        k->capload = m;
-    }
-    if (!ivec_push(&k->load_node, v->base)) {
-        ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+    int32_t slot = kb_slot(k, v, 0, st, NULL);
+    if (slot < 0)
         return -1;
-    }
-    k->load_off[slot] = v->offset;
-    memcpy(k->load_strides + (size_t)slot * (size_t)k->R, st, sizeof(int64_t) * (size_t)k->R);
     jit_kinst in = {0};
     in.kind = JIT_LOAD;
     in.dtype = (uint8_t)nd->type.dtype;
     in.slot = slot;
-    int64_t inner = st[k->vdim];
-    in.cls = inner == 1 ? JIT_CONTIG : inner == 0 ? JIT_BCAST : JIT_STRIDED;
+    in.cls = load_class(st[k->vdim]);
     if (k->red) {
         bool rowwise = true;
         for (int d = k->nk; d < k->R; d++)
@@ -740,6 +815,121 @@ kb_load(kbuild *k, int32_t n, const ir_shape *cs, int ctx)
             in.cls |= JIT_ROWWISE;
     }
     return kb_push(k, &in);
+}
+
+/* A ranged load of operand x of n, shifted by shift[] along each axis of n (same rank),
+ * valid in the box [shift, shift + x's dims); elsewhere instruction `other`. */
+static int32_t
+kb_ranged(kbuild *k, int32_t n, int32_t x, const int64_t *shift, int32_t other)
+{
+    planner *p = k->p;
+    const ir_shape *ns = &p->g->nodes[n].type.shape, *xs = &p->g->nodes[x].type.shape;
+    view tmp;
+    const view *v = load_source(p, x, k->c, &tmp);
+    int64_t st[IR_MAX_RANK] = {0}, ext[2 * IR_MAX_RANK], adj = 0;
+    int lead = k->R - ns->rank;
+    for (int d = 0; d < k->R; d++) {
+        ext[2 * d] = 0;
+        ext[2 * d + 1] = 1;
+    }
+    for (int i = 0; i < ns->rank; i++) {
+        st[lead + i] = v->strides[i];
+        adj -= shift[i] * v->strides[i];
+        ext[2 * (lead + i)] = shift[i];
+        ext[2 * (lead + i) + 1] = shift[i] + xs->dims[i];
+    }
+    int32_t slot = kb_slot(k, v, adj, st, ext);
+    if (slot < 0)
+        return -1;
+    jit_kinst in = {0};
+    in.kind = JIT_LOAD;
+    in.dtype = (uint8_t)p->g->nodes[x].type.dtype;
+    in.slot = slot;
+    in.cls = (uint8_t)(load_class(st[k->vdim]) | JIT_RANGED);
+    in.a[0] = other;
+    return kb_push(k, &in);
+}
+
+/* pad, concat, gather, arange as instructions of an elementwise kernel. */
+static int32_t
+kb_indexing(kbuild *k, int32_t n)
+{
+    planner *p = k->p;
+    const ir_node *nd = &p->g->nodes[n];
+    const ir_shape *ns = &nd->type.shape;
+    jit_kinst in = {0};
+    in.dtype = (uint8_t)nd->type.dtype;
+    int64_t shift[IR_MAX_RANK] = {0};
+    switch (nd->op) {
+    case IR_OP_ARANGE:
+        in.kind = JIT_OP;
+        in.op = IR_OP_ARANGE;
+        in.value = nd->at.start;
+        in.value2 = nd->at.delta;
+        return kb_push(k, &in);
+    case IR_OP_PAD: {
+        in.kind = JIT_SPLAT;
+        in.value = nd->at.value;
+        int32_t fill = kb_push(k, &in);
+        if (fill < 0)
+            return -1;
+        for (int i = 0; i < ns->rank; i++)
+            shift[i] = nd->at.low[i];
+        return kb_ranged(k, n, nd->in[0], shift, fill);
+    }
+    case IR_OP_CONCAT: {
+        in.kind = JIT_SPLAT; /* zero of the dtype: every element is covered by an operand */
+        int32_t v = kb_push(k, &in);
+        for (int m = 0; m < nd->nin && v >= 0; m++) {
+            v = kb_ranged(k, n, nd->in[m], shift, v);
+            shift[nd->at.axis] += p->g->nodes[nd->in[m]].type.shape.dims[nd->at.axis];
+        }
+        return v;
+    }
+    case IR_OP_GATHER: {
+        /* out = x[:axis] + idx + x[axis+1:]: idx over dims [axis, axis + ri) */
+        int32_t x = nd->in[0], ix = nd->in[1];
+        const ir_shape *is = &p->g->nodes[ix].type.shape, *xs = &p->g->nodes[x].type.shape;
+        int ax = nd->at.axis, ri = is->rank, lead = k->R - ns->rank;
+        view t1, t2;
+        const view *vi = load_source(p, ix, k->c, &t1);
+        int64_t st[IR_MAX_RANK] = {0};
+        for (int i = 0; i < ri; i++)
+            st[lead + ax + i] = is->dims[i] != 1 ? vi->strides[i] : 0;
+        int32_t islot = kb_slot(k, vi, 0, st, NULL);
+        if (islot < 0)
+            return -1;
+        jit_kinst li = {0};
+        li.kind = JIT_LOAD;
+        li.dtype = (uint8_t)p->g->nodes[ix].type.dtype;
+        li.slot = islot;
+        li.cls = load_class(st[k->vdim]);
+        int32_t idx = kb_push(k, &li);
+        if (idx < 0)
+            return -1;
+        const view *vx = load_source(p, x, k->c, &t2);
+        int64_t sx[IR_MAX_RANK] = {0}, ext[2 * IR_MAX_RANK] = {0};
+        for (int i = 0; i < xs->rank; i++) {
+            if (i < ax)
+                sx[lead + i] = vx->strides[i];
+            else if (i > ax)
+                sx[lead + i - 1 + ri] = vx->strides[i];
+        }
+        ext[0] = vx->strides[ax];
+        ext[1] = xs->dims[ax];
+        int32_t slot = kb_slot(k, vx, 0, sx, ext);
+        if (slot < 0)
+            return -1;
+        in.kind = JIT_LOAD;
+        in.slot = slot;
+        in.cls = (uint8_t)(load_class(sx[k->vdim]) | JIT_INDEXED);
+        in.a[0] = idx;
+        return kb_push(k, &in);
+    }
+    default:
+        IR_ASSERT(!"kb_indexing: not an indexing op");
+        return -1;
+    }
 }
 
 /* Instruction of node n read by a node of shape cs in context ctx (0 space, 1 row). */
@@ -759,6 +949,9 @@ kb_value(kbuild *k, int32_t n, const ir_shape *cs, int ctx)
         in.dtype = (uint8_t)nd->type.dtype;
         in.value = nd->at.value;
         r = kb_push(k, &in);
+    } else if (ni->cls == C_ELEM && ni->cluster == k->c && p->cl[k->c].root_copy < 0 &&
+               is_indexing(nd->op)) {
+        r = kb_indexing(k, n);
     } else if (ni->cls == C_ELEM && ni->cluster == k->c && p->cl[k->c].root_copy < 0) {
         jit_kinst in = {0};
         in.kind = is_reduce(nd) ? JIT_REDUCE : JIT_OP;
@@ -867,6 +1060,7 @@ step_free(jit_step *s)
     ir_free(s->slot);
     ir_free(s->slot_off);
     ir_free(s->strides);
+    ir_free(s->ext);
     kiln_graph_free(s->sub);
     ir_free(s->in);
 }
@@ -983,6 +1177,15 @@ build_kernel_step(planner *p, int32_t c, jit_step *s, unsigned flags, int *nkern
         s->total *= k.dims[d];
     }
     s->bytes_per_elem = 0;
+    if (cl->indexing && k.load_node.n) {
+        size_t ne = (size_t)k.load_node.n * (size_t)k.R * 2;
+        s->ext = ir_malloc(sizeof(int64_t) * ne);
+        if (!s->ext) {
+            st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+            goto done;
+        }
+        memcpy(s->ext, k.load_ext, sizeof(int64_t) * ne);
+    }
     for (int32_t j = 0; j < k.load_node.n; j++) {
         int32_t b = k.load_node.v[j];
         s->slot[j] = p->ni[b].loc;
@@ -1037,6 +1240,7 @@ done:
     ir_free(k.load_node.v);
     ir_free(k.load_off);
     ir_free(k.load_strides);
+    ir_free(k.load_ext);
     ir_free(stores.v);
     return st;
 }
@@ -1316,6 +1520,7 @@ typedef struct krun {
     void *const *ptrs;
     const int64_t *strides, *dims;
     int64_t total, chunk;
+    const int64_t *ext; /* elementwise: ranged and indexed loads */
     /* reductions */
     jit_raux aux;
     int64_t nsub, per;      /* pieces: sub-rows, or elements of the last dim, per piece */
@@ -1329,7 +1534,7 @@ run_chunk(void *ctx, int64_t i)
     const krun *r = ctx;
     int64_t begin = i * r->chunk;
     int64_t end = begin + r->chunk < r->total ? begin + r->chunk : r->total;
-    r->fn(r->ptrs, r->strides, r->dims, begin, end, &r->aux);
+    r->fn(r->ptrs, r->strides, r->dims, begin, end, r->ext ? (const void *)r->ext : (const void *)&r->aux);
 }
 
 /* One piece of one long row: task i is row i / npieces, piece i % npieces. */
@@ -1482,6 +1687,7 @@ jit_plan_run(const jit_plan *p, const void *const *inputs, void *const *outputs,
         r.strides = s->strides;
         r.dims = s->dims;
         r.total = r.chunk = s->total;
+        r.ext = s->ext;
         size_t bytes = (size_t)s->total * (s->bytes_per_elem ? s->bytes_per_elem : 1);
         int threads = bytes < SMALL_BYTES ? 1 : jit_pool_threads();
         if (threads > 1) {
