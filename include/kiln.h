@@ -3,6 +3,12 @@
  *
  * Conventions (README.md and docs/ have the long form):
  *  - Every handle is opaque.  Each `_new`/`_parse` has a `_free`; `_free(NULL)` is a no-op.
+ *  - A kiln_graph, kiln_device or kiln_program pointer is checked against the library's
+ *    live objects of its type before anything reads through it: a freed, foreign or
+ *    garbage pointer is KILN_ERR_MISUSE ("invalid handle"), and nothing is freed or read.
+ *    The check knows only the pointer's value.  A freed object's memory is kept from reuse
+ *    until 64 more objects of its type have been freed; after that a new object may get
+ *    the same address, and a stale pointer to it then names that new object.
  *  - Fallible functions return a kiln_status (or NULL) and set the calling thread's error:
  *    kiln_errcode() and kiln_errmsg() read it.  Messages have the form
  *    "<api>: <problem>: <detail>" and are owned by the library (valid until the thread's
@@ -120,7 +126,9 @@ typedef struct kiln_graph kiln_graph;
  * ERR_OVERFLOW (rule broken), KILN_ERR_NOMEM, KILN_ERR_INVALID_ARG (NULL text or out). */
 KILN_API kiln_status kiln_graph_parse(const char *text, size_t len, kiln_graph **out);
 
-/* kiln_graph_free: frees the graph and its constant data.  NULL is a no-op. */
+/* kiln_graph_free: frees the graph and its constant data.  NULL is a no-op; a freed or
+ * foreign pointer is KILN_ERR_MISUSE (nothing is freed).  Every function below given such
+ * a pointer sets KILN_ERR_MISUSE and returns its failure value (0, -1, NULL or the code). */
 KILN_API void kiln_graph_free(kiln_graph *graph);
 
 /* kiln_graph_print: write the graph in the text format; parsing what it writes gives a
@@ -387,12 +395,12 @@ KILN_API int64_t kiln_tensor_dim(kiln_tensor t, int axis);
  * KILN_ERR_NOMEM. */
 KILN_API kiln_status kiln_program_run(kiln_program *program, const void *const *inputs,
                                       void *const *outputs);
-/* NULL is a no-op. */
+/* NULL is a no-op; a freed or foreign pointer is KILN_ERR_MISUSE (nothing is freed). */
 KILN_API void kiln_program_free(kiln_program *program);
 /* The captured graph (owned by the program; print it with kiln_graph_print — kiln dump
  * and kiln run accept what it prints).  NULL with KILN_ERR_MISUSE for a bad handle. */
 KILN_API const kiln_graph *kiln_program_graph(const kiln_program *program);
-/* The executor the program really uses. */
+/* The executor the program really uses; -1 (cast) with KILN_ERR_MISUSE for a bad handle. */
 KILN_API kiln_mode kiln_program_mode(const kiln_program *program);
 
 /* kiln_program_compile: compile a graph (parsed, or from kiln_scope_end_graph) into a
@@ -405,7 +413,8 @@ KILN_API kiln_status kiln_program_compile(const kiln_graph *graph, const kiln_op
  * before optimisation), "opt" (after), "asm" (host assembly).  llvm/opt/asm need the
  * program compiled with KILN_KEEP_DUMPS or the KILN_DUMP environment variable.
  * KILN_DUMP=graph,plan,llvm,opt,asm dumps every compiled program to stderr, or into
- * files in KILN_DUMP_DIR.  Errors: KILN_ERR_INVALID_ARG (unknown view), KILN_ERR_IO. */
+ * files in KILN_DUMP_DIR.  Errors: KILN_ERR_INVALID_ARG (unknown view), KILN_ERR_IO,
+ * KILN_ERR_MISUSE. */
 KILN_API kiln_status kiln_program_dump(const kiln_program *program, const char *what,
                                        FILE *stream);
 

@@ -1533,7 +1533,7 @@ START_TEST(hash_misuse)
     ts_assert_error(KILN_ERR_MISUSE, "kiln_graph_hash: invalid handle");
     ck_assert_uint_eq(kiln_graph_generic_hash(NULL), 0);
     ts_assert_error(KILN_ERR_MISUSE, "kiln_graph_generic_hash: invalid handle");
-    /* a struct that is not a live graph is detected by its magic */
+    /* a struct that is not a live graph is detected (it was never registered) */
     kiln_graph fake;
     memset(&fake, 0, sizeof fake);
     ck_assert_int_eq(kiln_graph_equal(&fake, g), 0);

@@ -34,12 +34,12 @@ IR_HIDDEN kiln_status cap_router_get_client_locked(const cap_channel *ch, uint64
 IR_HIDDEN bool cap_router_has_device_locked(uint64_t device);
 
 /* ---- devices ---------------------------------------------------------------------------- */
-#define CAP_DEVICE_MAGIC 0x6b646576u /* "kdev" */
 struct kiln_device {
-    uint32_t magic;
     uint64_t id;
 };
-/* Checks the handle; KILN_ERR_MISUSE naming `api` otherwise. */
+/* Checks the handle against the live devices, without reading *d; KILN_ERR_MISUSE naming
+ * `api` otherwise.  kiln_device_free unregisters under cap_lock, so a device checked with
+ * cap_lock held stays live until it is released. */
 IR_HIDDEN kiln_status cap_device_check(const kiln_device *d, const char *api);
 
 /* ---- scopes ----------------------------------------------------------------------------- */

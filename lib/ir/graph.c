@@ -4,15 +4,19 @@
 
 #include "ir.h"
 
+/* Every graph ever handed out, whether the caller or the library owns it: a graph made
+ * inside the library may reach the caller (kiln_scope_end_graph, kiln_program_graph). */
+static ir_handle_set live_graphs = IR_HANDLE_SET_INIT;
+
 kiln_graph *
 ir_graph_new(const char *name)
 {
     kiln_graph *g = ir_calloc(1, sizeof *g);
-    if (!g) {
+    if (!g || !ir_handle_add(&live_graphs, g)) {
+        ir_free(g);
         ir_error(KILN_ERR_NOMEM, "kiln: out of memory creating a graph");
         return NULL;
     }
-    g->magic = IR_GRAPH_MAGIC;
     g->name = ir_arena_strdup(&g->arena, name ? name : "main");
     if (!g->name) {
         kiln_graph_free(g);
@@ -24,7 +28,7 @@ ir_graph_new(const char *name)
 bool
 ir_graph_is_valid(const kiln_graph *g)
 {
-    return g && g->magic == IR_GRAPH_MAGIC;
+    return g && ir_handle_is_live(&live_graphs, g);
 }
 
 void
@@ -32,16 +36,16 @@ kiln_graph_free(kiln_graph *g)
 {
     if (!g)
         return;
-    if (g->magic != IR_GRAPH_MAGIC) {
-        ir_error(KILN_ERR_MISUSE, "kiln_graph_free: invalid handle: not a live kiln_graph");
+    if (!ir_handle_remove(&live_graphs, g)) {
+        ir_error(KILN_ERR_MISUSE,
+                 "kiln_graph_free: invalid handle: not a live kiln_graph (freed or foreign)");
         return;
     }
-    g->magic = 0;
     ir_arena_free(&g->arena);
     ir_free(g->nodes);
     ir_free(g->inputs);
     ir_free(g->outputs);
-    ir_free(g);
+    ir_handle_retire(&live_graphs, g);
 }
 
 /* Grow *arr (of element size `size`) so it holds at least `need` elements. */

@@ -8,7 +8,9 @@
 #ifndef KILN_IR_H
 #define KILN_IR_H
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -40,6 +42,34 @@ IR_HIDDEN kiln_status ir_verror(kiln_status code, const char *fmt, va_list ap);
 /* Bugs, never bad input: print and abort through the abort hook. */
 IR_HIDDEN _Noreturn void ir_bug(const char *file, int line, const char *what);
 #define IR_ASSERT(c) ((c) ? (void)0 : ir_bug(__FILE__, __LINE__, #c))
+
+/* ---- live handles (handle.c) -------------------------------------------------------
+ * The public pointer handles (kiln_graph, kiln_device, kiln_program) are checked against
+ * a set of the live objects of their type before anything reads through them, so a freed,
+ * foreign or garbage pointer is KILN_ERR_MISUSE without a read of the memory it names.  A
+ * freed object's block is kept from malloc until IR_HANDLE_QUARANTINE more objects of its
+ * set have been freed, so a stale pointer cannot name a newer object in the meantime;
+ * after that the block may come back as a new object, and the stale pointer then names
+ * that live object (a pointer has no room for a generation; kiln.h states the limit).
+ * Every function is thread-safe; ir_handle_is_live takes no lock. */
+#define IR_HANDLE_QUARANTINE 64
+typedef struct ir_handle_table ir_handle_table;
+typedef struct ir_handle_set {
+    _Atomic(ir_handle_table *) table; /* read without the lock */
+    pthread_mutex_t lock;             /* serializes the writers */
+    size_t live;
+    void *retired[IR_HANDLE_QUARANTINE]; /* freed blocks not yet given back to malloc */
+    size_t oldest, nretired;
+} ir_handle_set;
+#define IR_HANDLE_SET_INIT {NULL, PTHREAD_MUTEX_INITIALIZER, 0, {NULL}, 0, 0}
+/* Register a new object; false (no error set) when out of memory. */
+IR_HIDDEN bool ir_handle_add(ir_handle_set *set, const void *obj);
+IR_HIDDEN bool ir_handle_is_live(ir_handle_set *set, const void *obj);
+/* Unregister obj; false when it was not live (nothing changes).  Of two threads freeing
+ * one object at once, exactly one sees true. */
+IR_HIDDEN bool ir_handle_remove(ir_handle_set *set, const void *obj);
+/* Free the block of a removed object (with ir_free), after the quarantine. */
+IR_HIDDEN void ir_handle_retire(ir_handle_set *set, void *block);
 
 /* ---- arena ------------------------------------------------------------------------- */
 typedef struct ir_chunk ir_chunk;
@@ -219,11 +249,9 @@ typedef struct ir_output {
     int32_t node;
 } ir_output;
 
-#define IR_GRAPH_MAGIC 0x6b696c67u /* "kilg" */
 #define IR_MAX_NODES (1 << 24)
 
 struct kiln_graph {
-    uint32_t magic;
     ir_arena arena;
     const char *name;
     ir_node *nodes;
@@ -237,7 +265,8 @@ struct kiln_graph {
 /* ---- building graphs (used by the parser and by capture) --------------------------- */
 /* A new empty graph named `name` (NULL: "main"); NULL with error set on failure. */
 IR_HIDDEN kiln_graph *ir_graph_new(const char *name);
-IR_HIDDEN bool ir_graph_is_valid(const kiln_graph *g); /* non-NULL with the right magic */
+/* g is a live graph (non-NULL, made by ir_graph_new, not yet freed); never reads *g. */
+IR_HIDDEN bool ir_graph_is_valid(const kiln_graph *g);
 /* Append an input; returns its node id or -1 (error set: bad type, duplicate name). */
 IR_HIDDEN int32_t ir_graph_add_input(kiln_graph *g, const char *name, const ir_type *type);
 /* Append a node, inferring and checking its type with the op's rule (errors name `api`,

@@ -14,7 +14,6 @@
 #include "capture.h"
 #include "llvm.h"
 
-#define PROGRAM_MAGIC 0x6b707267u /* "kprg" */
 #define PLAN_CACHE_LIMIT 256
 
 /* A compiled form, shared by every program of an equal graph and mode. */
@@ -34,7 +33,6 @@ static int cache_count;
 static _Atomic uint64_t plan_hits, plan_misses;
 
 struct kiln_program {
-    uint32_t magic;
     kiln_graph *graph;
     kiln_mode requested;
     kiln_mode mode;
@@ -43,12 +41,15 @@ struct kiln_program {
     atomic_flag temp_busy;
 };
 
+/* The live programs: a handle is checked here before anything reads through it. */
+static ir_handle_set live_programs = IR_HANDLE_SET_INIT;
+
 static kiln_status
 program_check(const kiln_program *p, const char *api)
 {
     if (!p)
         return ir_error(KILN_ERR_MISUSE, "%s: invalid handle: program is NULL", api);
-    if (p->magic != PROGRAM_MAGIC)
+    if (!ir_handle_is_live(&live_programs, p))
         return ir_error(KILN_ERR_MISUSE,
                         "%s: invalid handle: not a live kiln_program (freed or foreign)", api);
     return KILN_OK;
@@ -220,11 +221,11 @@ program_new(const char *api, kiln_graph *g, const kiln_options *o, kiln_program 
         return ir_error(KILN_ERR_INVALID_ARG, "%s: invalid argument: mode %d", api, (int)mode);
     }
     kiln_program *p = ir_calloc(1, sizeof *p);
-    if (!p) {
+    if (!p || !ir_handle_add(&live_programs, p)) {
+        ir_free(p);
         kiln_graph_free(g);
         return ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
     }
-    p->magic = PROGRAM_MAGIC;
     p->graph = g;
     p->requested = mode;
     p->mode = mode;
@@ -268,8 +269,11 @@ kiln_status
 kiln_program_compile(const kiln_graph *graph, const kiln_options *options, kiln_program **program)
 {
     const char *api = "kiln_program_compile";
+    if (!graph)
+        return ir_error(KILN_ERR_MISUSE, "%s: invalid handle: graph is NULL", api);
     if (!ir_graph_is_valid(graph))
-        return ir_error(KILN_ERR_MISUSE, "%s: invalid handle: not a live kiln_graph", api);
+        return ir_error(KILN_ERR_MISUSE,
+                        "%s: invalid handle: not a live kiln_graph (freed or foreign)", api);
     if (!program)
         return ir_error(KILN_ERR_INVALID_ARG, "%s: invalid argument: program is NULL", api);
     *program = NULL;
@@ -377,13 +381,17 @@ kiln_program_run(kiln_program *p, const void *const *inputs, void *const *output
 void
 kiln_program_free(kiln_program *p)
 {
-    if (!p || program_check(p, "kiln_program_free"))
+    if (!p)
         return;
-    p->magic = 0;
+    if (!ir_handle_remove(&live_programs, p)) {
+        ir_error(KILN_ERR_MISUSE,
+                 "kiln_program_free: invalid handle: not a live kiln_program (freed or foreign)");
+        return;
+    }
     compiled_release(p->comp);
     kiln_graph_free(p->graph);
     free(p->temp);
-    ir_free(p);
+    ir_handle_retire(&live_programs, p);
 }
 
 const kiln_graph *
