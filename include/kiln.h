@@ -253,8 +253,9 @@ KILN_API kiln_status kiln_scope_output(kiln_scope scope, const char *name, kiln_
 /* Executors: FUSED (default) compiles fused SIMD kernels for the host CPU; EAGER is the
  * same compiler with fusion off (one kernel per op, every intermediate written to memory:
  * the honest baseline for what fusion buys); INTERP runs the reference interpreter.
- * Ops the JIT does not compile yet (reductions, matmul, concat, pad, gather, arange,
- * integer pow) run as reference steps inside FUSED and EAGER programs. */
+ * FUSED and EAGER compile every op but matmul, which still runs as a reference step (the
+ * interpreter on that one op) inside the program; reductions are fused with their
+ * producers and with the consumers over the same rows (docs/jit.md). */
 typedef enum kiln_mode {
     KILN_MODE_FUSED,
     KILN_MODE_EAGER,
