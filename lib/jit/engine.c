@@ -9,14 +9,33 @@
  *  - Emitting assembly mutates the module: dumps are taken from a clone.
  *  - Each compiled module gets its own resource tracker, so freeing a program frees its
  *    machine code and memory plateaus over many compile/free cycles.
+ *  - A bare `instcombine` in a pass string verifies that it reached a fixpoint, and a
+ *    miss is report_fatal_error: `a = abs(x); o = gelu_erf(a)` in f32 killed the process
+ *    ("Instruction Combining did not reach a fixpoint after 1 iterations").  The pipeline
+ *    uses `instcombine<no-verify-fixpoint>`, which stops quietly after its iterations.
+ *
+ * Never fatal on valid input.  LLVM calls report_fatal_error (print, then exit or abort)
+ * where kiln could reach it by:
+ *  - a module that does not verify, given to the optimiser or to code generation (whose
+ *    own verifier is fatal): it is verified with LLVMReturnStatusAction before
+ *    optimising and again before code generation, and the message becomes kiln's error;
+ *  - a pass option with a fatal check (instcombine's fixpoint, above; VerifyEach is off);
+ *  - a pipeline string LLVM cannot parse: LLVMRunPasses returns that as an error.
+ * What is left (instruction selection finding no pattern, LLVM running out of memory)
+ * would be a bug in kiln or LLVM: the fatal-error handler installed at start-up names the
+ * module, kernel and compilation step of the calling thread, then aborts like an IR_ASSERT.
+ * A fatal error on a thread that is not compiling for kiln (the host's own use of LLVM)
+ * is printed as LLVM prints it and left to LLVM.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Error.h>
+#include <llvm-c/ErrorHandling.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
@@ -27,6 +46,38 @@
 struct jit_code {
     LLVMOrcResourceTrackerRef rt;
 };
+
+/* kiln's pass pipeline (see jit_unit_compile); a test may swap it (jit_engine_test_passes). */
+#define KILN_PASSES "always-inline,function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg)"
+static const char *passes = KILN_PASSES;
+
+/* What the calling thread is compiling, for the fatal-error handler: the module's name and
+ * the step ("optimising", ...).  Empty outside kiln's compilations. */
+static _Thread_local char cur_module[64];
+static _Thread_local const char *cur_step;
+
+static void
+during(const char *step, const char *module)
+{
+    cur_step = step;
+    if (module)
+        snprintf(cur_module, sizeof cur_module, "%s", module);
+    else if (!step)
+        cur_module[0] = '\0';
+}
+
+static void
+fatal_handler(const char *reason)
+{
+    if (!cur_step) {
+        fprintf(stderr, "LLVM ERROR: %s\n", reason ? reason : "(no reason given)");
+        return; /* LLVM exits as it would without kiln */
+    }
+    char what[1024];
+    snprintf(what, sizeof what, "LLVM fatal error while %s module '%s': %s", cur_step, cur_module,
+             reason ? reason : "(no reason given)");
+    ir_bug(__FILE__, __LINE__, what);
+}
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -72,9 +123,8 @@ host_tm(char **err)
 }
 
 static void
-start(void)
+start_llvm(void)
 {
-    double t0 = jit_now_ms();
     LLVMInitializeNativeTarget();
     LLVMInitializeNativeAsmPrinter();
     char *err = NULL;
@@ -102,6 +152,16 @@ start(void)
         return;
     }
     LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(jit), gen);
+}
+
+static void
+start(void)
+{
+    double t0 = jit_now_ms();
+    LLVMInstallFatalErrorHandler(fatal_handler);
+    during("starting LLVM for", "(none yet)");
+    start_llvm();
+    during(NULL, NULL);
     stats.startup_ms = jit_now_ms() - t0;
 }
 
@@ -122,6 +182,7 @@ jit_unit_new(jit_unit *u, const char *name)
     kiln_status st = started("kiln_jit");
     if (st)
         return st;
+    during("building", name);
     u->tsc = LLVMOrcCreateNewThreadSafeContext();
     u->ctx = LLVMOrcThreadSafeContextGetContext(u->tsc);
     u->mod = LLVMModuleCreateWithNameInContext(name, u->ctx);
@@ -140,6 +201,13 @@ jit_unit_dispose(jit_unit *u)
     if (u->tsc)
         LLVMOrcDisposeThreadSafeContext(u->tsc);
     memset(u, 0, sizeof *u);
+    during(NULL, NULL);
+}
+
+void
+jit_engine_test_passes(const char *pipeline)
+{
+    passes = pipeline ? pipeline : KILN_PASSES;
 }
 
 static char *
@@ -173,22 +241,35 @@ print_module(LLVMModuleRef mod)
     return copy;
 }
 
+/* LLVMVerifyModule with the status action (the others print or abort); LLVM's message
+ * goes into kiln's error.  `when`: "generated" or "optimised". */
+static kiln_status
+verify(LLVMModuleRef mod, const char *api, const char *when)
+{
+    char *msg = NULL;
+    if (!LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
+        LLVMDisposeMessage(msg);
+        return KILN_OK;
+    }
+    kiln_status st = ir_error(KILN_ERR_INTERNAL, "%s: internal error: %s module %s does not verify: %s",
+                              api, when, LLVMGetModuleIdentifier(mod, &(size_t){0}),
+                              msg ? msg : "");
+    LLVMDisposeMessage(msg);
+    return st;
+}
+
 kiln_status
 jit_unit_compile(jit_unit *u, int n, const char *const *names, void **addrs, jit_code **code,
                  jit_dumps *dumps)
 {
     const char *api = "kiln_jit";
-    kiln_status st = KILN_OK;
-    char *msg = NULL;
+    kiln_status st;
     *code = NULL;
-    if (LLVMVerifyModule(u->mod, LLVMReturnStatusAction, &msg)) {
-        st = ir_error(KILN_ERR_INTERNAL, "%s: internal error: generated module does not verify: %s",
-                      api, msg ? msg : "");
-        LLVMDisposeMessage(msg);
+    during("verifying", NULL);
+    if ((st = verify(u->mod, api, "generated")) != KILN_OK) {
         jit_unit_dispose(u);
         return st;
     }
-    LLVMDisposeMessage(msg);
     if (dumps && dumps->want_llvm)
         dumps->llvm = print_module(u->mod);
 
@@ -198,8 +279,8 @@ jit_unit_compile(jit_unit *u, int n, const char *const *names, void **addrs, jit
     /* kiln emits explicit vector code, so the optimiser has little left to find: inline the
      * vector math, fold and clean up.  Measured against default<O2> with aggressive code
      * generation: compile time -35..45%, run time the same (docs/jit.md). */
-    LLVMErrorRef e = LLVMRunPasses(
-        u->mod, "always-inline,function(early-cse,instcombine,simplifycfg)", opt_tm, po);
+    during("optimising", NULL);
+    LLVMErrorRef e = LLVMRunPasses(u->mod, passes, opt_tm, po);
     LLVMDisposePassBuilderOptions(po);
     if (e) {
         char *m = take_error(e);
@@ -207,8 +288,13 @@ jit_unit_compile(jit_unit *u, int n, const char *const *names, void **addrs, jit
         free(m);
         goto fail;
     }
+    /* Code generation's own verifier would be fatal on a module the optimiser broke. */
+    during("verifying the optimised", NULL);
+    if ((st = verify(u->mod, api, "optimised")) != KILN_OK)
+        goto fail;
     if (dumps && dumps->want_opt)
         dumps->opt = print_module(u->mod);
+    during("emitting assembly for", NULL);
     if (dumps && dumps->want_asm)
         dumps->asm_text = emit_asm(u->mod);
 
@@ -217,6 +303,7 @@ jit_unit_compile(jit_unit *u, int n, const char *const *names, void **addrs, jit
      * every module, which costs more than compiling a small kernel. */
     LLVMMemoryBufferRef obj = NULL;
     char *cmsg = NULL;
+    during("generating code for", NULL);
     if (LLVMTargetMachineEmitToMemoryBuffer(opt_tm, u->mod, LLVMObjectFile, &cmsg, &obj)) {
         st = ir_error(KILN_ERR_COMPILE, "%s: compilation failed: code generation: %s", api,
                       cmsg ? cmsg : "");
@@ -224,11 +311,12 @@ jit_unit_compile(jit_unit *u, int n, const char *const *names, void **addrs, jit
         goto fail;
     }
     jit_unit_dispose(u);
+    during("linking", NULL); /* the name is kept: the object is the module's */
     jit_code *c = ir_calloc(1, sizeof *c);
     if (!c) {
         LLVMDisposeMemoryBuffer(obj);
-        pthread_mutex_unlock(&lock);
-        return ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
+        st = ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
+        goto unlock;
     }
     c->rt = LLVMOrcJITDylibCreateResourceTracker(LLVMOrcLLJITGetMainJITDylib(jit));
     e = LLVMOrcLLJITAddObjectFileWithRT(jit, c->rt, obj); /* takes the buffer */
@@ -238,8 +326,7 @@ jit_unit_compile(jit_unit *u, int n, const char *const *names, void **addrs, jit
         free(m);
         LLVMOrcReleaseResourceTracker(c->rt);
         ir_free(c);
-        pthread_mutex_unlock(&lock);
-        return st;
+        goto unlock;
     }
     for (int i = 0; i < n; i++) {
         LLVMOrcExecutorAddress a = 0;
@@ -256,6 +343,7 @@ jit_unit_compile(jit_unit *u, int n, const char *const *names, void **addrs, jit
     stats.compiles++;
     stats.compile_ms += jit_now_ms() - t0;
     pthread_mutex_unlock(&lock);
+    during(NULL, NULL);
     if (st) {
         jit_code_free(c);
         return st;
@@ -263,8 +351,10 @@ jit_unit_compile(jit_unit *u, int n, const char *const *names, void **addrs, jit
     *code = c;
     return KILN_OK;
 fail:
-    pthread_mutex_unlock(&lock);
     jit_unit_dispose(u);
+unlock:
+    pthread_mutex_unlock(&lock);
+    during(NULL, NULL);
     return st;
 }
 
@@ -274,10 +364,15 @@ jit_code_free(jit_code *c)
     if (!c)
         return;
     pthread_mutex_lock(&lock);
+    const char *step = cur_step; /* a unit may be under construction on this thread */
+    char module[sizeof cur_module];
+    memcpy(module, cur_module, sizeof module);
+    during("freeing the code of", "(a freed program's kernel)");
     LLVMErrorRef e = LLVMOrcResourceTrackerRemove(c->rt);
     if (e)
         LLVMConsumeError(e); /* nothing useful to do: the code is unreachable either way */
     LLVMOrcReleaseResourceTracker(c->rt);
+    during(step, step ? module : NULL);
     pthread_mutex_unlock(&lock);
     ir_free(c);
 }

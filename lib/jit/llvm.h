@@ -30,11 +30,18 @@ typedef struct jit_code jit_code;
  * not be initialised for this host), KILN_ERR_NOMEM. */
 IR_HIDDEN kiln_status jit_unit_new(jit_unit *u, const char *name);
 IR_HIDDEN void jit_unit_dispose(jit_unit *u);
-/* Verify, optimise for the host CPU, add to the JIT and look up `n` function names.
- * Consumes the unit (also on error).  LLVM's messages are copied into kiln's error. */
+/* Verify, optimise for the host CPU, verify again, generate code, add it to the JIT and
+ * look up `n` function names.  Consumes the unit (also on error).  LLVM's messages are
+ * copied into kiln's error: KILN_ERR_INTERNAL for a module that does not verify (before or
+ * after optimisation), KILN_ERR_COMPILE for a failed optimisation, code generation, link
+ * or lookup.  From jit_unit_new to the end of jit_unit_compile (or jit_unit_dispose) the
+ * calling thread's LLVM fatal errors name the module (engine.c). */
 IR_HIDDEN kiln_status jit_unit_compile(jit_unit *u, int n, const char *const *names, void **addrs,
                                        jit_code **code, jit_dumps *dumps);
 IR_HIDDEN void jit_code_free(jit_code *c);
+/* Tests only: compile with this pass pipeline instead of kiln's (NULL restores it).  Not
+ * thread-safe; call before compiling.  The string must outlive its use. */
+IR_HIDDEN void jit_engine_test_passes(const char *pipeline);
 
 /* Compile statistics for the API and tests: modules compiled, milliseconds spent, and the
  * one-time start-up (LLVM and LLJIT initialisation) in milliseconds. */

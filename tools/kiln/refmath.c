@@ -1,0 +1,175 @@
+/* refmath.c — exact values of kiln's float functions, and errors in ULPs (refmath.h).
+ *
+ * The composite functions are written without the cancellation of ops.def's literal
+ * formulas (1 + tanh(u) and 1 + erf(z) lose everything in the negative tail):
+ *   sigmoid(x) = 1/(1 + e^-x),  silu(x) = x/(1 + e^-x),
+ *   gelu(x) = x/(1 + e^-t), t = 2*0.7978845608028654*(x + 0.044715*x^3) formed in binary128
+ *     (ops.def's decimals as doubles, as the interpreter and vmath multiply by them),
+ *   gelu_erf(x) = x*erfc(-x/sqrt2)/2 with the rounding of -x/sqrt2 corrected to first order.
+ * These are the forms tests/check_vmath.c measures vmath against (docs/accuracy.md). */
+#include "refmath.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__SIZEOF_FLOAT128__) && !defined(__clang__)
+__extension__ typedef __float128 wide;
+#else
+typedef long double wide; /* enough for gelu's t where long double is binary128 */
+#endif
+
+/* RN(1/sqrt2) in long double, and the rest. */
+#define SQRT_HALF_L 0x1.6a09e667f3bcc908p-1L
+#define SQRT_HALF_REST 0x1.65f626cdd52b0p-66L
+
+static long double
+gelu(long double x, bool f64)
+{
+    /* t to ~2^-110 relative, then e^-t = e^-th (1 - tl) */
+    if (isinf(x))
+        return x > 0 ? x : (long double)NAN; /* x * 1, -inf * 0 */
+    if (!f64) { /* 2^-64 relative in t is 2^-40 ULP of f32 even where e^-t amplifies it */
+        long double t = (long double)(2 * 0.7978845608028654) *
+                        (x + (long double)0.044715 * x * x * x);
+        return x / (1.0L + expl(-t));
+    }
+    wide xq = x;
+    wide t = (wide)(2 * 0.7978845608028654) * (xq + (wide)0.044715 * xq * xq * xq);
+    long double th = (long double)t;
+    long double tl = fabsl(th) < 1e5L ? (long double)(t - (wide)th) : 0;
+    return x / (1.0L + expl(-th) * (1.0L - tl));
+}
+
+static long double
+gelu_erf(long double x)
+{
+    long double a = -x * SQRT_HALF_L;
+    long double d = fmal(-x, SQRT_HALF_L, -a) - x * SQRT_HALF_REST; /* exact a: a + d */
+    if (isinf(x))
+        return 0.5L * x * erfcl(a);
+    long double phi =
+        0.5L *
+        (erfcl(a) - d * (2.0L / sqrtl(3.14159265358979323846264338327950288L)) * expl(-a * a));
+    return x * phi;
+}
+
+bool
+ref_math_has(ir_op op)
+{
+    switch (op) {
+    case IR_OP_EXP: case IR_OP_EXP2: case IR_OP_EXPM1: case IR_OP_LOG: case IR_OP_LOG2:
+    case IR_OP_LOG1P: case IR_OP_SQRT: case IR_OP_RSQRT: case IR_OP_RECIP: case IR_OP_SIN:
+    case IR_OP_COS: case IR_OP_TAN: case IR_OP_TANH: case IR_OP_SIGMOID: case IR_OP_ERF:
+    case IR_OP_GELU: case IR_OP_GELU_ERF: case IR_OP_SILU: case IR_OP_POW: case IR_OP_ATAN2:
+        return true;
+    default:
+        return false;
+    }
+}
+
+long double
+ref_math(ir_op op, kiln_dtype t, long double a, long double b)
+{
+    /* Signalling NaNs as quiet ones, as C11 Annex F knows them (pow(NaN, 0) = 1); glibc
+     * follows TS 18661 and gives pow(sNaN, 0) = NaN. */
+    a = isnan(a) ? copysignl((long double)NAN, a) : a;
+    b = isnan(b) ? copysignl((long double)NAN, b) : b;
+    switch (op) {
+    case IR_OP_EXP: return expl(a);
+    case IR_OP_EXP2: return exp2l(a);
+    case IR_OP_EXPM1: return expm1l(a);
+    case IR_OP_LOG: return logl(a);
+    case IR_OP_LOG2: return log2l(a);
+    case IR_OP_LOG1P: return log1pl(a);
+    case IR_OP_SQRT: return sqrtl(a);
+    case IR_OP_RSQRT: return 1.0L / sqrtl(a);
+    case IR_OP_RECIP: return 1.0L / a;
+    case IR_OP_SIN: return sinl(a);
+    case IR_OP_COS: return cosl(a);
+    case IR_OP_TAN: return tanl(a);
+    case IR_OP_TANH: return tanhl(a);
+    case IR_OP_SIGMOID: return 1.0L / (1.0L + expl(-a));
+    case IR_OP_ERF: return erfl(a);
+    case IR_OP_GELU: return gelu(a, t == KILN_DTYPE_F64);
+    case IR_OP_GELU_ERF: return gelu_erf(a);
+    case IR_OP_SILU: return a / (1.0L + expl(-a));
+    case IR_OP_POW:
+        /* glibc 2.36's powl(-inf, -2^63) is inf (Annex F: +0); the special cases' results
+         * are exact, so double pow gives them */
+        if (!isfinite(a) || !isfinite(b) || a == 0 || b == 0)
+            return pow((double)a, (double)b);
+        return powl(a, b);
+    case IR_OP_ATAN2: return atan2l(a, b);
+    default: return NAN;
+    }
+}
+
+/* Precision (bits), smallest and largest exponent of a float dtype. */
+static void
+format_of(kiln_dtype t, int *p, int *emin, int *emax)
+{
+    bool f32 = t == KILN_DTYPE_F32;
+    *p = f32 ? FLT_MANT_DIG : DBL_MANT_DIG;
+    *emin = f32 ? FLT_MIN_EXP - 1 : DBL_MIN_EXP - 1; /* -126, -1022 */
+    *emax = f32 ? FLT_MAX_EXP - 1 : DBL_MAX_EXP - 1; /* 127, 1023 */
+}
+
+long double
+ref_ulp_of(kiln_dtype t, long double x)
+{
+    int p, emin, emax;
+    format_of(t, &p, &emin, &emax);
+    x = fabsl(x);
+    int e = x > 0 && isfinite(x) ? ilogbl(x) : x > 0 ? emax : emin;
+    e = e < emin ? emin : e > emax ? emax : e;
+    return ldexpl(1.0L, e - p + 1);
+}
+
+double
+ref_ulp_error(kiln_dtype t, double got, long double exact)
+{
+    if (isnan(exact))
+        return isnan(got) ? 0 : INFINITY;
+    if (isnan(got))
+        return INFINITY;
+    if ((long double)got == exact)
+        return 0;
+    if (isinf(exact))
+        return INFINITY;
+    int p, emin, emax;
+    format_of(t, &p, &emin, &emax);
+    long double top = ldexpl(1.0L, emax + 1); /* where infinity sits on the ULP scale */
+    /* the exact value rounds to infinity in t: infinity itself is exact */
+    if (fabsl(exact) >= top - ldexpl(1.0L, emax - p) && isinf(got) &&
+        signbit(got) == signbit(exact))
+        return 0;
+    long double g = isinf(got) ? copysignl(top, got) : (long double)got;
+    return (double)(fabsl(g - exact) / ref_ulp_of(t, exact));
+}
+
+/* The bits of a float as a line on which adjacent values differ by one (±0 both 0). */
+static long double
+ordered(kiln_dtype t, double x)
+{
+    if (t == KILN_DTYPE_F32) {
+        float f = (float)x;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        return u >> 31 ? -(long double)(u & 0x7fffffffu) : (long double)u;
+    }
+    uint64_t u;
+    memcpy(&u, &x, 8);
+    return u >> 63 ? -(long double)(u & 0x7fffffffffffffffull) : (long double)u;
+}
+
+double
+ref_ulp_distance(kiln_dtype t, double a, double b)
+{
+    if (isnan(a) || isnan(b))
+        return isnan(a) && isnan(b) ? 0 : INFINITY;
+    /* both below 2^63 in magnitude: the difference is an integer below 2^64, exact in a
+     * 64-bit significand */
+    return (double)fabsl(ordered(t, a) - ordered(t, b));
+}
