@@ -241,9 +241,12 @@ KILN_API uint64_t kiln_device_id(const kiln_device *device);
  * KILN_ERR_MISUSE (bad device), KILN_ERR_NOMEM. */
 KILN_API kiln_scope kiln_scope_begin(kiln_device *device);
 
-/* kiln_scope_output: mark `t` as an output of its scope named `name` (NULL: "out<i>",
- * i = its position among the outputs).  Errors: KILN_ERR_BOUNDARY (null tensor, tensor
- * already an output, duplicate name, tensor of a scope that has ended),
+/* kiln_scope_output: mark `t` as an output of its scope named `name` (NULL: a default
+ * name, given when the scope ends: "out<i>" for the output at position i among the
+ * outputs, or, if another output has that name, the next free "out<k>" (k > i); a default
+ * never collides with a name the caller chose, whichever was given first).  Errors:
+ * KILN_ERR_BOUNDARY (null tensor, tensor already an output, a name the caller already
+ * gave another output, tensor of a scope that has ended),
  * KILN_ERR_SCOPE_CLOSED (the scope has ended), KILN_ERR_FOREIGN_TENSOR (t belongs to
  * another open scope), KILN_ERR_MISUSE.  A failure here also becomes the scope's first
  * error, reported again by kiln_scope_end; a null tensor in a scope that already failed
@@ -266,7 +269,8 @@ typedef enum kiln_mode {
 /* Options for ending a scope; NULL or a zeroed struct means the defaults. */
 typedef struct kiln_options {
     kiln_mode mode;
-    /* Names for the outputs passed to kiln_scope_end (NULL, or NULL entries: "out<i>"). */
+    /* Names for the outputs passed to kiln_scope_end (NULL, or NULL entries: default names,
+     * as for kiln_scope_output). */
     const char *const *output_names;
     /* The program's input order: each kiln_input of the scope exactly once.  0/NULL:
      * declaration order. */

@@ -702,7 +702,7 @@ START_TEST(test_boundaries)
     kiln_tensor dup[2] = {y, y};
     ck_assert_int_eq(kiln_scope_end(s, 2, dup, NULL, &p), KILN_ERR_BOUNDARY);
     assert_exact(KILN_ERR_BOUNDARY,
-                 "kiln_scope_end: duplicate output: output 1 is the same tensor as output 'out0'");
+                 "kiln_scope_end: duplicate output: output 1 is the same tensor as output 0");
     assert_device_free(d);
     /* ...also when marked first with kiln_scope_output */
     s = begin(d);
@@ -730,11 +730,9 @@ START_TEST(test_boundaries)
     s = begin(d);
     x = ok(kiln_input(d, "x", F32, 1, &n));
     y = ok(kiln_exp(x));
-    ck_assert_int_eq(kiln_scope_output(s, "out1", x), KILN_OK);
-    /* the default name of the second output would be out1 too */
-    ck_assert_int_eq(kiln_scope_output(s, NULL, y), KILN_ERR_BOUNDARY);
-    assert_exact(KILN_ERR_BOUNDARY, "kiln_scope_output: duplicate output: name 'out1' is used "
-                                    "twice");
+    ck_assert_int_eq(kiln_scope_output(s, "b", x), KILN_OK);
+    ck_assert_int_eq(kiln_scope_output(s, "b", y), KILN_ERR_BOUNDARY);
+    assert_exact(KILN_ERR_BOUNDARY, "kiln_scope_output: duplicate output: name 'b' is used twice");
     ck_assert_int_eq(kiln_scope_abort(s), KILN_OK);
     /* an empty name */
     s = begin(d);
@@ -863,6 +861,89 @@ START_TEST(test_boundaries)
     }
     kiln_graph_free(g);
     assert_device_free(d);
+    device_free(d);
+}
+END_TEST
+
+/* The outputs' names in a captured graph, joined with spaces. */
+static void
+assert_output_names(const kiln_graph *g, const char *want)
+{
+    char got[256] = "";
+    for (int i = 0; i < kiln_graph_num_outputs(g); i++) {
+        kiln_value_info info;
+        ck_assert_int_eq(kiln_graph_output(g, i, &info), KILN_OK);
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", i ? " " : "", info.name);
+    }
+    ck_assert_str_eq(got, want);
+}
+
+/* Default names ("out<i>" for output i) never collide with names the caller chose, in
+ * either order of marking: a default that would collide takes the next free out<k>. */
+START_TEST(test_default_output_names)
+{
+    int64_t n = 2;
+    kiln_device *d = device_new();
+    kiln_graph *g;
+    kiln_program *p;
+
+    /* issue 10: an explicit out1, then an unnamed output at position 1 */
+    kiln_scope s = begin(d);
+    kiln_tensor a = ok(kiln_input(d, "x", F32, 1, &n));
+    kiln_tensor b = ok(kiln_exp(a));
+    ck_assert_int_eq(kiln_scope_output(s, "out1", a), KILN_OK);
+    ck_assert_int_eq(kiln_scope_end(s, 1, &b, NULL, &p), KILN_OK);
+    assert_output_names(kiln_program_graph(p), "out1 out2");
+    kiln_program_free(p);
+
+    /* the default first, then the name it would have had, chosen by the caller */
+    s = begin(d);
+    a = ok(kiln_input(d, "x", F32, 1, &n));
+    b = ok(kiln_exp(a));
+    ck_assert_int_eq(kiln_scope_output(s, NULL, a), KILN_OK);
+    ck_assert_int_eq(kiln_scope_output(s, "out0", b), KILN_OK);
+    ck_assert_int_eq(kiln_scope_end_graph(s, 0, NULL, NULL, &g), KILN_OK);
+    assert_output_names(g, "out1 out0");
+    kiln_graph_free(g);
+
+    /* mixed in one kiln_scope_end: each default takes the first free out<k>, k >= i */
+    s = begin(d);
+    a = ok(kiln_input(d, "x", F32, 1, &n));
+    kiln_tensor outs[5] = {a, ok(kiln_exp(a)), ok(kiln_neg(a)), ok(kiln_abs(a)),
+                           ok(kiln_sqrt(a))};
+    const char *names[5] = {NULL, "out0", NULL, "out2", NULL};
+    kiln_options o = {0};
+    o.output_names = names;
+    ck_assert_int_eq(kiln_scope_end_graph(s, 5, outs, &o, &g), KILN_OK);
+    assert_output_names(g, "out1 out0 out3 out2 out4");
+    /* the graph prints and parses back as itself */
+    char *text = kiln_graph_to_string(g);
+    ck_assert(text != NULL);
+    kiln_graph *back = ts_parse(text);
+    ck_assert_int_eq(kiln_graph_equal(g, back), 1);
+    assert_output_names(back, "out1 out0 out3 out2 out4");
+    kiln_graph_free(back);
+    free(text);
+    kiln_graph_free(g);
+
+    /* with no names at all: out0, out1, ... as before */
+    s = begin(d);
+    a = ok(kiln_input(d, "x", F32, 1, &n));
+    ck_assert_int_eq(kiln_scope_output(s, NULL, ok(kiln_neg(a))), KILN_OK);
+    kiln_tensor two[2] = {a, ok(kiln_exp(a))};
+    ck_assert_int_eq(kiln_scope_end_graph(s, 2, two, NULL, &g), KILN_OK);
+    assert_output_names(g, "out0 out1 out2");
+    kiln_graph_free(g);
+
+    /* names the caller chose still may not repeat */
+    s = begin(d);
+    a = ok(kiln_input(d, "x", F32, 1, &n));
+    ck_assert_int_eq(kiln_scope_output(s, NULL, a), KILN_OK);
+    ck_assert_int_eq(kiln_scope_output(s, "out0", ok(kiln_exp(a))), KILN_OK);
+    ck_assert_int_eq(kiln_scope_output(s, "out0", ok(kiln_neg(a))), KILN_ERR_BOUNDARY);
+    assert_exact(KILN_ERR_BOUNDARY,
+                 "kiln_scope_output: duplicate output: name 'out0' is used twice");
+    ck_assert_int_eq(kiln_scope_abort(s), KILN_OK);
     device_free(d);
 }
 END_TEST
@@ -1960,6 +2041,7 @@ capture_suite(void)
     tcase_add_test(tc, test_scope_active);
     tcase_add_test(tc, test_bad_handles);
     tcase_add_test(tc, test_boundaries);
+    tcase_add_test(tc, test_default_output_names);
     tcase_add_test(tc, test_sticky_nested);
     tcase_add_test(tc, test_capture_scope);
     tcase_add_test(tc, test_abort_on_misuse);

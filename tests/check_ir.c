@@ -1123,12 +1123,18 @@ START_TEST(builder_boundary_errors)
     ts_assert_error(KILN_ERR_BOUNDARY, "bad output: 'o2' names node -1");
     ck_assert_int_eq(ir_graph_add_output(g, "", 1), KILN_ERR_BOUNDARY);
     ts_assert_error(KILN_ERR_BOUNDARY, "bad output: an output needs a name");
-    ck_assert_int_eq(ir_graph_add_output(g, NULL, 1), KILN_ERR_BOUNDARY);
+    ck_assert_int_eq(ir_graph_add_output(g, NULL, -1), KILN_ERR_BOUNDARY);
+    ts_assert_error(KILN_ERR_BOUNDARY, "bad output: output 2 names node -1");
     ck_assert_int_eq(g->noutputs, 2);
     /* an input may be an output directly, and one node may be two outputs */
     ck_assert_int_eq(ir_graph_add_output(g, "xin", 0), KILN_OK);
     ck_assert_int_eq(ir_graph_add_output(g, "again", 3), KILN_OK);
     ck_assert_int_eq(ir_graph_verify(g), KILN_OK);
+    /* an unnamed output (capture names its defaults when the scope ends) is not a graph's */
+    ck_assert_int_eq(ir_graph_add_output(g, NULL, 1), KILN_OK);
+    ck_assert_int_eq(ir_graph_add_output(g, "xin2", 1), KILN_OK);
+    ck_assert_int_eq(ir_graph_verify(g), KILN_ERR_BOUNDARY);
+    ts_assert_error(KILN_ERR_BOUNDARY, "kiln_graph_verify: bad output: output 4 has no name");
     kiln_graph_free(g);
 }
 END_TEST

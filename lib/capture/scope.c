@@ -149,11 +149,10 @@ kiln_scope_begin(kiln_device *d)
     return h;
 }
 
-/* Add `t` as an output of s named `name` (NULL: "out<i>"). */
+/* Add `t` as an output of s named `name` (NULL: unnamed until name_defaults). */
 static kiln_status
 add_output_locked(const char *api, cap_scope *s, const char *name, kiln_tensor t, int i)
 {
-    char buf[32];
     if (t.scope == 0) {
         if (s->err)
             return KILN_ERR_BOUNDARY; /* the caller reports the scope's first error */
@@ -173,16 +172,18 @@ add_output_locked(const char *api, cap_scope *s, const char *name, kiln_tensor t
                         api, i, (unsigned long long)s->serial, (unsigned long long)t.scope,
                         cap_scope_find_locked(t.scope) ? "" : ", which has ended");
     kiln_graph *g = s->graph;
-    for (int32_t k = 0; k < g->noutputs; k++)
-        if (g->outputs[k].node == (int32_t)t.node)
+    for (int32_t k = 0; k < g->noutputs; k++) {
+        if (g->outputs[k].node != (int32_t)t.node)
+            continue;
+        if (!g->outputs[k].name)
             return ir_error(KILN_ERR_BOUNDARY,
-                            "%s: duplicate output: output %d is the same tensor as output '%s'",
-                            api, i, g->outputs[k].name);
-    if (!name) {
-        snprintf(buf, sizeof buf, "out%d", (int)g->noutputs);
-        name = buf;
+                            "%s: duplicate output: output %d is the same tensor as output %d",
+                            api, i, (int)k);
+        return ir_error(KILN_ERR_BOUNDARY,
+                        "%s: duplicate output: output %d is the same tensor as output '%s'", api,
+                        i, g->outputs[k].name);
     }
-    if (!*name)
+    if (name && !*name)
         return ir_error(KILN_ERR_BOUNDARY, "%s: bad output: output %d has an empty name", api,
                         i);
     kiln_status st = ir_graph_add_output(g, name, (int32_t)t.node);
@@ -190,6 +191,38 @@ add_output_locked(const char *api, cap_scope *s, const char *name, kiln_tensor t
         return ir_error(KILN_ERR_BOUNDARY, "%s: duplicate output: name '%s' is used twice", api,
                         name);
     return st;
+}
+
+static bool
+output_named(const kiln_graph *g, const char *name)
+{
+    for (int32_t k = 0; k < g->noutputs; k++)
+        if (g->outputs[k].name && strcmp(g->outputs[k].name, name) == 0)
+            return true;
+    return false;
+}
+
+/* Name the outputs marked without a name: "out<i>" for the output at position i, or,
+ * when the caller chose that name for another output or an earlier default took it, the
+ * next free "out<k>" (k > i).  Run once every output is known, so that a default never
+ * takes a name the caller chose, whichever was marked first. */
+static kiln_status
+name_defaults(kiln_graph *g)
+{
+    for (int32_t i = 0; i < g->noutputs; i++) {
+        if (g->outputs[i].name)
+            continue;
+        char buf[32];
+        /* at most noutputs - 1 names are taken, so this ends by k = i + noutputs */
+        for (int64_t k = i;; k++) {
+            snprintf(buf, sizeof buf, "out%lld", (long long)k);
+            if (!output_named(g, buf))
+                break;
+        }
+        if (!(g->outputs[i].name = ir_arena_strdup(&g->arena, buf)))
+            return kiln_errcode();
+    }
+    return KILN_OK;
 }
 
 kiln_status
@@ -309,6 +342,8 @@ cap_scope_finish(const char *api, kiln_scope h, int noutputs, const kiln_tensor 
                       "%s: no outputs: mark outputs with kiln_scope_output or pass them to "
                       "kiln_scope_end",
                       api);
+    if (!st)
+        st = name_defaults(s->graph);
     if (!st)
         st = order_inputs(api, s, o);
     if (!st)

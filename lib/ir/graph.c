@@ -233,18 +233,21 @@ ir_graph_add_node(kiln_graph *g, const char *api, ir_op op, int nin, const int32
 kiln_status
 ir_graph_add_output(kiln_graph *g, const char *name, int32_t node)
 {
-    if (!name || !*name)
+    if (name && !*name)
         return ir_error(KILN_ERR_BOUNDARY, "kiln_scope_end: bad output: an output needs a name");
-    if (node < 0 || node >= g->nnodes)
+    if ((node < 0 || node >= g->nnodes) && name)
         return ir_error(KILN_ERR_BOUNDARY, "kiln_scope_end: bad output: '%s' names node %d",
                         name, (int)node);
-    for (int32_t i = 0; i < g->noutputs; i++)
-        if (strcmp(g->outputs[i].name, name) == 0)
+    if (node < 0 || node >= g->nnodes)
+        return ir_error(KILN_ERR_BOUNDARY, "kiln_scope_end: bad output: output %d names node %d",
+                        (int)g->noutputs, (int)node);
+    for (int32_t i = 0; i < g->noutputs && name; i++)
+        if (g->outputs[i].name && strcmp(g->outputs[i].name, name) == 0)
             return ir_error(KILN_ERR_BOUNDARY, "kiln_scope_end: duplicate output: '%s'", name);
     if (!grow((void **)&g->outputs, &g->capoutputs, g->noutputs + 1, sizeof(ir_output)))
         return KILN_ERR_NOMEM;
-    const char *nm = ir_arena_strdup(&g->arena, name);
-    if (!nm)
+    const char *nm = name ? ir_arena_strdup(&g->arena, name) : NULL;
+    if (name && !nm)
         return KILN_ERR_NOMEM;
     g->outputs[g->noutputs].name = nm;
     g->outputs[g->noutputs].node = node;

@@ -276,6 +276,8 @@ IR_HIDDEN int32_t ir_graph_add_input(kiln_graph *g, const char *name, const ir_t
 IR_HIDDEN int32_t ir_graph_add_node(kiln_graph *g, const char *api, ir_op op, int nin,
                                     const int32_t *in, const ir_attrs *attrs,
                                     const ir_type *given, const char *name);
+/* Append an output.  `name` NULL leaves it unnamed, for capture to name when the scope
+ * ends (ir_graph_verify rejects an unnamed output). */
 IR_HIDDEN kiln_status ir_graph_add_output(kiln_graph *g, const char *name, int32_t node);
 /* A copy of g with its inputs first (in their order) and every other node after them in
  * g's order — the numbering a parsed graph has.  With `input_types` (one per input) the
