@@ -1,0 +1,560 @@
+/* describe.c — the planner's describe pass: one size-free kernel description per kernel
+ * step (the instruction list, loads through views with their strides, stores and their
+ * classes), the step's slots and run-time sizes, and the text of `kiln dump --plan`.  No
+ * LLVM work happens here: every description of a plan exists before any is compiled. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+/* ---- kernel descriptions ---------------------------------------------------------------- */
+
+typedef struct kbuild {
+    planner *p;
+    int32_t c;
+    int R;
+    int64_t dims[IR_MAX_RANK];
+    /* reduction kernels: kept dims then reduced dims; pos[i] = iteration dim of axis i of
+     * the reduced shape (-1: none, a reduced axis of a space of no kept axes) */
+    bool red;
+    int nk, vdim;
+    int pos[IR_MAX_RANK];
+    jit_kinst *inst;
+    int32_t ninst, capinst;
+    int32_t *memo; /* node -> inst + 1 (0: none) */
+    ivec touched;
+    /* loads */
+    ivec load_node; /* base node per slot */
+    int64_t *load_ext;  /* slot * R * 2: boxes of ranged loads, gather axes */
+    int64_t *load_off;
+    int64_t *load_strides; /* slot * R */
+    int32_t capload;
+} kbuild;
+
+static int32_t
+kb_push(kbuild *k, const jit_kinst *in)
+{
+    if (k->ninst >= JIT_MAX_INST) {
+        ir_error(KILN_ERR_UNSUPPORTED, "kiln_jit: unsupported: kernel with more than %d instructions",
+                 JIT_MAX_INST);
+        return -1;
+    }
+    if (k->ninst == k->capinst) {
+        int32_t m = k->capinst ? 2 * k->capinst : 32;
+        jit_kinst *a = ir_realloc(k->inst, sizeof *a * (size_t)m);
+        if (!a) {
+            ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+            return -1;
+        }
+        k->inst = a;
+        k->capinst = m;
+    }
+    k->inst[k->ninst] = *in;
+    return k->ninst++;
+}
+
+/* Iteration-space strides of a value with element strides `vs` over shape `xs`, read by a
+ * node of shape `cs` in context ctx (0: an op over the space, 1: a row op). */
+static void
+map_strides(kbuild *k, const ir_shape *xs, const int64_t *vs, const ir_shape *cs, int ctx,
+            int64_t *st)
+{
+    for (int d = 0; d < k->R; d++)
+        st[d] = 0;
+    if (!k->red) {
+        for (int d = 0; d < k->R; d++) {
+            int j = xs->rank - k->R + d;
+            st[d] = j >= 0 && xs->dims[j] != 1 && k->dims[d] != 1 ? vs[j] : 0;
+        }
+        return;
+    }
+    const cluster *cl = &k->p->cl[k->c];
+    for (int i = 0; i < cs->rank; i++) {
+        int j = xs->rank - cs->rank + i;
+        if (j < 0 || xs->dims[j] == 1)
+            continue;
+        int d;
+        if (ctx == 0) {
+            d = k->pos[i];
+        } else if (cs->rank == cl->keep1.rank && ir_shape_equal(cs, &cl->keep1)) {
+            d = cl->axes & (1u << i) ? -1 : k->pos[i];
+        } else {
+            /* keep0: its axes are the kept axes in order */
+            d = i;
+        }
+        if (d >= 0)
+            st[d] += vs[j];
+    }
+}
+
+/* A new load slot reading view v (offset moved by off_adj elements) with iteration strides
+ * st and, for ranged and indexed loads, ext (R pairs). */
+static int32_t
+kb_slot(kbuild *k, const view *v, int64_t off_adj, const int64_t *st, const int64_t *ext)
+{
+    int32_t slot = k->load_node.n;
+    if (slot == k->capload) {
+        int32_t m = k->capload ? 2 * k->capload : 8;
+        int64_t *o = ir_realloc(k->load_off, sizeof(int64_t) * (size_t)m);
+        if (o)
+            k->load_off = o;
+        int64_t *ss = o ? ir_realloc(k->load_strides, sizeof(int64_t) * (size_t)m * (size_t)k->R) : NULL;
+        if (ss)
+            k->load_strides = ss;
+        int64_t *ex = ss ? ir_realloc(k->load_ext, sizeof(int64_t) * (size_t)m * (size_t)k->R * 2) : NULL;
+        if (!o || !ss || !ex) {
+            ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+            return -1;
+        }
+        k->load_ext = ex;
+        k->capload = m;
+    }
+    if (!jit_ivec_push(&k->load_node, v->base)) {
+        ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        return -1;
+    }
+    k->load_off[slot] = v->offset + off_adj;
+    memcpy(k->load_strides + (size_t)slot * (size_t)k->R, st, sizeof(int64_t) * (size_t)k->R);
+    for (int d = 0; d < k->R; d++) {
+        k->load_ext[((size_t)slot * (size_t)k->R + (size_t)d) * 2] = ext ? ext[2 * d] : 0;
+        k->load_ext[((size_t)slot * (size_t)k->R + (size_t)d) * 2 + 1] = ext ? ext[2 * d + 1] : 0;
+    }
+    return slot;
+}
+
+static uint8_t
+load_class(int64_t inner)
+{
+    return inner == 1 ? JIT_CONTIG : inner == 0 ? JIT_BCAST : JIT_STRIDED;
+}
+
+/* A load of node n into the iteration space, read by a node of shape cs in context ctx. */
+static int32_t
+kb_load(kbuild *k, int32_t n, const ir_shape *cs, int ctx)
+{
+    planner *p = k->p;
+    const ir_node *nd = &p->g->nodes[n];
+    view tmp;
+    const view *v = jit_load_source(p, n, k->c, &tmp);
+    int64_t st[IR_MAX_RANK];
+    map_strides(k, &nd->type.shape, v->strides, cs, ctx, st);
+    int32_t slot = kb_slot(k, v, 0, st, NULL);
+    if (slot < 0)
+        return -1;
+    jit_kinst in = {0};
+    in.kind = JIT_LOAD;
+    in.dtype = (uint8_t)nd->type.dtype;
+    in.slot = slot;
+    in.cls = load_class(st[k->vdim]);
+    if (k->red) {
+        bool rowwise = true;
+        for (int d = k->nk; d < k->R; d++)
+            rowwise &= st[d] == 0;
+        if (rowwise)
+            in.cls |= JIT_ROWWISE;
+    }
+    return kb_push(k, &in);
+}
+
+/* A ranged load of operand x of n, shifted by shift[] along each axis of n (same rank),
+ * valid in the box [shift, shift + x's dims); elsewhere instruction `other`. */
+static int32_t
+kb_ranged(kbuild *k, int32_t n, int32_t x, const int64_t *shift, int32_t other)
+{
+    planner *p = k->p;
+    const ir_shape *ns = &p->g->nodes[n].type.shape, *xs = &p->g->nodes[x].type.shape;
+    view tmp;
+    const view *v = jit_load_source(p, x, k->c, &tmp);
+    int64_t st[IR_MAX_RANK] = {0}, ext[2 * IR_MAX_RANK], adj = 0;
+    int lead = k->R - ns->rank;
+    for (int d = 0; d < k->R; d++) {
+        ext[2 * d] = 0;
+        ext[2 * d + 1] = 1;
+    }
+    for (int i = 0; i < ns->rank; i++) {
+        st[lead + i] = v->strides[i];
+        adj -= shift[i] * v->strides[i];
+        ext[2 * (lead + i)] = shift[i];
+        ext[2 * (lead + i) + 1] = shift[i] + xs->dims[i];
+    }
+    int32_t slot = kb_slot(k, v, adj, st, ext);
+    if (slot < 0)
+        return -1;
+    jit_kinst in = {0};
+    in.kind = JIT_LOAD;
+    in.dtype = (uint8_t)p->g->nodes[x].type.dtype;
+    in.slot = slot;
+    in.cls = (uint8_t)(load_class(st[k->vdim]) | JIT_RANGED);
+    in.a[0] = other;
+    return kb_push(k, &in);
+}
+
+/* pad, concat, gather, arange as instructions of an elementwise kernel. */
+static int32_t
+kb_indexing(kbuild *k, int32_t n)
+{
+    planner *p = k->p;
+    const ir_node *nd = &p->g->nodes[n];
+    const ir_shape *ns = &nd->type.shape;
+    jit_kinst in = {0};
+    in.dtype = (uint8_t)nd->type.dtype;
+    int64_t shift[IR_MAX_RANK] = {0};
+    switch (nd->op) {
+    case IR_OP_ARANGE:
+        in.kind = JIT_OP;
+        in.op = IR_OP_ARANGE;
+        in.value = nd->at.start;
+        in.value2 = nd->at.delta;
+        return kb_push(k, &in);
+    case IR_OP_PAD: {
+        in.kind = JIT_SPLAT;
+        in.value = nd->at.value;
+        int32_t fill = kb_push(k, &in);
+        if (fill < 0)
+            return -1;
+        for (int i = 0; i < ns->rank; i++)
+            shift[i] = nd->at.low[i];
+        return kb_ranged(k, n, nd->in[0], shift, fill);
+    }
+    case IR_OP_CONCAT: {
+        in.kind = JIT_SPLAT; /* zero of the dtype: every element is covered by an operand */
+        int32_t v = kb_push(k, &in);
+        for (int m = 0; m < nd->nin && v >= 0; m++) {
+            v = kb_ranged(k, n, nd->in[m], shift, v);
+            shift[nd->at.axis] += p->g->nodes[nd->in[m]].type.shape.dims[nd->at.axis];
+        }
+        return v;
+    }
+    case IR_OP_GATHER: {
+        /* out = x[:axis] + idx + x[axis+1:]: idx over dims [axis, axis + ri) */
+        int32_t x = nd->in[0], ix = nd->in[1];
+        const ir_shape *is = &p->g->nodes[ix].type.shape, *xs = &p->g->nodes[x].type.shape;
+        int ax = nd->at.axis, ri = is->rank, lead = k->R - ns->rank;
+        view t1, t2;
+        const view *vi = jit_load_source(p, ix, k->c, &t1);
+        int64_t st[IR_MAX_RANK] = {0};
+        for (int i = 0; i < ri; i++)
+            st[lead + ax + i] = is->dims[i] != 1 ? vi->strides[i] : 0;
+        int32_t islot = kb_slot(k, vi, 0, st, NULL);
+        if (islot < 0)
+            return -1;
+        jit_kinst li = {0};
+        li.kind = JIT_LOAD;
+        li.dtype = (uint8_t)p->g->nodes[ix].type.dtype;
+        li.slot = islot;
+        li.cls = load_class(st[k->vdim]);
+        int32_t idx = kb_push(k, &li);
+        if (idx < 0)
+            return -1;
+        const view *vx = jit_load_source(p, x, k->c, &t2);
+        int64_t sx[IR_MAX_RANK] = {0}, ext[2 * IR_MAX_RANK] = {0};
+        for (int i = 0; i < xs->rank; i++) {
+            if (i < ax)
+                sx[lead + i] = vx->strides[i];
+            else if (i > ax)
+                sx[lead + i - 1 + ri] = vx->strides[i];
+        }
+        ext[0] = vx->strides[ax];
+        ext[1] = xs->dims[ax];
+        int32_t slot = kb_slot(k, vx, 0, sx, ext);
+        if (slot < 0)
+            return -1;
+        in.kind = JIT_LOAD;
+        in.slot = slot;
+        in.cls = (uint8_t)(load_class(sx[k->vdim]) | JIT_INDEXED);
+        in.a[0] = idx;
+        return kb_push(k, &in);
+    }
+    default:
+        IR_ASSERT(!"kb_indexing: not an indexing op");
+        return -1;
+    }
+}
+
+/* Instruction of node n read by a node of shape cs in context ctx (0 space, 1 row). */
+static int32_t
+kb_value(kbuild *k, int32_t n, const ir_shape *cs, int ctx)
+{
+    planner *p = k->p;
+    int32_t *memo = &k->memo[2 * n + ctx];
+    if (*memo)
+        return *memo - 1;
+    const ir_node *nd = &p->g->nodes[n];
+    nodeinfo *ni = &p->ni[n];
+    int32_t r;
+    if (ni->cls == C_FULL) {
+        jit_kinst in = {0};
+        in.kind = JIT_SPLAT;
+        in.dtype = (uint8_t)nd->type.dtype;
+        in.value = nd->at.value;
+        r = kb_push(k, &in);
+    } else if (ni->cls == C_ELEM && ni->cluster == k->c && p->cl[k->c].root_copy < 0 &&
+               jit_op_is_indexing(nd->op)) {
+        r = kb_indexing(k, n);
+    } else if (ni->cls == C_ELEM && ni->cluster == k->c && p->cl[k->c].root_copy < 0) {
+        jit_kinst in = {0};
+        in.kind = jit_node_is_reduce(nd) ? JIT_REDUCE : JIT_OP;
+        in.op = (uint8_t)nd->op;
+        in.dtype = (uint8_t)nd->type.dtype;
+        /* a reduction reads its operand over the space; a row op reads row values */
+        int octx = jit_node_is_reduce(nd) ? 0 : k->red && ni->role == R_ROW ? 1 : 0;
+        const ir_shape *ocs = jit_node_is_reduce(nd) ? &p->g->nodes[nd->in[0]].type.shape : &nd->type.shape;
+        for (int i = 0; i < nd->nin; i++) {
+            int32_t a = kb_value(k, nd->in[i], ocs, octx);
+            if (a < 0)
+                return -1;
+            in.a[i] = a;
+        }
+        r = kb_push(k, &in);
+        /* an in-cluster value reads the same in both contexts */
+        if (r >= 0)
+            k->memo[2 * n + (1 - ctx)] = r + 1;
+    } else {
+        r = kb_load(k, n, cs, ctx);
+    }
+    if (r < 0)
+        return -1;
+    *memo = r + 1;
+    if (!jit_ivec_push(&k->touched, n)) {
+        ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        return -1;
+    }
+    return r;
+}
+
+void
+jit_explain_cluster(planner *p, int32_t c, FILE *f)
+{
+    cluster *cl = &p->cl[c];
+    const kiln_graph *g = p->g;
+    char tb[IR_TYPE_STR_MAX];
+    if (cl->root_copy >= 0) {
+        int32_t n = cl->root_copy;
+        fprintf(f, "kernel: materialise %s %%%d %s (%s)", ir_ops[g->nodes[n].op].name, (int)n,
+                ir_type_str(&g->nodes[n].type, tb, sizeof tb), p->ni[n].why);
+        return;
+    }
+    if (cl->reduce) {
+        fprintf(f, "reduction kernel over %s, axes [", ir_shape_str(&cl->shape, tb, sizeof tb));
+        for (int i = 0, first = 1; i < cl->shape.rank; i++)
+            if (cl->axes & (1u << i)) {
+                fprintf(f, "%s%d", first ? "" : ",", i);
+                first = 0;
+            }
+        bool cols = cl->shape.rank > 0 && !(cl->axes & (1u << (cl->shape.rank - 1))) &&
+                    cl->shape.dims[cl->shape.rank - 1] > 1;
+        fprintf(f, "], lanes along the %s:", cols ? "kept innermost axis" : "reduced axis");
+    } else {
+        fprintf(f, "kernel over %s:", ir_shape_str(&cl->shape, tb, sizeof tb));
+    }
+    for (int32_t i = 0; i < cl->nmembers; i++)
+        fprintf(f, " %%%d %s", (int)cl->members[i], ir_ops[g->nodes[cl->members[i]].op].name);
+    for (int32_t i = 0; i < cl->nmembers; i++) {
+        int32_t n = cl->members[i];
+        if (p->ni[n].stored)
+            fprintf(f, "\n      stores %%%d: %s", (int)n, p->ni[n].why);
+    }
+}
+
+/* The iteration space of cluster c: its shape, or for a reduction the kept dims then the
+ * reduced dims (at least one of each). */
+static void
+kb_space(kbuild *k, const cluster *cl)
+{
+    if (!cl->reduce) {
+        k->R = cl->shape.rank > 0 ? cl->shape.rank : 1;
+        for (int d = 0; d < k->R; d++)
+            k->dims[d] = cl->shape.rank > 0 ? cl->shape.dims[d] : 1;
+        k->vdim = k->R - 1;
+        return;
+    }
+    const ir_shape *s = &cl->shape;
+    int nk = 0, nr = 0;
+    for (int i = 0; i < s->rank; i++)
+        if (!(cl->axes & (1u << i)))
+            nk++;
+    k->red = true;
+    k->nk = nk > 0 ? nk : 1;
+    int r0 = k->nk;
+    for (int i = 0; i < IR_MAX_RANK; i++)
+        k->dims[i] = 1;
+    for (int i = 0, kk = 0; i < s->rank; i++) {
+        if (cl->axes & (1u << i)) {
+            k->pos[i] = r0 + nr++;
+        } else {
+            k->pos[i] = kk++;
+        }
+        k->dims[k->pos[i]] = s->dims[i];
+    }
+    k->R = r0 + (nr > 0 ? nr : 1);
+    /* lanes along the last kept dim when the innermost axis is kept (a column sum) */
+    bool cols = s->rank > 0 && !(cl->axes & (1u << (s->rank - 1))) && s->dims[s->rank - 1] > 1;
+    k->vdim = cols ? k->nk - 1 : k->R - 1;
+}
+
+kiln_status
+jit_describe_kernel(planner *p, int32_t c, jit_step *s)
+{
+    cluster *cl = &p->cl[c];
+    kbuild k = {0};
+    kiln_status st = KILN_OK;
+    k.p = p;
+    k.c = c;
+    kb_space(&k, cl);
+    k.memo = ir_calloc(2 * (size_t)p->g->nnodes, sizeof(int32_t));
+    ivec stores = {0};
+    if (!k.memo) {
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        goto done;
+    }
+    if (cl->root_copy >= 0) {
+        int32_t src = cl->copy_from >= 0 ? cl->copy_from : cl->root_copy;
+        int32_t r = kb_value(&k, src, &p->g->nodes[src].type.shape, 0);
+        if (r >= 0)
+            k.memo[2 * cl->root_copy] = r + 1; /* the value stored as the root */
+        if (r < 0 || !jit_ivec_push(&stores, cl->root_copy)) {
+            st = kiln_errcode() ? kiln_errcode() : KILN_ERR_NOMEM;
+            goto done;
+        }
+    } else {
+        for (int32_t i = 0; i < cl->nmembers; i++) {
+            int32_t n = cl->members[i];
+            int ctx = k.red && p->ni[n].role == R_ROW ? 1 : 0;
+            if (kb_value(&k, n, &p->g->nodes[n].type.shape, ctx) < 0) {
+                st = kiln_errcode();
+                goto done;
+            }
+            if (p->ni[n].stored && !jit_ivec_push(&stores, n)) {
+                st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+                goto done;
+            }
+        }
+    }
+    s->kind = JIT_STEP_KERNEL;
+    s->desc.kind = k.red ? JIT_KERNEL_REDUCTION : JIT_KERNEL_ELEMENTWISE;
+    s->desc.rank = k.R;
+    s->desc.nred = k.red ? k.R - k.nk : 0;
+    s->desc.lanes_kept = k.red && k.vdim < k.nk;
+    s->desc.ninst = k.ninst;
+    s->desc.nloads = k.load_node.n;
+    s->desc.nstores = stores.n;
+    s->desc.inst = k.inst;
+    k.inst = NULL;
+    s->desc.stores = ir_malloc(sizeof(int32_t) * (size_t)(stores.n ? stores.n : 1));
+    s->desc.store_cls = k.red ? ir_calloc((size_t)(stores.n ? stores.n : 1), 1) : NULL;
+    s->nslots = k.load_node.n + stores.n;
+    s->slot = ir_calloc((size_t)s->nslots, sizeof(jit_loc));
+    s->slot_off = ir_calloc((size_t)s->nslots, sizeof(int64_t));
+    /* reductions: strides for every slot; elementwise: for the loads */
+    size_t nst = (size_t)(k.red ? s->nslots : k.load_node.n);
+    s->strides = ir_calloc((nst ? nst : 1) * (size_t)k.R, sizeof(int64_t));
+    if (!s->desc.stores || !s->slot || !s->slot_off || !s->strides || (k.red && !s->desc.store_cls)) {
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        goto done;
+    }
+    s->total = 1;
+    for (int d = 0; d < k.R; d++) {
+        s->dims[d] = k.dims[d];
+        s->total *= k.dims[d];
+    }
+    s->bytes_per_elem = 0;
+    if (cl->indexing && k.load_node.n) {
+        size_t ne = (size_t)k.load_node.n * (size_t)k.R * 2;
+        s->ext = ir_malloc(sizeof(int64_t) * ne);
+        if (!s->ext) {
+            st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+            goto done;
+        }
+        memcpy(s->ext, k.load_ext, sizeof(int64_t) * ne);
+    }
+    for (int32_t j = 0; j < k.load_node.n; j++) {
+        int32_t b = k.load_node.v[j];
+        s->slot[j] = p->ni[b].loc;
+        s->slot_off[j] = k.load_off[j];
+        memcpy(s->strides + (size_t)j * (size_t)k.R, k.load_strides + (size_t)j * (size_t)k.R,
+               sizeof(int64_t) * (size_t)k.R);
+    }
+    for (int32_t i = 0; i < k.ninst && s->desc.inst; i++) {
+        const jit_kinst *in = &s->desc.inst[i];
+        if (in->kind == JIT_LOAD && (in->cls & 0xf) != JIT_BCAST)
+            s->bytes_per_elem += kiln_dtype_size((kiln_dtype)in->dtype);
+    }
+    for (int32_t i = 0; i < stores.n; i++) {
+        int32_t n = stores.v[i];
+        const ir_shape *ns = &p->g->nodes[n].type.shape;
+        s->desc.stores[i] = k.memo[2 * n + (k.red && p->ni[n].role == R_ROW ? 1 : 0)] - 1;
+        s->slot[k.load_node.n + i] = p->ni[n].loc;
+        s->bytes_per_elem += kiln_dtype_size(p->g->nodes[n].type.dtype);
+        if (k.red) {
+            /* the stored buffer is row-major over the node's own shape */
+            int64_t own[IR_MAX_RANK], *sst = s->strides + (size_t)(k.load_node.n + i) * (size_t)k.R;
+            ir_shape_strides(ns, own);
+            if (p->ni[n].role == R_ROW) {
+                map_strides(&k, ns, own, ns, 1, sst);
+                s->desc.store_cls[i] = JIT_ST_ROW;
+            } else {
+                map_strides(&k, ns, own, ns, 0, sst);
+                s->desc.store_cls[i] = sst[k.vdim] == 1 ? JIT_ST_SPACE : JIT_ST_SPACE_SCATTER;
+            }
+        }
+    }
+    if (k.red) {
+        s->rows = 1;
+        for (int d = 0; d < k.nk; d++)
+            s->rows *= k.dims[d];
+        s->rlen = 1;
+        for (int d = k.nk; d < k.R; d++)
+            s->rlen *= k.dims[d];
+        s->rinner = k.dims[k.R - 1];
+        s->partial_bytes = jit_reduce_partial_bytes(&s->desc);
+    }
+done:
+    ir_free(k.inst);
+    ir_free(k.memo);
+    ir_free(k.touched.v);
+    ir_free(k.load_node.v);
+    ir_free(k.load_off);
+    ir_free(k.load_strides);
+    ir_free(k.load_ext);
+    ir_free(stores.v);
+    return st;
+}
+
+kiln_status
+jit_describe_ref(planner *p, int32_t r, jit_step *s)
+{
+    const ir_node *nd = &p->g->nodes[r];
+    s->kind = JIT_STEP_REF;
+    s->sub = ir_graph_new(ir_ops[nd->op].name);
+    s->nin = nd->nin;
+    s->in = ir_calloc((size_t)(nd->nin ? nd->nin : 1), sizeof(jit_loc));
+    int32_t *ids = ir_calloc((size_t)(nd->nin ? nd->nin : 1), sizeof(int32_t));
+    kiln_status st = KILN_OK;
+    if (!s->sub || !s->in || !ids) {
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        goto done;
+    }
+    for (int k = 0; k < nd->nin; k++) {
+        char name[32];
+        int32_t x = nd->in[k];
+        snprintf(name, sizeof name, "x%d", k);
+        if ((ids[k] = ir_graph_add_input(s->sub, name, &p->g->nodes[x].type)) < 0) {
+            st = kiln_errcode();
+            goto done;
+        }
+        /* operands of reference steps are materialised and contiguous */
+        int32_t b = p->ni[x].cls == C_VIEW && !p->ni[x].stored ? p->ni[x].v.base : x;
+        s->in[k] = p->ni[b].loc;
+    }
+    int32_t id = ir_graph_add_node(s->sub, "kiln_jit", nd->op, nd->nin, ids, &nd->at, &nd->type, NULL);
+    if (id < 0 || (st = ir_graph_add_output(s->sub, "out", id))) {
+        st = kiln_errcode();
+        goto done;
+    }
+    s->out = p->ni[r].loc;
+done:
+    ir_free(ids);
+    return st;
+}
+

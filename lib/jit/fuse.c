@@ -1,0 +1,677 @@
+/* fuse.c — the first pass of the planner: from a simplified graph to clusters.
+ *
+ *   classify every node:
+ *        BUF    materialised: inputs, constants, reference steps, stored kernel values
+ *        FULL   a splat constant, folded into the kernels that read it
+ *        ELEM   an op the JIT computes in a kernel (elementwise, reduction, pad, concat,
+ *               gather, arange)
+ *        VIEW   expand / permute / slice / reshape of a buffer: index arithmetic
+ *               (base, offset, strides) folded into the loads that read it
+ *   clusters: an op joins the cluster of an operand when it fits that kernel's iteration
+ *       space (fits()) and no cycle between steps could follow; in eager mode every op is
+ *       alone.  A reduction turns an elementwise cluster of the shape it reduces into a
+ *       reduction cluster; ops of its result over the same rows join it.
+ *   a value is stored only when something outside its cluster reads it or it is an
+ *   output; views and fulls are materialised only for outputs, reference steps and
+ *   indexed loads.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+static bool
+is_view_op(ir_op op)
+{
+    return op == IR_OP_EXPAND || op == IR_OP_PERMUTE || op == IR_OP_SLICE || op == IR_OP_RESHAPE;
+}
+
+bool
+jit_op_is_lowerable(const kiln_graph *g, const ir_node *nd)
+{
+    (void)g;
+    switch (ir_ops[nd->op].kind) {
+    case IR_KIND_REDUCE:
+        return true;
+    case IR_KIND_UNARY: case IR_KIND_BINARY: case IR_KIND_TERNARY: case IR_KIND_CAST:
+        /* every one: lower_op's switch has no default, and vector math covers every
+         * transcendental op (an op it lacked would fail lower_op's build) */
+        return true;
+    case IR_KIND_SOURCE:
+        return nd->op == IR_OP_ARANGE;
+    case IR_KIND_MOVE: /* views are index arithmetic on loads; these are loads too */
+        return nd->op == IR_OP_PAD || nd->op == IR_OP_CONCAT || nd->op == IR_OP_GATHER;
+    case IR_KIND_MATMUL:
+        return false;
+    }
+    return false;
+}
+
+static bool
+view_is_contiguous(const view *v, const ir_shape *s)
+{
+    int64_t st[IR_MAX_RANK];
+    ir_shape_strides(s, st);
+    for (int i = 0; i < s->rank; i++)
+        if (s->dims[i] != 1 && st[i] != v->strides[i])
+            return false;
+    return true;
+}
+
+/* Strides for reading shape ys through the strides xst of shape xs (same element count)
+ * without a copy, when every group of axes that reshape merges or splits is contiguous
+ * within itself (NumPy's rule for views of reshapes).  False when a copy is needed. */
+static bool
+reshape_strides(const ir_shape *xs, const int64_t *xst, const ir_shape *ys, int64_t *yst)
+{
+    int64_t od[IR_MAX_RANK], os[IR_MAX_RANK];
+    int on = 0;
+    int64_t count = 1;
+    for (int i = 0; i < xs->rank; i++)
+        count *= xs->dims[i];
+    for (int i = 0; i < ys->rank; i++)
+        yst[i] = 0;
+    if (count == 0)
+        return true; /* nothing is read */
+    for (int i = 0; i < xs->rank; i++)
+        if (xs->dims[i] != 1) {
+            od[on] = xs->dims[i];
+            os[on++] = xst[i];
+        }
+    int oi = 0, oj = 1, ni = 0, nj = 1;
+    while (ni < ys->rank && oi < on) {
+        int64_t np = ys->dims[ni], op = od[oi];
+        while (np != op) {
+            if (np < op) {
+                if (nj >= ys->rank)
+                    return false;
+                np *= ys->dims[nj++];
+            } else {
+                if (oj >= on)
+                    return false;
+                op *= od[oj++];
+            }
+        }
+        for (int ok = oi; ok < oj - 1; ok++)
+            if (os[ok] != od[ok + 1] * os[ok + 1])
+                return false;
+        yst[nj - 1] = os[oj - 1];
+        for (int nk = nj - 1; nk > ni; nk--)
+            yst[nk - 1] = yst[nk] * ys->dims[nk];
+        ni = nj++;
+        oi = oj++;
+    }
+    return true; /* the remaining axes have size 1: any stride */
+}
+
+/* The view of VIEW node n given `src`, the view its operand is read through. */
+static bool
+make_view(planner *p, int32_t n, const view *src)
+{
+    const ir_node *nd = &p->g->nodes[n];
+    const ir_node *x = &p->g->nodes[nd->in[0]];
+    view *v = &p->ni[n].v;
+    const ir_shape *xs = &x->type.shape, *ys = &nd->type.shape;
+    v->base = src->base;
+    v->offset = src->offset;
+    memset(v->strides, 0, sizeof v->strides);
+    switch (nd->op) {
+    case IR_OP_RESHAPE:
+        /* contiguous: the row-major strides; else a view when the axes allow one */
+        if (view_is_contiguous(src, xs)) {
+            ir_shape_strides(ys, v->strides);
+            return true;
+        }
+        return reshape_strides(xs, src->strides, ys, v->strides);
+    case IR_OP_EXPAND:
+        for (int i = 0; i < ys->rank; i++) {
+            int j = xs->rank - ys->rank + i;
+            v->strides[i] = j >= 0 && xs->dims[j] == ys->dims[i] ? src->strides[j] : 0;
+        }
+        return true;
+    case IR_OP_PERMUTE:
+        for (int i = 0; i < ys->rank; i++)
+            v->strides[i] = src->strides[nd->at.perm[i]];
+        return true;
+    case IR_OP_SLICE:
+        for (int i = 0; i < ys->rank; i++) {
+            int64_t first, count;
+            ir_slice_axis(xs->dims[i], nd->at.begin[i], nd->at.stop[i], nd->at.step[i], &first,
+                          &count);
+            if (count > 0)
+                v->offset += first * src->strides[i];
+            /* With one element or none the stride is never used, and a huge step would
+             * overflow; with two or more |step| < the axis size, so the product is small. */
+            v->strides[i] = count > 1 ? src->strides[i] * nd->at.step[i] : 0;
+        }
+        return true;
+    default:
+        return false;
+    }
+}
+
+static int32_t
+new_cluster(planner *p, const ir_shape *shape, int32_t root_copy)
+{
+    if (p->ncl == p->capcl) {
+        int32_t n = p->capcl ? 2 * p->capcl : 16;
+        cluster *c = ir_realloc(p->cl, sizeof *c * (size_t)n);
+        if (!c)
+            return -1;
+        p->cl = c;
+        p->capcl = n;
+    }
+    cluster *c = &p->cl[p->ncl];
+    memset(c, 0, sizeof *c);
+    c->shape = *shape;
+    c->root_copy = root_copy;
+    c->copy_from = -1;
+    return p->ncl++;
+}
+
+static bool
+cluster_add(planner *p, int32_t c, int32_t n)
+{
+    cluster *cl = &p->cl[c];
+    if (cl->nmembers == cl->capmembers) {
+        int32_t m = cl->capmembers ? 2 * cl->capmembers : 8;
+        int32_t *a = ir_realloc(cl->members, sizeof(int32_t) * (size_t)m);
+        if (!a)
+            return false;
+        cl->members = a;
+        cl->capmembers = m;
+    }
+    cl->members[cl->nmembers++] = n;
+    p->ni[n].cluster = c;
+    return true;
+}
+
+/* A node's lastdep from its operands (after settling changed theirs). */
+static void
+refresh_lastdep(planner *p, int32_t n)
+{
+    const ir_node *nd = &p->g->nodes[n];
+    for (int k = 0; k < nd->nin; k++)
+        if (p->ni[nd->in[k]].lastdep > p->ni[n].lastdep)
+            p->ni[n].lastdep = p->ni[nd->in[k]].lastdep;
+}
+
+/* Give a pending ELEM node a cluster of its own (its first user could not take it). */
+static kiln_status
+settle(planner *p, int32_t n)
+{
+    nodeinfo *ni = &p->ni[n];
+    if (!ni->pending)
+        return KILN_OK;
+    int32_t c = new_cluster(p, &p->g->nodes[n].type.shape, -1);
+    if (c < 0 || !cluster_add(p, c, n))
+        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+    p->cl[c].indexing = jit_op_is_indexing(p->g->nodes[n].op);
+    ni->pending = false;
+    if (c > ni->lastdep)
+        ni->lastdep = c;
+    return KILN_OK;
+}
+
+/* Materialise VIEW or FULL node n with a copy kernel of its own (once). */
+static kiln_status
+materialise(planner *p, int32_t n, const char *why)
+{
+    nodeinfo *ni = &p->ni[n];
+    if (ni->stored || ni->cls == C_BUF)
+        return KILN_OK;
+    int32_t c = new_cluster(p, &p->g->nodes[n].type.shape, n);
+    if (c < 0)
+        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+    ni->stored = true;
+    ni->cluster = c;
+    int32_t dep = ni->lastdep > c ? ni->lastdep : c;
+    ni->lastdep = dep;
+    snprintf(ni->why, sizeof ni->why, "%s", why);
+    return KILN_OK;
+}
+
+/* ---- reduction clusters --------------------------------------------------------------- */
+
+/* Ops computed as loads with their own index arithmetic, in elementwise kernels only:
+ * their operands are read from buffers, never from the kernel computing them. */
+bool
+jit_op_is_indexing(ir_op op)
+{
+    return op == IR_OP_PAD || op == IR_OP_CONCAT || op == IR_OP_GATHER || op == IR_OP_ARANGE;
+}
+
+bool
+jit_node_is_reduce(const ir_node *nd)
+{
+    return ir_ops[nd->op].kind == IR_KIND_REDUCE;
+}
+
+static int64_t
+numel(const ir_shape *s)
+{
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++)
+        n *= s->dims[i];
+    return n;
+}
+
+/* Make cluster c a reduction of its shape over `axes`. */
+static void
+make_reduce(cluster *c, uint32_t axes)
+{
+    c->reduce = true;
+    c->axes = axes;
+    c->keep1 = c->shape;
+    c->keep0.rank = 0;
+    for (int i = 0; i < c->shape.rank; i++) {
+        if (axes & (1u << i))
+            c->keep1.dims[i] = 1;
+        else
+            c->keep0.dims[c->keep0.rank++] = c->shape.dims[i];
+    }
+}
+
+/* An in-cluster row value of shape s read by a space-shaped op: it must broadcast one value
+ * per row. */
+static bool
+row_broadcasts(const cluster *c, const ir_shape *s)
+{
+    return ir_shape_equal(s, &c->keep1) || (numel(s) == 1 && numel(&c->keep1) == 1);
+}
+
+/* Can node n be computed in cluster c, and in which role?  Operands already in c must be
+ * usable from there: a space-shaped op reads row values only through a keepdim shape. */
+static bool
+fits(planner *p, int32_t c, int32_t n, uint8_t *role)
+{
+    const cluster *cl = &p->cl[c];
+    const ir_node *nd = &p->g->nodes[n];
+    if (cl->root_copy >= 0)
+        return false;
+    if (jit_node_is_reduce(nd)) {
+        const ir_shape *xs = &p->g->nodes[nd->in[0]].type.shape;
+        int32_t x = nd->in[0];
+        bool x_in = p->ni[x].cls == C_ELEM && p->ni[x].cluster == c;
+        if (!ir_shape_equal(xs, &cl->shape) || (x_in && cl->reduce && p->ni[x].role != R_SPACE))
+            return false;
+        if ((cl->reduce && cl->axes != nd->at.axes) || cl->indexing)
+            return false;
+        *role = R_ROW;
+        return true;
+    }
+    if (!cl->reduce) {
+        *role = R_SPACE;
+        return ir_shape_equal(&nd->type.shape, &cl->shape);
+    }
+    if (jit_op_is_indexing(nd->op))
+        return false;
+    /* all reduced axes of size 1: a row value and a space value look alike; keep apart */
+    if (ir_shape_equal(&cl->shape, &cl->keep1))
+        return false;
+    uint8_t r;
+    if (ir_shape_equal(&nd->type.shape, &cl->shape))
+        r = R_SPACE;
+    else if (ir_shape_equal(&nd->type.shape, &cl->keep1) || ir_shape_equal(&nd->type.shape, &cl->keep0))
+        r = R_ROW;
+    else
+        return false;
+    for (int k = 0; k < nd->nin; k++) {
+        int32_t w = nd->in[k];
+        if (!(p->ni[w].cls == C_ELEM && p->ni[w].cluster == c))
+            continue;
+        if (r == R_ROW && p->ni[w].role != R_ROW)
+            return false;
+        if (r == R_SPACE && p->ni[w].role == R_ROW &&
+            !row_broadcasts(cl, &p->g->nodes[w].type.shape))
+            return false;
+    }
+    *role = r;
+    return true;
+}
+
+/* ---- classification and clustering --------------------------------------------------- */
+
+kiln_status
+jit_fuse(planner *p)
+{
+    const kiln_graph *g = p->g;
+    bool eager = p->mode == KILN_MODE_EAGER;
+    for (int32_t n = 0; n < g->nnodes; n++) {
+        const ir_node *nd = &g->nodes[n];
+        nodeinfo *ni = &p->ni[n];
+        ni->cluster = -1;
+        ni->lastdep = -1;
+        ni->step = -1;
+        ni->last_use = -1;
+        for (int k = 0; k < nd->nin; k++)
+            if (p->ni[nd->in[k]].lastdep > ni->lastdep)
+                ni->lastdep = p->ni[nd->in[k]].lastdep;
+        if (nd->op == IR_OP_FULL) {
+            ni->cls = C_FULL;
+            continue;
+        }
+        if (nd->op == IR_OP_INPUT || nd->op == IR_OP_CONSTANT) {
+            ni->cls = C_BUF;
+            ni->v.base = n;
+            ir_shape_strides(&nd->type.shape, ni->v.strides);
+            continue;
+        }
+        if (is_view_op(nd->op)) {
+            int32_t x = nd->in[0];
+            int xc = p->ni[x].cls;
+            kiln_status sst = settle(p, x);
+            if (sst)
+                return sst;
+            refresh_lastdep(p, n);
+            if (xc == C_ELEM) {
+                p->ni[x].stored = true;
+                snprintf(p->ni[x].why, sizeof p->ni[x].why, "read through %s %%%d (a view needs a buffer)",
+                         ir_ops[nd->op].name, (int)n);
+            }
+            if (xc == C_FULL) {
+                kiln_status st = materialise(p, x, "a view of it is taken");
+                if (st)
+                    return st;
+                xc = C_BUF;
+            }
+            /* A materialised operand is read from its own buffer.  Its own view stays as
+             * it is: a stored view's copy kernel still reads through it. */
+            view src = p->ni[x].v;
+            if (xc == C_ELEM || p->ni[x].stored) {
+                src.base = x;
+                src.offset = 0;
+                ir_shape_strides(&g->nodes[x].type.shape, src.strides);
+            }
+            ni->cls = C_VIEW;
+            if (!make_view(p, n, &src)) {
+                /* a reshape that no strides express: one copy kernel walks x's shape
+                 * through x's view and writes n's buffer (row-major order is the same),
+                 * rather than a copy of x and then a copy of the reshape */
+                int32_t c = new_cluster(p, &g->nodes[x].type.shape, n);
+                if (c < 0)
+                    return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+                p->cl[c].copy_from = x;
+                ni->stored = true;
+                ni->cluster = c;
+                ni->v.base = n;
+                ni->v.offset = 0;
+                ir_shape_strides(&nd->type.shape, ni->v.strides);
+                if (c > ni->lastdep)
+                    ni->lastdep = c;
+                snprintf(ni->why, sizeof ni->why, "a reshape of %s %%%d that no strides express",
+                         ir_ops[g->nodes[x].op].name, (int)x);
+            }
+            if (p->ni[x].lastdep > ni->lastdep)
+                ni->lastdep = p->ni[x].lastdep; /* the copy just made */
+            /* eager mode: one kernel per op, but a reshape of a contiguous value is not an
+             * op that moves anything: it stays free */
+            if (eager && !(nd->op == IR_OP_RESHAPE && view_is_contiguous(&ni->v, &nd->type.shape))) {
+                kiln_status st = materialise(p, n, "eager mode: one kernel per op");
+                if (st)
+                    return st;
+            }
+            continue;
+        }
+        if (!jit_op_is_lowerable(g, nd)) {
+            ni->cls = C_BUF; /* a reference step */
+            ni->v.base = n;
+            ir_shape_strides(&nd->type.shape, ni->v.strides);
+            for (int k = 0; k < nd->nin; k++) {
+                int32_t x = nd->in[k];
+                char why[160];
+                snprintf(why, sizeof why, "read by %s %%%d (reference step)", ir_ops[nd->op].name,
+                         (int)n);
+                kiln_status sst = settle(p, x);
+                if (sst)
+                    return sst;
+                refresh_lastdep(p, n);
+                if (p->ni[x].cls == C_ELEM && !p->ni[x].stored) {
+                    p->ni[x].stored = true;
+                    snprintf(p->ni[x].why, sizeof p->ni[x].why, "%s", why);
+                } else if (p->ni[x].cls == C_VIEW || p->ni[x].cls == C_FULL) {
+                    kiln_status st = materialise(p, x, why);
+                    if (st)
+                        return st;
+                }
+            }
+            /* the reference step runs after everything it reads */
+            continue;
+        }
+        if (jit_op_is_indexing(nd->op)) {
+            /* read through loads of buffers (a view is fine): operands computed in a
+             * kernel are stored, splats materialised */
+            for (int k = 0; k < nd->nin; k++) {
+                int32_t x = nd->in[k];
+                char why[160];
+                snprintf(why, sizeof why, "read by %s %%%d (an indexed load)", ir_ops[nd->op].name, (int)n);
+                kiln_status sst = settle(p, x);
+                if (sst)
+                    return sst;
+                refresh_lastdep(p, n);
+                if (p->ni[x].cls == C_ELEM && !p->ni[x].stored) {
+                    p->ni[x].stored = true;
+                    snprintf(p->ni[x].why, sizeof p->ni[x].why, "%s", why);
+                } else if (p->ni[x].cls == C_FULL) {
+                    kiln_status st = materialise(p, x, why);
+                    if (st)
+                        return st;
+                    refresh_lastdep(p, n);
+                }
+            }
+            ni->cls = C_ELEM;
+            if (!eager) {
+                ni->pending = true; /* its first user places it */
+                continue;
+            }
+            int32_t c = new_cluster(p, &nd->type.shape, -1);
+            if (c < 0 || !cluster_add(p, c, n))
+                return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+            p->cl[c].indexing = true;
+            if (c > ni->lastdep)
+                ni->lastdep = c;
+            continue;
+        }
+        /* ELEM or a reduction: join an operand's cluster when safe */
+        ni->cls = C_ELEM;
+        int32_t join = -1;
+        uint8_t role = R_SPACE;
+        bool red = jit_node_is_reduce(nd);
+        bool leaf = !eager && !red;
+        int nscan = red ? 1 : nd->nin;
+        for (int k = 0; k < nd->nin; k++)
+            if (p->ni[nd->in[k]].cls == C_ELEM)
+                leaf = false;
+        if (leaf) {
+            ni->pending = true; /* reads only buffers and splats: its first user places it */
+            continue;
+        }
+        if (!eager) {
+            for (int k = 0; k < nscan && join < 0; k++) {
+                int32_t u = nd->in[k];
+                if (p->ni[u].cls != C_ELEM || p->ni[u].cluster < 0 ||
+                    p->cl[p->ni[u].cluster].root_copy >= 0 ||
+                    p->cl[p->ni[u].cluster].nmembers >= MAX_CLUSTER_OPS ||
+                    !fits(p, p->ni[u].cluster, n, &role))
+                    continue;
+                int32_t c = p->ni[u].cluster;
+                bool safe = true;
+                for (int m = 0; m < nd->nin && safe; m++) {
+                    int32_t w = nd->in[m];
+                    if (p->ni[w].cls == C_ELEM && p->ni[w].cluster == c)
+                        continue;
+                    /* w must not depend on cluster c (else c -> w -> c would be a cycle) */
+                    if (p->ni[w].lastdep >= c)
+                        safe = false;
+                }
+                if (safe)
+                    join = c;
+            }
+        }
+        if (join < 0) {
+            join = new_cluster(p, red ? &g->nodes[nd->in[0]].type.shape : &nd->type.shape, -1);
+            if (join < 0)
+                return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+            role = red ? R_ROW : R_SPACE;
+        }
+        if (red && !p->cl[join].reduce)
+            make_reduce(&p->cl[join], nd->at.axes);
+        ni->role = role;
+        /* pending operands that fit are computed in this kernel (the safety check above saw
+         * their lastdep, and a new cluster is newer than all of them); others get kernels of
+         * their own */
+        for (int k = 0; k < nd->nin; k++) {
+            int32_t u = nd->in[k];
+            uint8_t urole;
+            if (!p->ni[u].pending)
+                continue;
+            if (p->ni[u].lastdep < join && fits(p, join, u, &urole) &&
+                (red ? urole == R_SPACE
+                     : urole == role ||
+                           (urole == R_ROW && row_broadcasts(&p->cl[join], &g->nodes[u].type.shape)))) {
+                if (!cluster_add(p, join, u))
+                    return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+                p->ni[u].pending = false;
+                p->ni[u].lastdep = join;
+                p->ni[u].role = urole;
+                if (jit_op_is_indexing(g->nodes[u].op))
+                    p->cl[join].indexing = true;
+            } else {
+                kiln_status sst = settle(p, u);
+                if (sst)
+                    return sst;
+            }
+        }
+        if (!cluster_add(p, join, n))
+            return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+        if (join > ni->lastdep)
+            ni->lastdep = join;
+        /* operands in other clusters are stored by them */
+        for (int k = 0; k < nd->nin; k++) {
+            int32_t u = nd->in[k];
+            if (p->ni[u].cls == C_ELEM && p->ni[u].cluster != join && !p->ni[u].stored) {
+                p->ni[u].stored = true;
+                snprintf(p->ni[u].why, sizeof p->ni[u].why, "%s %%%d is in another kernel (%s)",
+                         ir_ops[nd->op].name, (int)n,
+                         eager ? "eager mode: one kernel per op"
+                               : p->cl[p->ni[u].cluster].nmembers < MAX_CLUSTER_OPS &&
+                                         !fits(p, p->ni[u].cluster, n, &role)
+                                     ? "it does not fit that kernel's iteration space"
+                               : p->cl[p->ni[u].cluster].nmembers >= MAX_CLUSTER_OPS
+                                     ? "its kernel is full"
+                                     : "fusing would create a cycle");
+            }
+        }
+    }
+    /* leaves nobody took get kernels of their own; outputs are stored */
+    for (int32_t n = 0; n < g->nnodes; n++) {
+        kiln_status sst = settle(p, n);
+        if (sst)
+            return sst;
+    }
+    for (int32_t i = 0; i < g->noutputs; i++) {
+        int32_t n = g->outputs[i].node;
+        nodeinfo *ni = &p->ni[n];
+        if (ni->cls == C_ELEM && !ni->stored) {
+            ni->stored = true;
+            snprintf(ni->why, sizeof ni->why, "graph output '%s'", g->outputs[i].name);
+        } else if (ni->cls == C_VIEW && !ni->stored && ni->v.offset == 0 &&
+                   view_is_contiguous(&ni->v, &g->nodes[n].type.shape) &&
+                   ir_shape_count(&g->nodes[ni->v.base].type.shape) ==
+                       ir_shape_count(&g->nodes[n].type.shape) &&
+                   (p->ni[ni->v.base].cls == C_ELEM || p->ni[ni->v.base].cls == C_BUF ||
+                    (p->ni[ni->v.base].cls == C_VIEW && p->ni[ni->v.base].stored))) {
+            /* a reshape of a whole stored value: the same bytes, no copy kernel; the value
+             * is stored straight into the output (or copied from an input) */
+            int32_t b = ni->v.base;
+            ni->alias = b + 1;
+            if (p->ni[b].cls == C_ELEM && !p->ni[b].stored) {
+                p->ni[b].stored = true;
+                snprintf(p->ni[b].why, sizeof p->ni[b].why, "graph output '%s' (through %s %%%d)",
+                         g->outputs[i].name, ir_ops[g->nodes[n].op].name, (int)n);
+            }
+        } else if (ni->cls == C_VIEW || ni->cls == C_FULL) {
+            char why[160];
+            snprintf(why, sizeof why, "graph output '%s'", g->outputs[i].name);
+            kiln_status st = materialise(p, n, why);
+            if (st)
+                return st;
+        }
+    }
+    return KILN_OK;
+}
+
+/* ---- steps ---------------------------------------------------------------------------- */
+
+/* The node whose buffer a load of n (from cluster c) reads, and its view. */
+const view *
+jit_load_source(planner *p, int32_t n, int32_t c, view *tmp)
+{
+    nodeinfo *ni = &p->ni[n];
+    bool own = ni->cls == C_ELEM || (ni->cls == C_VIEW && ni->stored &&
+                                     p->mode == KILN_MODE_EAGER && ni->cluster != c);
+    if (own || ni->cls == C_BUF || ni->cls == C_FULL /* materialised for an indexed load */) {
+        tmp->base = n;
+        tmp->offset = 0;
+        ir_shape_strides(&p->g->nodes[n].type.shape, tmp->strides);
+        return tmp;
+    }
+    return &ni->v; /* a view over its base */
+}
+
+/* Buffers (node ids) read by a step: a cluster (c >= 0) or the reference step of node r. */
+bool
+jit_step_reads(planner *p, int32_t c, int32_t r, ivec *out)
+{
+    const kiln_graph *g = p->g;
+    view tmp;
+    out->n = 0;
+    if (r >= 0) {
+        const ir_node *nd = &g->nodes[r];
+        for (int k = 0; k < nd->nin; k++) {
+            int32_t x = nd->in[k];
+            if (!jit_ivec_push(out, p->ni[x].cls == C_VIEW && !p->ni[x].stored ? p->ni[x].v.base : x))
+                return false;
+        }
+        return true;
+    }
+    cluster *cl = &p->cl[c];
+    if (cl->copy_from >= 0)
+        return jit_ivec_push(out, p->ni[cl->copy_from].v.base);
+    if (cl->root_copy >= 0) {
+        int32_t x = cl->root_copy;
+        if (p->ni[x].cls == C_VIEW)
+            return jit_ivec_push(out, p->ni[x].v.base);
+        return true; /* a full: nothing read */
+    }
+    for (int32_t i = 0; i < cl->nmembers; i++) {
+        const ir_node *nd = &g->nodes[cl->members[i]];
+        for (int k = 0; k < nd->nin; k++) {
+            int32_t x = nd->in[k];
+            if ((p->ni[x].cls == C_ELEM && p->ni[x].cluster == c) ||
+                (p->ni[x].cls == C_FULL && !jit_op_is_indexing(nd->op)))
+                continue;
+            if (!jit_ivec_push(out, jit_load_source(p, x, c, &tmp)->base))
+                return false;
+        }
+    }
+    return true;
+}
+
+bool
+jit_ivec_push(ivec *a, int32_t x)
+{
+    if (a->n == a->cap) {
+        int32_t m = a->cap ? 2 * a->cap : 16;
+        int32_t *v = ir_realloc(a->v, sizeof(int32_t) * (size_t)m);
+        if (!v) {
+            ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+            return false;
+        }
+        a->v = v;
+        a->cap = m;
+    }
+    a->v[a->n++] = x;
+    return true;
+}

@@ -1,0 +1,106 @@
+/* plan.h — the planner's passes share these (lib/jit only).
+ *
+ *   fuse.c      classify every node, cluster them into kernels, decide what is stored
+ *   schedule.c  order the steps, place every stored value (caller's outputs, one packed
+ *               block of temporaries)
+ *   describe.c  one size-free kernel description (jit_kdesc) per kernel step, its slots
+ *               and run-time strides, and why its boundary is where it is
+ *   plan.c      the driver: simplify, the passes above, then every kernel compiled (or
+ *               found in the cache) once all descriptions exist
+ *   run.c       running a plan's steps on the thread pool
+ */
+#ifndef KILN_JIT_PLAN_H
+#define KILN_JIT_PLAN_H
+
+#include <stdio.h>
+
+#include "jit.h"
+
+enum { C_BUF, C_FULL, C_ELEM, C_VIEW };
+
+
+/* Ops per fused kernel: each adds one instruction and at most three loads or constants,
+ * so a cluster this size stays within JIT_MAX_INST; a longer chain continues in a new
+ * kernel. */
+#define MAX_CLUSTER_OPS (JIT_MAX_INST / 4)
+
+typedef struct view {
+    int32_t base;     /* materialised node */
+    int64_t offset;   /* elements */
+    int64_t strides[IR_MAX_RANK]; /* over the node's own shape */
+} view;
+
+typedef struct nodeinfo {
+    int cls;
+    int32_t cluster;  /* ELEM (and materialised VIEW/FULL): its cluster; else -1 */
+    int32_t lastdep;  /* highest cluster id this value depends on, -1 none */
+    bool stored;      /* written to memory by its cluster */
+    bool pending;     /* ELEM that reads only buffers and splats: clustered by its first
+                       * user, so leaves like `x * 0.5` fuse into the kernel that needs them */
+    int32_t step;     /* step that produces the buffer (BUF from REF, stored values) */
+    view v;           /* VIEW, and BUF (identity) */
+    jit_loc loc;      /* where a materialised value lives */
+    bool has_loc;
+    int32_t last_use; /* last step index reading the buffer */
+    uint8_t role;     /* in a reduction cluster: R_SPACE (shape of the space) or R_ROW */
+    int32_t alias;    /* an output view that is the whole buffer of node alias - 1 (0: none) */
+    char why[160];    /* why it is stored / a boundary */
+} nodeinfo;
+
+enum { R_SPACE, R_ROW };
+
+typedef struct cluster {
+    int32_t *members; /* ELEM nodes in order (a copy cluster has none) */
+    int32_t nmembers, capmembers;
+    int32_t root_copy; /* for a copy cluster: the VIEW/FULL node it materialises; else -1 */
+    int32_t copy_from; /* a reshape's copy: the view walked in its own shape; else -1 */
+    ir_shape shape;    /* the iteration space (a reduction: the shape it reduces) */
+    bool reduce;       /* a reduction kernel */
+    bool indexing;     /* has a pad, concat, gather or arange (elementwise kernels only) */
+    uint32_t axes;     /* reduce: the reduced axes of `shape` */
+    ir_shape keep1, keep0; /* reduce: the reduced shape with (keepdim) and without */
+} cluster;
+
+typedef struct planner {
+    const kiln_graph *g;
+    kiln_mode mode;
+    nodeinfo *ni;
+    cluster *cl;
+    int32_t ncl, capcl;
+    int32_t *users_n;  /* number of users per node */
+    int32_t **users;
+    int32_t *out_of;   /* first output index naming each node, -1 */
+} planner;
+
+typedef struct ivec {
+    int32_t *v;
+    int32_t n, cap;
+} ivec;
+/* Append x; false (with the error set) when out of memory. */
+IR_HIDDEN bool jit_ivec_push(ivec *a, int32_t x);
+
+/* fuse.c */
+IR_HIDDEN kiln_status jit_fuse(planner *p);
+IR_HIDDEN bool jit_op_is_indexing(ir_op op);
+IR_HIDDEN bool jit_node_is_reduce(const ir_node *nd);
+/* The node whose buffer a load of n (from cluster c) reads, and its view. */
+IR_HIDDEN const view *jit_load_source(planner *p, int32_t n, int32_t c, view *tmp);
+/* Buffers (node ids) read by a step: a cluster (c >= 0) or the reference step of node r. */
+IR_HIDDEN bool jit_step_reads(planner *p, int32_t c, int32_t r, ivec *out);
+
+/* schedule.c: steps are clusters 0..ncl-1 then reference steps; order[i] is the i-th step
+ * to run, refnode[s] the node of reference step s (-1 for a cluster). */
+typedef struct jit_sched {
+    int32_t nsteps;
+    int32_t *order, *refnode;
+    size_t temp_bytes;
+} jit_sched;
+IR_HIDDEN kiln_status jit_schedule(planner *p, jit_sched *s);
+IR_HIDDEN void jit_sched_free(jit_sched *s);
+
+/* describe.c */
+IR_HIDDEN kiln_status jit_describe_kernel(planner *p, int32_t c, jit_step *s);
+IR_HIDDEN kiln_status jit_describe_ref(planner *p, int32_t r, jit_step *s);
+IR_HIDDEN void jit_explain_cluster(planner *p, int32_t c, FILE *f);
+
+#endif /* KILN_JIT_PLAN_H */

@@ -1,0 +1,206 @@
+/* run.c — running a plan: each step in order; kernel steps in chunks on the thread pool
+ * (elementwise: 64-element-aligned chunks of the space; reductions: rows, or pieces of
+ * long rows whose number depends on the row length alone). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+/* ---- running ------------------------------------------------------------------------------- */
+
+/* Work below this many bytes stays on the caller's thread: waking workers costs more. */
+#define SMALL_BYTES ((size_t)1 << 18)
+#define MAX_SLOTS_ON_STACK 64
+
+typedef struct krun {
+    jit_kernel_fn fn;
+    void *const *ptrs;
+    const int64_t *strides, *dims;
+    int64_t total, chunk;
+    const int64_t *ext; /* elementwise: ranged and indexed loads */
+    /* reductions */
+    jit_raux aux;
+    int64_t nsub, per;      /* pieces: sub-rows, or elements of the last dim, per piece */
+    char *partial;
+    size_t pbytes;
+} krun;
+
+static void
+run_chunk(void *ctx, int64_t i)
+{
+    const krun *r = ctx;
+    int64_t begin = i * r->chunk;
+    int64_t end = begin + r->chunk < r->total ? begin + r->chunk : r->total;
+    r->fn(r->ptrs, r->strides, r->dims, begin, end, r->ext ? (const void *)r->ext : (const void *)&r->aux);
+}
+
+/* One piece of one long row: task i is row i / npieces, piece i % npieces. */
+static void
+run_piece(void *ctx, int64_t i)
+{
+    const krun *r = ctx;
+    int64_t np = r->aux.npieces, row = i / np, q = i % np;
+    jit_raux a = r->aux;
+    a.mode = 1;
+    a.partial = r->partial + (size_t)i * r->pbytes;
+    if (r->nsub > 1) {
+        a.sub_begin = q * r->per;
+        a.sub_end = a.sub_begin + r->per < r->nsub ? a.sub_begin + r->per : r->nsub;
+        a.in_begin = 0;
+        a.in_end = r->dims[r->aux.in_end]; /* in_end carries the index of the last dim */
+    } else {
+        int64_t inner = r->dims[r->aux.in_end];
+        a.sub_begin = 0;
+        a.sub_end = 1;
+        a.in_begin = q * r->per;
+        a.in_end = a.in_begin + r->per < inner ? a.in_begin + r->per : inner;
+    }
+    r->fn(r->ptrs, r->strides, r->dims, row, row + 1, &a);
+}
+
+/* A reduction is split into pieces when its rows are at least this long; the number of
+ * pieces depends on the length alone, so results do not depend on the thread count. */
+#define SPLIT_MIN ((int64_t)1 << 17)
+#define PIECE_LEN ((int64_t)1 << 16)
+#define MAX_PIECES 64
+
+static kiln_status
+run_reduction(const jit_step *s, void *const *ptrs)
+{
+    krun r = {0};
+    r.fn = jit_kernel_entry(s->kernel);
+    r.ptrs = ptrs;
+    r.strides = s->strides;
+    r.dims = s->dims;
+    r.total = s->rows;
+    size_t bytes = (size_t)s->rows * (size_t)s->rlen * (s->bytes_per_elem ? s->bytes_per_elem : 1);
+    int threads = bytes < SMALL_BYTES ? 1 : jit_pool_threads();
+    if (s->partial_bytes && s->rlen >= SPLIT_MIN) {
+        int64_t nsub = s->rinner ? s->rlen / s->rinner : 0;
+        int64_t units = nsub > 1 ? nsub : s->rinner;
+        int64_t np = (s->rlen + PIECE_LEN - 1) / PIECE_LEN;
+        if (np > MAX_PIECES)
+            np = MAX_PIECES;
+        if (np > units)
+            np = units;
+        int64_t per = (units + np - 1) / np;
+        if (nsub <= 1)
+            per = (per + 63) & ~(int64_t)63; /* whole vectors per piece */
+        np = (units + per - 1) / per;
+        r.nsub = nsub;
+        r.per = per;
+        r.pbytes = s->partial_bytes;
+        r.aux.npieces = np;
+        r.aux.in_end = s->desc.rank - 1;
+        size_t total = (size_t)s->rows * (size_t)np * r.pbytes;
+        r.partial = aligned_alloc(64, (total + 63) & ~(size_t)63);
+        if (!r.partial)
+            return ir_error(KILN_ERR_NOMEM, "kiln_program_run: out of memory");
+        jit_pool_run(run_piece, &r, s->rows * np);
+        r.aux = (jit_raux){2, 0, 0, 0, 0, np, r.partial};
+        r.chunk = s->rows;
+        if (threads > 1 && s->rows > 1)
+            r.chunk = (s->rows + 4 * threads - 1) / (4 * threads);
+        jit_pool_run(run_chunk, &r, (r.total + r.chunk - 1) / r.chunk);
+        free(r.partial);
+        return KILN_OK;
+    }
+    r.chunk = s->rows;
+    if (threads > 1) {
+        int64_t chunk = (s->rows + 4 * threads - 1) / (4 * threads);
+        if (s->desc.lanes_kept)
+            chunk = (chunk + 63) & ~(int64_t)63;
+        r.chunk = chunk > 0 ? chunk : 1;
+    }
+    jit_pool_run(run_chunk, &r, (r.total + r.chunk - 1) / r.chunk);
+    return KILN_OK;
+}
+
+static void *
+resolve(const jit_loc *l, const void *const *inputs, void *const *outputs, void *temp)
+{
+    switch (l->kind) {
+    case JIT_LOC_INPUT: return (void *)inputs[l->index];
+    case JIT_LOC_OUTPUT: return outputs[l->index];
+    case JIT_LOC_CONST: return (void *)l->cdata;
+    case JIT_LOC_TEMP: return (char *)temp + l->offset;
+    }
+    return NULL;
+}
+
+kiln_status
+jit_plan_run(const jit_plan *p, const void *const *inputs, void *const *outputs, void *temp)
+{
+    for (int i = 0; i < p->nsteps; i++) {
+        const jit_step *s = &p->steps[i];
+        if (s->kind == JIT_STEP_COPY) {
+            if (s->bytes)
+                memcpy(resolve(&s->to, inputs, outputs, temp),
+                       resolve(&s->from, inputs, outputs, temp), s->bytes);
+            continue;
+        }
+        if (s->kind == JIT_STEP_REF) {
+            const void *ins_small[8];
+            const void **ins = s->nin <= 8 ? ins_small : ir_malloc(sizeof(void *) * (size_t)s->nin);
+            if (!ins)
+                return ir_error(KILN_ERR_NOMEM, "kiln_program_run: out of memory");
+            for (int k = 0; k < s->nin; k++)
+                ins[k] = resolve(&s->in[k], inputs, outputs, temp);
+            void *out[1] = {resolve(&s->out, inputs, outputs, temp)};
+            kiln_status st = ir_interpret(s->sub, ins, out);
+            if (ins != ins_small)
+                ir_free(ins);
+            if (st)
+                return st;
+            continue;
+        }
+        if (s->total == 0 && s->desc.kind != JIT_KERNEL_REDUCTION)
+            continue;
+        void *ptr_small[MAX_SLOTS_ON_STACK];
+        void **ptrs = s->nslots <= MAX_SLOTS_ON_STACK ? ptr_small
+                                                       : ir_malloc(sizeof(void *) * (size_t)s->nslots);
+        if (!ptrs)
+            return ir_error(KILN_ERR_NOMEM, "kiln_program_run: out of memory");
+        for (int k = 0; k < s->nslots; k++)
+            ptrs[k] = resolve(&s->slot[k], inputs, outputs, temp);
+        /* load offsets are in elements of the load's dtype */
+        for (int32_t j = 0; j < s->desc.ninst; j++) {
+            const jit_kinst *in = &s->desc.inst[j];
+            if (in->kind == JIT_LOAD && s->slot_off[in->slot])
+                ptrs[in->slot] = (char *)ptrs[in->slot] +
+                                 s->slot_off[in->slot] * (int64_t)kiln_dtype_size((kiln_dtype)in->dtype);
+        }
+        if (s->desc.kind == JIT_KERNEL_REDUCTION) {
+            kiln_status st = s->rows > 0 ? run_reduction(s, ptrs) : KILN_OK;
+            if (ptrs != ptr_small)
+                ir_free(ptrs);
+            if (st)
+                return st;
+            continue;
+        }
+        krun r = {0};
+        r.fn = jit_kernel_entry(s->kernel);
+        r.ptrs = ptrs;
+        r.strides = s->strides;
+        r.dims = s->dims;
+        r.total = r.chunk = s->total;
+        r.ext = s->ext;
+        size_t bytes = (size_t)s->total * (s->bytes_per_elem ? s->bytes_per_elem : 1);
+        int threads = bytes < SMALL_BYTES ? 1 : jit_pool_threads();
+        if (threads > 1) {
+            /* Several chunks per thread to even out load; chunk edges on 64-element
+             * boundaries so vector bodies stay aligned with rows. */
+            int64_t chunk = (s->total + 4 * threads - 1) / (4 * threads);
+            chunk = (chunk + 63) & ~(int64_t)63;
+            if (chunk < 4096)
+                chunk = 4096;
+            r.chunk = chunk;
+        }
+        jit_pool_run(run_chunk, &r, (r.total + r.chunk - 1) / r.chunk);
+        if (ptrs != ptr_small)
+            ir_free(ptrs);
+    }
+    return KILN_OK;
+}
+

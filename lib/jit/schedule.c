@@ -1,0 +1,214 @@
+/* schedule.c — the planner's schedule pass: the steps in dependency order (Kahn's
+ * algorithm, smallest first node first, so the order follows the graph), then a place for
+ * every stored value: graph outputs straight in the caller's buffers, the rest in one
+ * block of temporaries packed by lifetime. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+/* The step that produces node n's buffer (-1: an input or a constant). */
+static int32_t
+producer(planner *p, int32_t n, int32_t *cluster_step, int32_t *ref_step)
+{
+    nodeinfo *ni = &p->ni[n];
+    if (ni->cls == C_BUF)
+        return p->g->nodes[n].op == IR_OP_INPUT || p->g->nodes[n].op == IR_OP_CONSTANT ? -1 : ref_step[n];
+    return cluster_step[ni->cluster];
+}
+
+/* Pack temporaries: buffer b lives from step def[b] to step last[b] inclusive. */
+typedef struct tbuf {
+    int32_t node, def, last;
+    size_t size, offset;
+} tbuf;
+
+static size_t
+pack(tbuf *b, int32_t n)
+{
+    size_t top = 0;
+    for (int32_t i = 0; i < n; i++) {
+        size_t off = 0;
+        for (bool moved = true; moved;) {
+            moved = false;
+            for (int32_t j = 0; j < i; j++) {
+                bool overlap_t = !(b[j].last < b[i].def || b[i].last < b[j].def);
+                bool overlap_m = off < b[j].offset + b[j].size && b[j].offset < off + b[i].size;
+                if (overlap_t && overlap_m) {
+                    off = (b[j].offset + b[j].size + 63) & ~(size_t)63;
+                    moved = true;
+                }
+            }
+        }
+        b[i].offset = off;
+        if (off + b[i].size > top)
+            top = off + b[i].size;
+    }
+    return top;
+}
+
+void
+jit_sched_free(jit_sched *s)
+{
+    ir_free(s->order);
+    ir_free(s->refnode);
+    memset(s, 0, sizeof *s);
+}
+
+kiln_status
+jit_schedule(planner *p, jit_sched *sc)
+{
+    kiln_status st = KILN_OK;
+    const kiln_graph *g = p->g;
+    int32_t *step_of_cluster = NULL, *step_of_ref = NULL, *order = NULL, *indeg = NULL;
+    int32_t *key = NULL, *refnode = NULL;
+    ivec *deps = NULL, reads = {0};
+    tbuf *tb = NULL;
+    int32_t nsteps = 0;
+    memset(sc, 0, sizeof *sc);
+    /* steps: clusters, then reference nodes */
+    step_of_cluster = ir_calloc((size_t)p->ncl + 1, sizeof(int32_t));
+    step_of_ref = ir_calloc((size_t)g->nnodes + 1, sizeof(int32_t));
+    if (!step_of_cluster || !step_of_ref) {
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        goto fail;
+    }
+    int32_t nref = 0;
+    for (int32_t n = 0; n < g->nnodes; n++) {
+        step_of_ref[n] = -1;
+        if (p->ni[n].cls == C_BUF && g->nodes[n].op != IR_OP_INPUT && g->nodes[n].op != IR_OP_CONSTANT)
+            step_of_ref[n] = p->ncl + nref++;
+    }
+    nsteps = p->ncl + nref;
+    order = ir_calloc((size_t)nsteps + 1, sizeof(int32_t));
+    indeg = ir_calloc((size_t)nsteps + 1, sizeof(int32_t));
+    key = ir_calloc((size_t)nsteps + 1, sizeof(int32_t));
+    deps = ir_calloc((size_t)nsteps + 1, sizeof(ivec)); /* deps[s] = steps that wait for s */
+    refnode = ir_calloc((size_t)nsteps + 1, sizeof(int32_t));
+    if (!step_of_cluster || !order || !indeg || !key || !deps || !refnode) {
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        goto fail;
+    }
+    for (int32_t c = 0; c < p->ncl; c++) {
+        step_of_cluster[c] = c;
+        key[c] = p->cl[c].root_copy >= 0 ? p->cl[c].root_copy : p->cl[c].members[0];
+        refnode[c] = -1;
+    }
+    for (int32_t n = 0; n < g->nnodes; n++)
+        if (step_of_ref[n] >= 0) {
+            key[step_of_ref[n]] = n;
+            refnode[step_of_ref[n]] = n;
+        }
+    for (int32_t s = 0; s < nsteps; s++) {
+        bool ok = refnode[s] >= 0 ? jit_step_reads(p, -1, refnode[s], &reads) : jit_step_reads(p, s, -1, &reads);
+        if (!ok) {
+            st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+            goto fail;
+        }
+        for (int32_t i = 0; i < reads.n; i++) {
+            int32_t src = producer(p, reads.v[i], step_of_cluster, step_of_ref);
+            if (src >= 0 && src != s) {
+                if (!jit_ivec_push(&deps[src], s)) {
+                            st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+                    goto fail;
+                }
+                indeg[s]++;
+            }
+        }
+    }
+    /* Kahn's algorithm, smallest first node first, so the order follows the graph. */
+    for (int32_t i = 0; i < nsteps; i++) {
+        int32_t best = -1;
+        for (int32_t s = 0; s < nsteps; s++)
+            if (indeg[s] == 0 && (best < 0 || key[s] < key[best]))
+                best = s;
+        if (best < 0) {
+            st = ir_error(KILN_ERR_INTERNAL, "kiln_jit: internal error: fusion plan has a cycle");
+            goto fail;
+        }
+        indeg[best] = -1;
+        order[i] = best;
+        for (int32_t k = 0; k < deps[best].n; k++)
+            indeg[deps[best].v[k]]--;
+    }
+
+    /* buffers: outputs write straight into the caller's memory */
+    int32_t *pos = indeg; /* reuse: step -> position */
+    for (int32_t i = 0; i < nsteps; i++)
+        pos[order[i]] = i;
+    for (int32_t n = 0; n < g->nnodes; n++) {
+        nodeinfo *ni = &p->ni[n];
+        const ir_node *nd = &g->nodes[n];
+        if (nd->op == IR_OP_INPUT) {
+            ni->loc = (jit_loc){JIT_LOC_INPUT, nd->at.index, 0, NULL};
+            ni->has_loc = true;
+        } else if (nd->op == IR_OP_CONSTANT) {
+            ni->loc = (jit_loc){JIT_LOC_CONST, 0, 0, nd->at.data};
+            ni->has_loc = true;
+        } else if (step_of_ref[n] >= 0 || ni->stored) {
+            ni->step = pos[step_of_ref[n] >= 0 ? step_of_ref[n] : ni->cluster];
+            ni->last_use = ni->step;
+        }
+    }
+    for (int32_t i = 0; i < nsteps; i++) {
+        int32_t s = order[i];
+        if (!(refnode[s] >= 0 ? jit_step_reads(p, -1, refnode[s], &reads) : jit_step_reads(p, s, -1, &reads))) {
+            st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+            goto fail;
+        }
+        for (int32_t k = 0; k < reads.n; k++)
+            if (p->ni[reads.v[k]].last_use < i)
+                p->ni[reads.v[k]].last_use = i;
+    }
+    int32_t ntb = 0;
+    tb = ir_calloc((size_t)g->nnodes + 1, sizeof *tb);
+    if (!tb) {
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        goto fail;
+    }
+    for (int32_t i = 0; i < g->noutputs; i++) {
+        int32_t n = g->outputs[i].node;
+        if (p->ni[n].alias)
+            n = p->ni[n].alias - 1;
+        if (!p->ni[n].has_loc && p->ni[n].step >= 0) {
+            p->ni[n].loc = (jit_loc){JIT_LOC_OUTPUT, i, 0, NULL};
+            p->ni[n].has_loc = true;
+        }
+    }
+    for (int32_t n = 0; n < g->nnodes; n++)
+        if (!p->ni[n].has_loc && p->ni[n].step >= 0)
+            tb[ntb++] = (tbuf){n, p->ni[n].step, p->ni[n].last_use,
+                               (ir_type_bytes(&g->nodes[n].type) + 63) & ~(size_t)63, 0};
+    sc->temp_bytes = pack(tb, ntb);
+    for (int32_t i = 0; i < ntb; i++) {
+        p->ni[tb[i].node].loc = (jit_loc){JIT_LOC_TEMP, 0, tb[i].offset, NULL};
+        p->ni[tb[i].node].has_loc = true;
+    }
+
+    for (int32_t i = 0; i < g->noutputs; i++) {
+        nodeinfo *ni = &p->ni[g->outputs[i].node];
+        if (ni->alias) {
+            ni->loc = p->ni[ni->alias - 1].loc;
+            ni->has_loc = true;
+        }
+    }
+    sc->nsteps = nsteps;
+    sc->order = order;
+    sc->refnode = refnode;
+    order = refnode = NULL;
+fail:
+    ir_free(step_of_cluster);
+    ir_free(step_of_ref);
+    ir_free(order);
+    ir_free(refnode);
+    ir_free(indeg);
+    ir_free(key);
+    if (deps)
+        for (int32_t s = 0; s < nsteps; s++)
+            ir_free(deps[s].v);
+    ir_free(deps);
+    ir_free(reads.v);
+    ir_free(tb);
+    return st;
+}
