@@ -673,57 +673,57 @@ static const errcase errcases[] = {
     {HDR "  r = gather(x, i)\n}", KILN_ERR_PARSE, "gather", 0, "missing attribute 'axis' for gather"},
     {HDR "  r = pad(x, high=[1])\n}", KILN_ERR_PARSE, "pad", 0, "missing attribute 'low' for pad"},
     {HDR "  r = pad(x, low=[1])\n}", KILN_ERR_PARSE, "pad", 0, "missing attribute 'high' for pad"},
-    {HDR "  s = slice(m, start=[0])\n}", KILN_ERR_PARSE, "[0]", 0, "expected 2 entries for start (one per axis), got 1"},
-    {HDR "  s = slice(m, stop=[0,1,2])\n}", KILN_ERR_PARSE, "[0,1,2]", 0, "expected 2 entries for stop (one per axis), got 3"},
-    {HDR "  s = slice(x, step=[])\n}", KILN_ERR_PARSE, "[]", 0, "expected 1 entry for step (one per axis), got 0"},
-    {HDR "  p = permute(m, perm=[0])\n}", KILN_ERR_PARSE, "[0]", 0, "expected 2 entries for perm (one per axis), got 1"},
-    {HDR "  p = pad(m, low=[0], high=[0,0])\n}", KILN_ERR_PARSE, "[0]", 0, "expected 2 entries for low (one per axis), got 1"},
+    {HDR "  s = slice(m, start=[0])\n}", KILN_ERR_PARSE, "[0]", 0, "start: expected 2 entries (one per axis), got 1"},
+    {HDR "  s = slice(m, stop=[0,1,2])\n}", KILN_ERR_PARSE, "[0,1,2]", 0, "stop: expected 2 entries (one per axis), got 3"},
+    {HDR "  s = slice(x, step=[])\n}", KILN_ERR_PARSE, "[]", 0, "step: expected 1 entry (one per axis), got 0"},
+    {HDR "  p = permute(m, perm=[0])\n}", KILN_ERR_PARSE, "[0]", 0, "perm: expected 2 entries (one per axis), got 1"},
+    {HDR "  p = pad(m, low=[0], high=[0,0])\n}", KILN_ERR_PARSE, "[0]", 0, "low: expected 2 entries (one per axis), got 1"},
     {HDR "  r = reshape(x, shape=[1,1,1,1,1,1,1,1,7])\n}", KILN_ERR_PARSE, "7]", 0,
-     "expected ']' (a list has at most 8 entries), got '7'"},
-    {HDR "  s = reduce_sum(x, axes=[[0]])\n}", KILN_ERR_PARSE, "[0]]", 0, "expected an integer, got '['"},
-    {HDR "  s = reduce_sum(x, axes=0)\n}", KILN_ERR_PARSE, "0)", 0, "expected '[', got '0'"},
-    {HDR "  s = reduce_sum(x, axes=[0], keepdim=maybe)\n}", KILN_ERR_PARSE, "maybe", 0, "expected true or false, got 'maybe'"},
-    {HDR "  s = reduce_sum(x, axes=[0], keepdim=1)\n}", KILN_ERR_PARSE, "1)", 0, "expected true or false, got '1'"},
-    {HDR "  c = cast(x, to=f16)\n}", KILN_ERR_PARSE, "f16", 0, "unknown dtype 'f16'"},
-    {HDR "  c = cast(x, to=[1])\n}", KILN_ERR_PARSE, "[1]", 0, "expected a dtype, got '['"},
+     "shape: expected ']' (a list has at most 8 entries), got '7'"},
+    {HDR "  s = reduce_sum(x, axes=[[0]])\n}", KILN_ERR_PARSE, "[0]]", 0, "axes: expected an integer, got '['"},
+    {HDR "  s = reduce_sum(x, axes=0)\n}", KILN_ERR_PARSE, "0)", 0, "axes: expected a list of integers, got '0'"},
+    {HDR "  s = reduce_sum(x, axes=[0], keepdim=maybe)\n}", KILN_ERR_PARSE, "maybe", 0, "keepdim: expected true or false, got 'maybe'"},
+    {HDR "  s = reduce_sum(x, axes=[0], keepdim=1)\n}", KILN_ERR_PARSE, "1)", 0, "keepdim: expected true or false, got '1'"},
+    {HDR "  c = cast(x, to=f16)\n}", KILN_ERR_PARSE, "f16", 0, "to: unknown dtype 'f16'"},
+    {HDR "  c = cast(x, to=[1])\n}", KILN_ERR_PARSE, "[1]", 0, "to: expected a dtype (f32, f64, i32, i64 or bool), got '['"},
     {"graph g(x: f16[2]) -> () {}", KILN_ERR_PARSE, "f16", 0, "unknown dtype 'f16'"},
     /* literals */
-    {SRC "  f = full(value=2147483648) : i32[]\n}", KILN_ERR_PARSE, "2147", 0, "integer literal out of range for i32: 2147483648"},
-    {SRC "  f = full(value=-2147483649) : i32[]\n}", KILN_ERR_PARSE, "-2147", 0, "integer literal out of range for i32: -2147483649"},
-    {SRC "  f = full(value=9223372036854775808) : i64[]\n}", KILN_ERR_PARSE, "9223", 0, "integer literal out of range for i64"},
-    {SRC "  f = full(value=-9223372036854775809) : i64[]\n}", KILN_ERR_PARSE, "-9223", 0, "integer literal out of range for i64"},
-    {SRC "  f = full(value=123456789012345678901234567890) : i64[]\n}", KILN_ERR_PARSE, "1234", 0, "integer literal out of range for i64"},
-    {HDR "  s = slice(x, start=[99999999999999999999])\n}", KILN_ERR_PARSE, "9999", 0, "integer literal out of range for i64"},
-    {HDR "  s = concat(x, axis=9223372036854775808)\n}", KILN_ERR_PARSE, "9223", 0, "integer literal out of range for i64"},
-    {SRC "  f = full(value=1.5) : i32[]\n}", KILN_ERR_PARSE, "1.5", 0, "expected an integer (i32), got '1.5'"},
-    {SRC "  f = full(value=0x10) : i64[]\n}", KILN_ERR_PARSE, "0x10", 0, "expected an integer (i64), got '0x10'"},
-    {SRC "  f = full(value=1) : bool[]\n}", KILN_ERR_PARSE, "1)", 0, "expected true or false (a bool), got '1'"},
-    {SRC "  f = full(value=true) : f32[]\n}", KILN_ERR_PARSE, "true", 0, "expected an f32 literal, got 'true'"},
-    {SRC "  f = full(value=1e39) : f32[]\n}", KILN_ERR_PARSE, "1e39", 0, "float literal out of range for f32: 1e39"},
-    {SRC "  f = full(value=-1e309) : f64[]\n}", KILN_ERR_PARSE, "-1e309", 0, "float literal out of range for f64: -1e309"},
-    {SRC "  f = full(value=1.5x) : f32[]\n}", KILN_ERR_PARSE, "1.5x", 0, "expected an f32 literal, got '1.5x'"},
-    {SRC "  f = full(value=infinity) : f64[]\n}", KILN_ERR_PARSE, "infinity", 0, "expected an f64 literal, got 'infinity'"},
-    {SRC "  f = full(value=-nan) : f32[]\n}", KILN_ERR_PARSE, "-nan", 0, "a NaN has no sign in the text"},
-    {SRC "  f = full(value=nan:0x7f800000) : f32[]\n}", KILN_ERR_PARSE, "nan:", 0, "'nan:0x7f800000' is not the bit pattern of an f32 NaN"},
+    {SRC "  f = full(value=2147483648) : i32[]\n}", KILN_ERR_PARSE, "2147", 0, "value: integer literal out of range for i32: 2147483648"},
+    {SRC "  f = full(value=-2147483649) : i32[]\n}", KILN_ERR_PARSE, "-2147", 0, "value: integer literal out of range for i32: -2147483649"},
+    {SRC "  f = full(value=9223372036854775808) : i64[]\n}", KILN_ERR_PARSE, "9223", 0, "value: integer literal out of range for i64"},
+    {SRC "  f = full(value=-9223372036854775809) : i64[]\n}", KILN_ERR_PARSE, "-9223", 0, "value: integer literal out of range for i64"},
+    {SRC "  f = full(value=123456789012345678901234567890) : i64[]\n}", KILN_ERR_PARSE, "1234", 0, "value: integer literal out of range for i64"},
+    {HDR "  s = slice(x, start=[99999999999999999999])\n}", KILN_ERR_PARSE, "9999", 0, "start: integer literal out of range for i64"},
+    {HDR "  s = concat(x, axis=9223372036854775808)\n}", KILN_ERR_PARSE, "9223", 0, "axis: integer literal out of range for i64"},
+    {SRC "  f = full(value=1.5) : i32[]\n}", KILN_ERR_PARSE, "1.5", 0, "value: expected an integer (i32), got '1.5'"},
+    {SRC "  f = full(value=0x10) : i64[]\n}", KILN_ERR_PARSE, "0x10", 0, "value: expected an integer (i64), got '0x10'"},
+    {SRC "  f = full(value=1) : bool[]\n}", KILN_ERR_PARSE, "1)", 0, "value: expected true or false (a bool), got '1'"},
+    {SRC "  f = full(value=true) : f32[]\n}", KILN_ERR_PARSE, "true", 0, "value: expected an f32 literal, got 'true'"},
+    {SRC "  f = full(value=1e39) : f32[]\n}", KILN_ERR_PARSE, "1e39", 0, "value: float literal out of range for f32: 1e39"},
+    {SRC "  f = full(value=-1e309) : f64[]\n}", KILN_ERR_PARSE, "-1e309", 0, "value: float literal out of range for f64: -1e309"},
+    {SRC "  f = full(value=1.5x) : f32[]\n}", KILN_ERR_PARSE, "1.5x", 0, "value: expected an f32 literal, got '1.5x'"},
+    {SRC "  f = full(value=infinity) : f64[]\n}", KILN_ERR_PARSE, "infinity", 0, "value: expected an f64 literal, got 'infinity'"},
+    {SRC "  f = full(value=-nan) : f32[]\n}", KILN_ERR_PARSE, "-nan", 0, "value: a NaN has no sign in the text"},
+    {SRC "  f = full(value=nan:0x7f800000) : f32[]\n}", KILN_ERR_PARSE, "nan:", 0, "value: 'nan:0x7f800000' is not the bit pattern of an f32 NaN"},
     {SRC "  f = full(value=nan:0x7ff80000000000000) : f64[]\n}", KILN_ERR_PARSE, "nan:", 0,
-     "expected nan:0x<bits> with 1 to 16 hex digits"},
-    {SRC "  f = full(value=nan:0x7fc0000g) : f32[]\n}", KILN_ERR_PARSE, "nan:", 0, "expected hex digits after nan:0x"},
-    {SRC "  f = full(value=[1]) : f32[]\n}", KILN_ERR_PARSE, "[1]", 0, "expected a literal, got '['"},
+     "value: expected nan:0x<bits> with 1 to 16 hex digits"},
+    {SRC "  f = full(value=nan:0x7fc0000g) : f32[]\n}", KILN_ERR_PARSE, "nan:", 0, "value: expected hex digits after nan:0x"},
+    {SRC "  f = full(value=[1]) : f32[]\n}", KILN_ERR_PARSE, "[1]", 0, "value: expected a literal, got '['"},
     /* constants */
-    {SRC "  c = constant(data=[1,2]) : f32[3]\n}", KILN_ERR_PARSE, "[1,2]", 0, "constant data has 2 elements, the type needs 3"},
-    {SRC "  c = constant(data=[1,2,3,4]) : f32[3]\n}", KILN_ERR_PARSE, "[1,2", 0, "constant data has 4 elements, the type needs 3"},
+    {SRC "  c = constant(data=[1,2]) : f32[3]\n}", KILN_ERR_PARSE, "[1,2]", 0, "data: 2 elements, the type needs 3"},
+    {SRC "  c = constant(data=[1,2,3,4]) : f32[3]\n}", KILN_ERR_PARSE, "[1,2", 0, "data: 4 elements, the type needs 3"},
     {SRC "  c = constant(data=[1,2]) : f32[1000000,1000000]\n}", KILN_ERR_PARSE, "[1,2]", 0,
-     "constant data has 2 elements, the type needs 1000000000000"},
-    {SRC "  c = constant(data=[1, x]) : f32[2]\n}", KILN_ERR_PARSE, "x]", 0, "expected an f32 literal, got 'x'"},
-    {SRC "  c = constant(data=[1 2]) : f32[2]\n}", KILN_ERR_PARSE, "2]", 0, "expected ']', got '2'"},
-    {SRC "  c = constant(data=3) : f32[]\n}", KILN_ERR_PARSE, "3)", 0, "expected '[' or b64\"...\" (constant data), got '3'"},
-    {SRC "  c = constant(data=b64\"AAAA\") : f32[2]\n}", KILN_ERR_PARSE, "b64", 0, "constant data has 3 bytes, f32[2] needs 8"},
-    {SRC "  c = constant(data=b64\"AA*A\") : bool[3]\n}", KILN_ERR_PARSE, "*", 0, "bad base64: expected a base64 character, got '*'"},
-    {SRC "  c = constant(data=b64\"A=AA\") : bool[3]\n}", KILN_ERR_PARSE, "=AA", 0, "bad base64: expected a base64 character, got '='"},
-    {SRC "  c = constant(data=b64\"AAA\") : bool[2]\n}", KILN_ERR_PARSE, "b64", 0, "bad base64: length 3 is not a multiple of 4"},
-    {SRC "  c = constant(data=b64\"AB==\") : bool[1]\n}", KILN_ERR_PARSE, "b64", 0, "bad base64: non-zero bits in the padded last group"},
-    {SRC "  c = constant(data=b64\"AAAC\") : bool[3]\n}", KILN_ERR_PARSE, "b64", 0, "bool constant element 2 is byte 0x02, not 0 or 1"},
-    {SRC "  c = constant(data=b64\"\\x41\") : bool[3]\n}", KILN_ERR_PARSE, "\\x41", 0, "bad base64: expected a base64 character, got '\\'"},
+     "data: 2 elements, the type needs 1000000000000"},
+    {SRC "  c = constant(data=[1, x]) : f32[2]\n}", KILN_ERR_PARSE, "x]", 0, "data: expected an f32 literal, got 'x'"},
+    {SRC "  c = constant(data=[1 2]) : f32[2]\n}", KILN_ERR_PARSE, "2]", 0, "data: expected ']', got '2'"},
+    {SRC "  c = constant(data=3) : f32[]\n}", KILN_ERR_PARSE, "3)", 0, "data: expected constant data (a list of literals or b64\"...\"), got '3'"},
+    {SRC "  c = constant(data=b64\"AAAA\") : f32[2]\n}", KILN_ERR_PARSE, "b64", 0, "data: 3 bytes, f32[2] needs 8"},
+    {SRC "  c = constant(data=b64\"AA*A\") : bool[3]\n}", KILN_ERR_PARSE, "*", 0, "data: bad base64: expected a base64 character, got '*'"},
+    {SRC "  c = constant(data=b64\"A=AA\") : bool[3]\n}", KILN_ERR_PARSE, "=AA", 0, "data: bad base64: expected a base64 character, got '='"},
+    {SRC "  c = constant(data=b64\"AAA\") : bool[2]\n}", KILN_ERR_PARSE, "b64", 0, "data: bad base64: length 3 is not a multiple of 4"},
+    {SRC "  c = constant(data=b64\"AB==\") : bool[1]\n}", KILN_ERR_PARSE, "b64", 0, "data: bad base64: non-zero bits in the padded last group"},
+    {SRC "  c = constant(data=b64\"AAAC\") : bool[3]\n}", KILN_ERR_PARSE, "b64", 0, "data: bool constant element 2 is byte 0x02, not 0 or 1"},
+    {SRC "  c = constant(data=b64\"\\x41\") : bool[3]\n}", KILN_ERR_PARSE, "\\x41", 0, "data: bad base64: expected a base64 character, got '\\'"},
     /* types and sizes */
     {"graph g(x: f32[1000000000,1000000000]) -> () {}", KILN_ERR_OVERFLOW, "f32", 0, "type: tensor too large"},
     {"graph g(x: f32[99999999999999999999]) -> () {}", KILN_ERR_OVERFLOW, "9999", 0,
@@ -805,6 +805,99 @@ START_TEST(test_parse_errors)
 }
 END_TEST
 
+/* Every error inside an attribute's value names the attribute, and a value of the wrong
+ * kind says what the attribute takes: one case per kind (and arange's scalar start), in
+ * the first pass and in the second (literals read once the dtype is known), and inside
+ * lists.  Errors about the attribute itself, and outside attributes, are unchanged. */
+typedef struct attrcase {
+    const char *text;
+    const char *at; /* the error points at the first occurrence of this */
+    const char *detail;
+} attrcase;
+
+static const attrcase attrcases[] = {
+    /* issue 10 */
+    {HDR "  s = reduce_sum(x, axes=true, keepdim=[1])\n}", "true",
+     "axes: expected a list of integers, got 'true'"},
+    {HDR "  s = reduce_sum(x, axes=[0], keepdim=[1])\n}", "[1]",
+     "keepdim: expected true or false, got '['"},
+    /* DATA */
+    {SRC "  c = constant(data=true) : bool[]\n}", "true",
+     "data: expected constant data (a list of literals or b64\"...\"), got 'true'"},
+    {SRC "  c = constant(data=[1, [2]]) : f32[2]\n}", "[2]",
+     "data: expected a literal, got '['"},
+    {SRC "  c = constant(data=[1, 2.5]) : i32[2]\n}", "2.5",
+     "data: expected an integer (i32), got '2.5'"},
+    /* SCALAR */
+    {SRC "  f = full(value=[0]) : f32[]\n}", "[0]", "value: expected a literal, got '['"},
+    {SRC "  f = full(value=yes) : bool[]\n}", "yes",
+     "value: expected true or false (a bool), got 'yes'"},
+    {SRC "  a = arange(start=[0]) : f32[3]\n}", "[0]", "start: expected a literal, got '['"},
+    {SRC "  a = arange(delta=x) : f64[3]\n}", "x)", "delta: expected an f64 literal, got 'x'"},
+    {HDR "  p = pad(x, low=[1], high=[1], value=1e40)\n}", "1e40",
+     "value: float literal out of range for f32: 1e40"},
+    /* INTS */
+    {HDR "  s = slice(x, start=0)\n}", "0)", "start: expected a list of integers, got '0'"},
+    {HDR "  s = reduce_sum(x, axes=)\n}", ")\n", "axes: expected a list of integers, got ')'"},
+    {HDR "  s = slice(x, stop=[1.5])\n}", "1.5", "stop: expected an integer, got '1.5'"},
+    {HDR "  p = permute(m, perm=[0 1])\n}", "1]", "perm: expected ']', got '1'"},
+    {HDR "  p = pad(x, low=[0], high=\"1\")\n}", "\"1\"",
+     "high: expected a list of integers, got '\"1\"'"},
+    {HDR "  p = pad(m, low=[0,0], high=[0])\n}", "[0])", "high: expected 2 entries (one per axis), got 1"},
+    /* DIMS */
+    {HDR "  r = reshape(x, shape=4)\n}", "4)",
+     "shape: expected a list of dimensions (integers), got '4'"},
+    {HDR "  r = expand(x, shape=[2, n])\n}", "n]", "shape: expected a dimension (an integer), got 'n'"},
+    /* INT */
+    {HDR "  c = concat(x, x, axis=[0])\n}", "[0]", "axis: expected an integer, got '['"},
+    {HDR "  g2 = gather(x, i, axis=zero)\n}", "zero", "axis: expected an integer, got 'zero'"},
+    /* DTYPE */
+    {HDR "  c = cast(x, to=4)\n}", "4)", "to: expected a dtype (f32, f64, i32, i64 or bool), got '4'"},
+    {HDR "  c = cast(x, to=float)\n}", "float",
+     "to: unknown dtype 'float' (expected f32, f64, i32, i64 or bool)"},
+    /* BOOL */
+    {HDR "  s = reduce_max(x, axes=[0], keepdim=True)\n}", "True",
+     "keepdim: expected true or false, got 'True'"},
+    /* not inside a value: no attribute prefix */
+    {HDR "  s = reduce_sum(x, axes=[0], axes=[1])\n}", "axes=[1]", "duplicate attribute 'axes'"},
+    {HDR "  s = reduce_sum(x, axis=[0])\n}", "axis", "attribute 'axis' is not allowed for reduce_sum"},
+    {HDR "  s = reduce_sum(x, keepdim=true)\n}", "reduce_sum",
+     "missing attribute 'axes' for reduce_sum"},
+    {HDR "  s = reduce_sum(x, axes=[0], 3)\n}", "3)", "expected an attribute (NAME=VALUE; operands come first), got '3'"},
+    {"graph g(x: f32[n]) -> () {}", "n]", "expected a dimension (an integer), got 'n'"},
+};
+
+START_TEST(test_attribute_errors)
+{
+    for (size_t i = 0; i < sizeof attrcases / sizeof attrcases[0]; i++) {
+        const attrcase *c = &attrcases[i];
+        kiln_graph *g = NULL;
+        kiln_clear_error();
+        ck_assert_msg(kiln_graph_parse(c->text, strlen(c->text), &g) == KILN_ERR_PARSE,
+                      "case %zu: %s", i, kiln_errmsg());
+        ck_assert(g == NULL);
+        const char *p = strstr(c->text, c->at);
+        ck_assert_msg(p != NULL, "case %zu: bad marker", i);
+        size_t line, col;
+        line_col(c->text, (size_t)(p - c->text), &line, &col);
+        char want[512];
+        snprintf(want, sizeof want, "kiln_graph_parse: parse error: <input>:%zu:%zu: %s", line,
+                 col, c->detail);
+        ck_assert_msg(strcmp(kiln_errmsg(), want) == 0, "case %zu:\n got  \"%s\"\n want \"%s\"",
+                      i, kiln_errmsg(), want);
+    }
+    /* the issue's text, with its position spelled out */
+    const char *text = "graph g(x: f32[4,3]) -> (s: f32[4]) {\n"
+                       "  # sum over the rows\n"
+                       "  s = reduce_sum(x, axes=true, keepdim=[1])\n"
+                       "}\n";
+    kiln_graph *g = NULL;
+    ck_assert_int_eq(kiln_graph_parse(text, strlen(text), &g), KILN_ERR_PARSE);
+    ck_assert_str_eq(kiln_errmsg(), "kiln_graph_parse: parse error: <input>:3:26: axes: expected "
+                                    "a list of integers, got 'true'");
+}
+END_TEST
+
 START_TEST(test_parse_errors_special)
 {
     kiln_graph *g = NULL;
@@ -832,7 +925,7 @@ START_TEST(test_parse_errors_special)
     memset(deep + strlen(pre), '[', n);
     deep[strlen(pre) + n] = '\0';
     ck_assert_int_eq(ir_parse(deep, strlen(deep), NULL, &g), KILN_ERR_PARSE);
-    ts_assert_error(KILN_ERR_PARSE, "<input>:2:27: expected an integer, got '['");
+    ts_assert_error(KILN_ERR_PARSE, "<input>:2:27: axes: expected an integer, got '['");
     memset(deep, '(', strlen(deep));
     ck_assert_int_eq(ir_parse(deep, strlen(deep), NULL, &g), KILN_ERR_PARSE);
     ts_assert_error(KILN_ERR_PARSE, "<input>:1:1: expected 'graph', got '('");
@@ -1252,6 +1345,7 @@ parse_suite(void)
     tcase_add_test(t, test_defaults);
     tcase_add_test(t, test_parse_errors);
     tcase_add_test(t, test_parse_errors_special);
+    tcase_add_test(t, test_attribute_errors);
     tcase_add_test(t, test_truncation);
     tcase_add_test(t, test_mutation);
     tcase_add_test(t, test_alloc_failure);

@@ -167,30 +167,34 @@ typedef enum ir_trule {
     IR_T_EQ,
 } ir_trule;
 
-/* The attributes, in the order the printer writes them.  ATTR(ENUM, name) */
+/* The attributes, in the order the printer writes them.  ATTR(ENUM, name, kind), the kind
+ * saying what the value is in the text: DATA constant data, SCALAR one element of the
+ * result dtype, INTS a list of integers, DIMS a list of dimensions, INT one integer, DTYPE
+ * a dtype, BOOL true or false.  One exception: arange's `start` is a SCALAR (slice's is
+ * the list). */
 #define IR_ATTR_LIST(ATTR)                                                                   \
-    ATTR(DATA, data)                                                                         \
-    ATTR(VALUE, value)                                                                       \
-    ATTR(START, start)                                                                       \
-    ATTR(STOP, stop)                                                                         \
-    ATTR(STEP, step)                                                                         \
-    ATTR(DELTA, delta)                                                                       \
-    ATTR(LOW, low)                                                                           \
-    ATTR(HIGH, high)                                                                         \
-    ATTR(TO, to)                                                                             \
-    ATTR(SHAPE, shape)                                                                       \
-    ATTR(PERM, perm)                                                                         \
-    ATTR(AXIS, axis)                                                                         \
-    ATTR(AXES, axes)                                                                         \
-    ATTR(KEEPDIM, keepdim)
+    ATTR(DATA, data, DATA)                                                                   \
+    ATTR(VALUE, value, SCALAR)                                                               \
+    ATTR(START, start, INTS)                                                                 \
+    ATTR(STOP, stop, INTS)                                                                   \
+    ATTR(STEP, step, INTS)                                                                   \
+    ATTR(DELTA, delta, SCALAR)                                                               \
+    ATTR(LOW, low, INTS)                                                                     \
+    ATTR(HIGH, high, INTS)                                                                   \
+    ATTR(TO, to, DTYPE)                                                                      \
+    ATTR(SHAPE, shape, DIMS)                                                                 \
+    ATTR(PERM, perm, INTS)                                                                   \
+    ATTR(AXIS, axis, INT)                                                                    \
+    ATTR(AXES, axes, INTS)                                                                   \
+    ATTR(KEEPDIM, keepdim, BOOL)
 
 enum {
-#define ATTR(E, name) IR_ATTR_##E##_BIT,
+#define ATTR(E, name, kind) IR_ATTR_##E##_BIT,
     IR_ATTR_LIST(ATTR)
 #undef ATTR
         IR_ATTR_COUNT
 };
-#define ATTR(E, name) enum { IR_A_##E = 1u << IR_ATTR_##E##_BIT };
+#define ATTR(E, name, kind) enum { IR_A_##E = 1u << IR_ATTR_##E##_BIT };
 IR_ATTR_LIST(ATTR)
 #undef ATTR
 IR_HIDDEN extern const char *const ir_attr_names[IR_ATTR_COUNT];

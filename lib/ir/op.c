@@ -11,7 +11,7 @@ const ir_op_info ir_ops[IR_OP_COUNT] = {
 };
 
 const char *const ir_attr_names[IR_ATTR_COUNT] = {
-#define ATTR(E, name) [IR_ATTR_##E##_BIT] = #name,
+#define ATTR(E, name, kind) [IR_ATTR_##E##_BIT] = #name,
     IR_ATTR_LIST(ATTR)
 #undef ATTR
 };

@@ -87,6 +87,7 @@ typedef struct parser {
     size_t capops;
     outdecl *outs;
     size_t nouts, capouts;
+    const char *attr; /* the attribute whose value is being read: parse errors name it */
 } parser;
 
 #define TOK (&p->lx.tok)
@@ -151,9 +152,10 @@ static bool
 error_at(parser *p, size_t line, size_t col, kiln_status code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
-/* Parse errors read "kiln_graph_parse: parse error: SRC:L:C: DETAIL"; other codes (shape,
- * overflow, type mismatch) read "SRC:L:C: DETAIL" with DETAIL "<what>: <problem>: …", the
- * form the type rules use when given a position as their api. */
+/* Parse errors read "kiln_graph_parse: parse error: SRC:L:C: DETAIL", and inside an
+ * attribute's value "SRC:L:C: ATTR: DETAIL"; other codes (shape, overflow, type mismatch)
+ * read "SRC:L:C: DETAIL" with DETAIL "<what>: <problem>: …", the form the type rules use
+ * when given a position as their api. */
 static bool
 error_at(parser *p, size_t line, size_t col, kiln_status code, const char *fmt, ...)
 {
@@ -163,7 +165,8 @@ error_at(parser *p, size_t line, size_t col, kiln_status code, const char *fmt, 
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
     if (code == KILN_ERR_PARSE)
-        ir_error(code, API ": parse error: %.400s:%zu:%zu: %s", p->src, line, col, detail);
+        ir_error(code, API ": parse error: %.400s:%zu:%zu: %s%s%s", p->src, line, col,
+                 p->attr ? p->attr : "", p->attr ? ": " : "", detail);
     else
         ir_error(code, "%.400s:%zu:%zu: %s", p->src, line, col, detail);
     return false;
@@ -949,6 +952,44 @@ done:
     return ok;
 }
 
+/* ---- attributes ---------------------------------------------------------------------------
+ * Each attribute's kind (ir.h's IR_ATTR_LIST) says how its value is read and, when it is
+ * not there, what was expected: "axes: expected a list of integers, got 'true'".  While
+ * an attribute's value is read, in either pass, p->attr names it in every parse error. */
+
+typedef enum akind {
+    AK_DATA,
+    AK_SCALAR,
+    AK_INTS,
+    AK_DIMS,
+    AK_INT,
+    AK_DTYPE,
+    AK_BOOL,
+} akind;
+
+static const akind attr_kinds[IR_ATTR_COUNT] = {
+#define ATTR(E, name, kind) [IR_ATTR_##E##_BIT] = AK_##kind,
+    IR_ATTR_LIST(ATTR)
+#undef ATTR
+};
+
+/* What a value of each kind is, for "expected ...". */
+static const char *const akind_what[] = {
+    [AK_DATA] = "constant data (a list of literals or b64\"...\")",
+    [AK_SCALAR] = "a literal",
+    [AK_INTS] = "a list of integers",
+    [AK_DIMS] = "a list of dimensions (integers)",
+    [AK_INT] = "an integer",
+    [AK_DTYPE] = "a dtype (f32, f64, i32, i64 or bool)",
+    [AK_BOOL] = "true or false",
+};
+
+static akind
+attr_kind(ir_op op, int bit)
+{
+    return bit == IR_ATTR_START_BIT && op == IR_OP_ARANGE ? AK_SCALAR : attr_kinds[bit];
+}
+
 /* ---- statements ---------------------------------------------------------------------------- */
 
 /* What the first pass of a statement learns about its attributes. */
@@ -962,11 +1003,11 @@ typedef struct pattrs {
     size_t ndata;                /* elements in a data list */
 } pattrs;
 
-/* ilist = "[" (int ("," int)*)? "]"   (at most 8 entries) */
+/* ilist = "[" (int ("," int)*)? "]"   (at most 8 entries; the '[' is the current token) */
 static bool
 parse_ilist(parser *p, int bit, bool dims, pattrs *pa)
 {
-    if (!expect(p, '['))
+    if (!lex(p))
         return false;
     int n = 0;
     if (!is_punct(TOK, ']')) {
@@ -989,26 +1030,12 @@ parse_ilist(parser *p, int bit, bool dims, pattrs *pa)
     return expect(p, ']');
 }
 
-/* A single literal token (checked in the second pass). */
-static bool
-take_literal(parser *p, int bit, pattrs *pa, const char *what)
-{
-    if (TOK->kind != T_NUM && TOK->kind != T_IDENT)
-        return expected(p, TOK, what);
-    pa->val[bit] = *TOK;
-    return lex(p);
-}
-
-/* data = "[" (literal ("," literal)*)? "]" | b64string */
+/* data = "[" (literal ("," literal)*)? "]" | b64string   (the first token is checked) */
 static bool
 skip_data(parser *p, pattrs *pa)
 {
-    int bit = IR_ATTR_DATA_BIT;
-    pa->val[bit] = *TOK;
     if (TOK->kind == T_B64)
         return lex(p);
-    if (!is_punct(TOK, '['))
-        return expected(p, TOK, "'[' or b64\"...\" (constant data)");
     pa->data = p->lx;
     if (!lex(p))
         return false;
@@ -1029,8 +1056,61 @@ skip_data(parser *p, pattrs *pa)
     return expect(p, ']');
 }
 
+/* Whether the current token can start a value of kind k (what follows is checked as it
+ * is read). */
+static bool
+starts_kind(parser *p, akind k)
+{
+    switch (k) {
+    case AK_DATA:
+        return TOK->kind == T_B64 || is_punct(TOK, '[');
+    case AK_SCALAR:
+        return TOK->kind == T_NUM || TOK->kind == T_IDENT;
+    case AK_INTS:
+    case AK_DIMS:
+        return is_punct(TOK, '[');
+    case AK_INT:
+        return TOK->kind == T_NUM;
+    case AK_DTYPE:
+        return TOK->kind == T_IDENT && ir_dtype_from_name(TOK->s, TOK->n) >= 0;
+    case AK_BOOL:
+        return is_word(TOK, "true") || is_word(TOK, "false");
+    }
+    IR_ASSERT(!"bad attribute kind");
+    return false;
+}
+
+/* attr_value, first pass: syntax, integers and lists; literals of the result dtype wait
+ * for the second (build_attrs). */
+static bool
+read_attr_value(parser *p, akind k, int bit, pattrs *pa)
+{
+    pa->val[bit] = *TOK;
+    if (!starts_kind(p, k)) {
+        if (k == AK_DTYPE && TOK->kind == T_IDENT)
+            return ERR_TOK(TOK, "unknown dtype '%.*s' (expected f32, f64, i32, i64 or bool)",
+                           (int)TOK->n, TOK->s);
+        return expected(p, TOK, akind_what[k]);
+    }
+    switch (k) {
+    case AK_DATA:
+        return skip_data(p, pa);
+    case AK_INTS:
+    case AK_DIMS:
+        return parse_ilist(p, bit, k == AK_DIMS, pa);
+    case AK_INT:
+        return parse_i64(p, &pa->list[bit][0]);
+    case AK_SCALAR:
+    case AK_DTYPE:
+    case AK_BOOL:
+        return lex(p);
+    }
+    IR_ASSERT(!"bad attribute kind");
+    return false;
+}
+
 /* attr = ident "=" attr_value
- * attr_value = literal | ilist | dtype | data      (which one is fixed by the attribute) */
+ * attr_value = literal | ilist | integer | dtype | bool | data   (fixed by the attribute) */
 static bool
 parse_attr(parser *p, ir_op op, pattrs *pa)
 {
@@ -1050,30 +1130,10 @@ parse_attr(parser *p, ir_op op, pattrs *pa)
     pa->name[bit] = nm;
     if (!lex(p) || !expect(p, '='))
         return false;
-    switch (1u << bit) {
-    case IR_A_DATA:
-        return skip_data(p, pa);
-    case IR_A_VALUE:
-    case IR_A_DELTA:
-        return take_literal(p, bit, pa, "a literal");
-    case IR_A_START:
-        if (op == IR_OP_ARANGE)
-            return take_literal(p, bit, pa, "a literal");
-        pa->val[bit] = *TOK;
-        return parse_ilist(p, bit, false, pa);
-    case IR_A_TO:
-    case IR_A_KEEPDIM:
-        if (TOK->kind != T_IDENT)
-            return expected(p, TOK, bit == IR_ATTR_TO_BIT ? "a dtype" : "true or false");
-        pa->val[bit] = *TOK;
-        return lex(p);
-    case IR_A_AXIS:
-        pa->val[bit] = *TOK;
-        return parse_i64(p, &pa->list[bit][0]);
-    default: /* stop step low high shape perm axes */
-        pa->val[bit] = *TOK;
-        return parse_ilist(p, bit, bit == IR_ATTR_SHAPE_BIT, pa);
-    }
+    p->attr = ir_attr_names[bit];
+    bool ok = read_attr_value(p, attr_kind(op, bit), bit, pa);
+    p->attr = NULL;
+    return ok;
 }
 
 /* A per-axis list must have one entry per axis of the operand. */
@@ -1082,8 +1142,8 @@ check_len(parser *p, const pattrs *pa, int bit, int rank)
 {
     if (pa->nlist[bit] == rank)
         return true;
-    return ERR_TOK(&pa->val[bit], "expected %d entr%s for %s (one per axis), got %d", rank,
-                   rank == 1 ? "y" : "ies", ir_attr_names[bit], pa->nlist[bit]);
+    return ERR_TOK(&pa->val[bit], "expected %d entr%s (one per axis), got %d", rank,
+                   rank == 1 ? "y" : "ies", pa->nlist[bit]);
 }
 
 /* An axis written in the text (negative counts from the end) as an index into `rank`. */
@@ -1114,11 +1174,11 @@ read_data(parser *p, const pattrs *pa, const ir_type *given, void **data)
             return false;
         if (got != bytes) {
             char tb[IR_TYPE_STR_MAX];
-            return ERR_TOK(v, "constant data has %zu bytes, %s needs %zu", got,
-                           ir_type_str(given, tb, sizeof tb), bytes);
+            return ERR_TOK(v, "%zu bytes, %s needs %zu", got, ir_type_str(given, tb, sizeof tb),
+                           bytes);
         }
     } else if (pa->ndata != count) {
-        return ERR_TOK(v, "constant data has %zu element%s, the type needs %zu", pa->ndata,
+        return ERR_TOK(v, "%zu element%s, the type needs %zu", pa->ndata,
                        pa->ndata == 1 ? "" : "s", count);
     }
     if (bytes == 0)
@@ -1154,10 +1214,10 @@ read_data(parser *p, const pattrs *pa, const ir_type *given, void **data)
 
 /* Second pass: turn what parse_attr saw into ir_attrs, given the result dtype `t` and the
  * first operand's type `x` (NULL for sources).  `optok` is where missing ones are
- * reported. */
+ * reported.  Sets p->attr to each attribute in turn: build_attrs clears it. */
 static bool
-build_attrs(parser *p, ir_op op, const pattrs *pa, const token *optok, kiln_dtype t,
-            const ir_type *given, const ir_type *x, ir_attrs *at, void **data)
+convert_attrs(parser *p, ir_op op, const pattrs *pa, const token *optok, kiln_dtype t,
+              const ir_type *given, const ir_type *x, ir_attrs *at, void **data)
 {
     unsigned m = ir_ops[op].attrs;
     const char *opname = ir_ops[op].name;
@@ -1173,8 +1233,10 @@ build_attrs(parser *p, ir_op op, const pattrs *pa, const token *optok, kiln_dtyp
          * Python; everything else must be given. */
         bool optional = a == IR_A_KEEPDIM || (a == IR_A_VALUE && op == IR_OP_PAD) ||
                         op == IR_OP_ARANGE || op == IR_OP_SLICE;
+        p->attr = NULL;
         if (!has && !optional)
             return ERR_TOK(optok, "missing attribute '%s' for %s", ir_attr_names[bit], opname);
+        p->attr = ir_attr_names[bit];
         switch (a) {
         case IR_A_DATA:
             if (!read_data(p, pa, given, data))
@@ -1207,14 +1269,9 @@ build_attrs(parser *p, ir_op op, const pattrs *pa, const token *optok, kiln_dtyp
             if (has && !check_len(p, pa, bit, rank))
                 return false;
             break;
-        case IR_A_TO: {
-            int d = ir_dtype_from_name(v->s, v->n);
-            if (d < 0)
-                return ERR_TOK(v, "unknown dtype '%.*s' (expected f32, f64, i32, i64 or bool)",
-                               (int)v->n, v->s);
-            at->to = (kiln_dtype)d;
+        case IR_A_TO: /* a known dtype: checked by the first pass */
+            at->to = (kiln_dtype)ir_dtype_from_name(v->s, v->n);
             break;
-        }
         case IR_A_SHAPE:
             at->shape.rank = pa->nlist[bit];
             memcpy(at->shape.dims, pa->list[bit], sizeof(int64_t) * (size_t)at->shape.rank);
@@ -1234,12 +1291,8 @@ build_attrs(parser *p, ir_op op, const pattrs *pa, const token *optok, kiln_dtyp
                 at->axes |= 1u << ax;
             }
             break;
-        case IR_A_KEEPDIM:
-            if (has) {
-                if (!is_word(v, "true") && !is_word(v, "false"))
-                    return expected(p, v, "true or false");
-                at->keepdim = is_word(v, "true");
-            }
+        case IR_A_KEEPDIM: /* true or false: checked by the first pass */
+            at->keepdim = has && is_word(v, "true");
             break;
         }
     }
@@ -1267,6 +1320,15 @@ build_attrs(parser *p, ir_op op, const pattrs *pa, const token *optok, kiln_dtyp
             at->perm[i] = v >= 0 && v < IR_MAX_RANK ? (int)v : -1;
         }
     return true;
+}
+
+static bool
+build_attrs(parser *p, ir_op op, const pattrs *pa, const token *optok, kiln_dtype t,
+            const ir_type *given, const ir_type *x, ir_attrs *at, void **data)
+{
+    bool ok = convert_attrs(p, op, pa, optok, t, given, x, at, data);
+    p->attr = NULL;
+    return ok;
 }
 
 /* stmt = value "=" op "(" (arg ("," arg)*)? ")" (":" type)?
