@@ -696,6 +696,69 @@ gen_move(gen *G, ir_op op)
     }
 }
 
+/* A consumer of reduction r = op(x, axes): r broadcast back over x's shape and combined
+ * with x, then maybe a second reduction of the same kind of axes over the result. */
+static int32_t
+gen_reduce_consumer(gen *G, ir_op op, int32_t x, int32_t r, uint32_t axes)
+{
+    const ir_type tx = *type_of(G, x);
+    int32_t rv = r;
+    ir_attrs at;
+    memset(&at, 0, sizeof at);
+    if (type_of(G, r)->dtype != tx.dtype) { /* argmax/argmin: i64 */
+        at.to = tx.dtype;
+        if ((rv = add(G, IR_OP_CAST, 1, &rv, &at, NULL)) < 0)
+            return -1;
+        memset(&at, 0, sizeof at);
+    }
+    if (type_of(G, rv)->shape.rank != tx.shape.rank) { /* no keepdim: reshape to it */
+        at.shape = tx.shape;
+        for (int i = 0; i < tx.shape.rank; i++)
+            if (axes & (1u << i))
+                at.shape.dims[i] = 1;
+        if ((rv = add(G, IR_OP_RESHAPE, 1, &rv, &at, NULL)) < 0)
+            return -1;
+        memset(&at, 0, sizeof at);
+    }
+    static const ir_op fops[] = {IR_OP_SUB, IR_OP_ADD, IR_OP_MUL, IR_OP_DIV, IR_OP_MAX,
+                                 IR_OP_MIN, IR_OP_LT, IR_OP_EQ};
+    static const ir_op iops[] = {IR_OP_SUB, IR_OP_ADD, IR_OP_MUL, IR_OP_MAX, IR_OP_MIN,
+                                 IR_OP_GE};
+    bool fl = ir_dtype_is_float(tx.dtype);
+    ir_op cop = fl ? fops[below(G, NELEM(fops))] : iops[below(G, NELEM(iops))];
+    int32_t in[2] = {x, rv};
+    if (cop != IR_OP_SUB && cop != IR_OP_DIV && chance(G, 30)) {
+        in[0] = rv;
+        in[1] = x;
+    }
+    int32_t c = add(G, cop, 2, in, NULL, NULL);
+    if (c < 0 || !chance(G, 50) || type_of(G, c)->dtype == KILN_DTYPE_BOOL)
+        return c;
+    /* The chain: the same axes (max -> sum, mean -> variance), another reduction op. */
+    static const ir_op rops[] = {IR_OP_REDUCE_SUM, IR_OP_REDUCE_MAX, IR_OP_REDUCE_MIN,
+                                 IR_OP_REDUCE_MEAN, IR_OP_ARGMAX};
+    ir_op rop = rops[below(G, NELEM(rops))];
+    if (rop == IR_OP_REDUCE_MEAN && !fl)
+        rop = IR_OP_REDUCE_SUM;
+    bool needs = rop == IR_OP_REDUCE_MAX || rop == IR_OP_REDUCE_MIN || rop == IR_OP_ARGMAX;
+    uint32_t ax = axes;
+    if (rop == IR_OP_ARGMAX || op == IR_OP_ARGMAX || op == IR_OP_ARGMIN) {
+        ax = 0; /* one axis (the first reduced one; any non-empty one for arg ops) */
+        for (int i = 0; i < tx.shape.rank && !ax; i++)
+            if ((axes & (1u << i)) && tx.shape.dims[i] > 0)
+                ax = 1u << i;
+        if (!ax)
+            rop = IR_OP_REDUCE_SUM, ax = axes;
+    }
+    if (needs)
+        for (int i = 0; i < tx.shape.rank; i++)
+            if ((ax & (1u << i)) && tx.shape.dims[i] == 0)
+                rop = IR_OP_REDUCE_SUM;
+    at.axes = ax;
+    at.keepdim = chance(G, 50);
+    return add(G, rop, 1, &c, &at, NULL);
+}
+
 static int32_t
 gen_reduce(gen *G, ir_op op)
 {
@@ -736,7 +799,10 @@ gen_reduce(gen *G, ir_op op)
                 at.axes |= 1u << i;
     }
     at.keepdim = chance(G, 50);
-    return add(G, op, 1, &x, &at, NULL);
+    int32_t r = add(G, op, 1, &x, &at, NULL);
+    if (r < 0 || G->o.reduce_consumer_pct <= 0 || !chance(G, (unsigned)G->o.reduce_consumer_pct))
+        return r;
+    return gen_reduce_consumer(G, op, x, r, at.axes);
 }
 
 static int32_t

@@ -58,6 +58,16 @@ typedef struct ts_randgraph_opts {
     bool plain_names;            /* only identifiers and unnamed values: no quoted names */
     int require_op;              /* an op (ir_op) the graph must contain, even if `kinds`
                                   * or `ops` exclude it; -1 = none (default) */
+    int reduce_consumer_pct;     /* percent chance that a reduction gets a consumer that
+                                  * broadcasts it back over its operand's rows (x - r,
+                                  * x / r, max(x, r), x < r, ...; argmax/argmin results
+                                  * cast to x's dtype first; without keepdim through a
+                                  * reshape to the keepdim shape), and then, half the
+                                  * time, a second reduction over the same axes of that
+                                  * consumer (a chain like softmax's max -> sum).  These
+                                  * nodes come on top of the drawn ones and ignore
+                                  * `kinds`/`ops`.  Default 0 (then no draw is made, so
+                                  * graphs of existing seeds do not change). */
 } ts_randgraph_opts;
 
 /* Fill *o with the defaults above.  Call it, then change what a test needs. */

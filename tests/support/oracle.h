@@ -1,0 +1,114 @@
+/* oracle.h — running a graph compiled and in the reference interpreter, and comparing the
+ * outputs under a stated tolerance.  Public API only (kiln.h), plus one helper that reads
+ * a graph's nodes (ts_outputs_inexact).
+ *
+ * Every output buffer is filled with a poison byte before a run and followed by a guard
+ * area, so an element a program never writes, or a write past an output's end, is caught.
+ * The reference is always the interpreter (a KILN_MODE_INTERP program), which computes f32
+ * in f64 and rounds once.
+ */
+#ifndef KILN_TEST_ORACLE_H
+#define KILN_TEST_ORACLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kiln.h"
+
+#define TS_MAXIO 16
+#define TS_GUARD 64
+
+/* How one output is compared.  For every kind, integer and bool elements must be equal
+ * byte for byte, and for floats: a NaN matches any NaN (payloads are not specified), an
+ * infinity only itself, and equal bytes always match.  Then, for two finite floats:
+ *  EXACT  never (the bytes differ, -0.0 vs +0.0 included);
+ *  SUM    |got - want| <= n * 2^-52 * absum[i] + ulps * ulp + abs, where absum[i] is the
+ *         sum of |x| over the reduced elements of output element i (for a mean: their
+ *         mean), n the reduced count and ulp the spacing of the output dtype at
+ *         max(|got|, |want|).  When absum[i] is 0 every reduced element is ±0 (or there
+ *         are none), the result is exact in any order and the bytes must match;
+ *  PROD   |got - want| <= n * 2^-52 * |want| + ulps * ulp; a zero result (whose sign is
+ *         the product of the signs in any order) must match byte for byte;
+ *  ULPS   |got - want| <= ulps * ulp + abs (ulp as for SUM);
+ *  SKIP   not compared. */
+typedef enum ts_tol_kind {
+    TS_TOL_EXACT,
+    TS_TOL_SUM,
+    TS_TOL_PROD,
+    TS_TOL_ULPS,
+    TS_TOL_SKIP,
+} ts_tol_kind;
+
+typedef struct ts_tol {
+    ts_tol_kind kind;
+    double ulps;         /* SUM, PROD, ULPS: units in the last place of the output dtype */
+    double abs;          /* SUM, ULPS: an absolute allowance on top */
+    double n;            /* SUM, PROD: the reduced count */
+    const double *absum; /* SUM: one per output element */
+} ts_tol;
+
+/* Buffers for a graph's inputs or outputs, in order. */
+typedef struct ts_bufs {
+    int n;
+    void *buf[TS_MAXIO];
+} ts_bufs;
+
+/* One malloc'd buffer of exactly its size per input of g (NULL for a zero-size input). */
+void ts_bufs_for_inputs(const kiln_graph *g, ts_bufs *b);
+void ts_bufs_free(ts_bufs *b);
+
+/* The spacing of dtype t (f32 or f64) at |x|: the distance to the next value away from
+ * zero (the smallest subnormal at 0; the spacing below the largest finite value beyond
+ * it). */
+double ts_ulp(kiln_dtype t, double x);
+
+/* Element i of a float buffer as a double. */
+double ts_load_float(kiln_dtype t, const void *p, size_t i);
+
+/* Compare `count` elements of dtype t under tol; describes up to 6 differences (prefixed
+ * by `what`) on f and returns how many differ. */
+size_t ts_compare(FILE *f, const char *what, kiln_dtype t, size_t count, const void *got,
+                  const void *want, const ts_tol *tol);
+
+/* Compile g in `mode` and run it on `in`.  On success out->buf[i] holds output i (malloc'd
+ * with a guard area; free with ts_bufs_free) and NULL is returned; otherwise a malloc'd
+ * report (compile or run error, or an unwritten/overwritten guard byte).  `poison` is the
+ * byte the outputs are filled with before the run. */
+char *ts_run_mode(const kiln_graph *g, kiln_mode mode, const ts_bufs *in, ts_bufs *out,
+                  unsigned char poison);
+
+/* Run g in INTERP (the oracle) and in each of the `nmodes` modes, comparing output i by
+ * tols[i] (tols NULL: all EXACT).  NULL when all match; else a malloc'd report naming the
+ * mode, output and elements, with the graph's text and the failing program's plan.
+ * With KILN_TEST_TRACE set, each graph is printed to stderr before it runs (to name the
+ * graph a crash happened in). */
+char *ts_check_modes(const kiln_graph *g, const ts_bufs *in, const ts_tol *tols, int nmodes,
+                     const kiln_mode *modes);
+
+/* FUSED and EAGER against INTERP; on a mismatch, prints the report to stderr (after
+ * `ctx`) and fails the current Check test. */
+void ts_check_fused_eager(const kiln_graph *g, const ts_bufs *in, const ts_tol *tols,
+                          const char *ctx);
+
+/* The plan dump of p (malloc'd text), and how many of its lines are reference steps
+ * (lines that say "reference:"). */
+char *ts_plan_text(const kiln_program *p);
+int ts_plan_reference_steps(const char *plan);
+
+/* Per output of g, whether its value depends on a float op whose compiled result may
+ * legitimately differ from the reference's bits: a transcendental op (exp ... atan2, and
+ * pow of floats), reduce_sum / reduce_mean / reduce_prod of floats, or a float matmul (all
+ * of these round differently once compiled).  Returns how many are. */
+int ts_outputs_inexact(const kiln_graph *g, bool *inexact);
+
+/* Run this executable (/proc/self/exe) with argv[1..] = args (NULL-terminated) and the
+ * environment plus `setenv` ("NAME=value"; replaces NAME, and drops KILN_DUMP*); waits for
+ * it.  Returns its exit status (0..255), or -1 if it did not exit normally. */
+int ts_spawn_self(const char *const *args, const char *setenv);
+
+/* A whole file, malloc'd and NUL-terminated; NULL if it cannot be read. */
+char *ts_slurp(const char *path, size_t *len);
+
+#endif
