@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test.sh — the whole test suite: install what is missing; build in build/ (Release,
 # warnings as errors) and run every CTest test; then build in build-asan/ with AddressSanitizer
-# and UndefinedBehaviorSanitizer and run them all again; then the capture suite under
-# ThreadSanitizer in build-tsan/.  Exits non-zero if anything fails; every configuration
+# and UndefinedBehaviorSanitizer and run them all again; then the capture and handle suites
+# under ThreadSanitizer in build-tsan/.  Exits non-zero if anything fails; every configuration
 # runs even when an earlier one has failing tests.
 # KILN_BUILD_DIR and KILN_ASAN_BUILD_DIR override the two build directories, KILN_BUILD_TYPE
 # the first one's CMake build type (Release: the same build/ as scripts/run.sh).
@@ -28,13 +28,15 @@ export ASAN_OPTIONS=detect_leaks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd "$asan" && ctest --output-on-failure -j"$jobs") || status=1
 
-# The capture suite's concurrency tests (two threads, two devices; racing begins) under
+# The capture suite's concurrency tests (two threads, two devices; racing begins) and the
+# handle suite's (racing frees; lock-free lookups while the live-handle sets grow) under
 # ThreadSanitizer.
 tsan=${KILN_TSAN_BUILD_DIR:-build-tsan}
-echo "== $tsan: ThreadSanitizer, check_capture"
+echo "== $tsan: ThreadSanitizer, check_capture and check_handles"
 cmake -S . -B "$tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON -DKILN_SANITIZE=thread
-cmake --build "$tsan" -j"$jobs" --target check_capture
-(cd "$tsan" && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R '^check_capture$') || status=1
+cmake --build "$tsan" -j"$jobs" --target check_capture check_handles
+(cd "$tsan" && TSAN_OPTIONS=halt_on_error=1 \
+    ctest --output-on-failure -R '^check_(capture|handles)$') || status=1
 
 if [ "$status" = 0 ]; then
     echo "test.sh: all tests passed (Release, ASan+UBSan, TSan)"
