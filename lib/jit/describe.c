@@ -508,6 +508,7 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
             s->rlen *= k.dims[d];
         s->rinner = k.dims[k.R - 1];
         s->partial_bytes = jit_reduce_partial_bytes(&s->desc);
+        s->spill_bytes = jit_reduce_spill_bytes(&s->desc);
     }
 done:
     ir_free(k.inst);

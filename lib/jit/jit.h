@@ -116,7 +116,14 @@ typedef struct jit_raux {
     int64_t sub_begin, sub_end, in_begin, in_end;
     int64_t npieces;
     void *partial;
+    /* mode 0 and 2, "rows" kernels that spill: per call, room for one row's spilled values
+     * (jit_reduce_spill_bytes per reduced element) */
+    void *scratch;
 } jit_raux;
+/* Bytes per reduced element a "rows" kernel spills: values too costly to recompute in a
+ * later pass (an exp for softmax's final pass) are written to a scratch row in the pass
+ * that first computes them and read back later. */
+IR_HIDDEN size_t jit_reduce_spill_bytes(const jit_kdesc *d);
 /* Bytes of one piece's accumulators; 0 when the kernel cannot be split (a reduction
  * reads another's result, or it stores values over the whole space). */
 IR_HIDDEN size_t jit_reduce_partial_bytes(const jit_kdesc *d);
@@ -195,6 +202,7 @@ typedef struct jit_step {
      * the last reduced dim; bytes of one piece's accumulators (0: never split) */
     int64_t rows, rlen, rinner;
     size_t partial_bytes;
+    size_t spill_bytes;  /* per reduced element, per chunk of rows (jit_reduce_spill_bytes) */
     /* REF */
     kiln_graph *sub;     /* one-op graph: inputs = operands */
     int nin;

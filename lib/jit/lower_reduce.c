@@ -35,6 +35,7 @@
  * pass and that stores nothing over the space can reduce pieces of a row on several
  * threads; the pieces' accumulator vectors are combined in piece order, then the row is
  * finished (mode 2). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,16 +59,25 @@ typedef struct rk {
     LLVMValueRef *cur;  /* per slot: offset of the current position but the vector dim */
     LLVMValueRef *uval; /* per inst: row-wise values */
     LLVMValueRef *val;  /* per inst: values in the current pass body */
-    LLVMValueRef *acc, *acci; /* per inst (JIT_REDUCE): accumulator allocas */
+    LLVMValueRef *acc, *acci; /* per inst (JIT_REDUCE): accumulator allocas in use */
+    LLVMValueRef *accset[4], *acciset[4]; /* UNROLL independent sets (chains) */
     LLVMValueRef count; /* reduced elements per row */
     LLVMValueRef inner; /* size of the last reduced dim */
     LLVMValueRef vpos;  /* position of lane 0 along the vector dim */
     LLVMValueRef sub;   /* rows: flattened index of the current sub-row */
     LLVMValueRef rflat; /* cols: flattened reduced index */
     LLVMValueRef mask;  /* lanes in use (NULL: all) */
+    int pass;           /* the pass being emitted */
     LLVMValueRef tilemask; /* cols: the tile's mask */
     size_t partial_bytes;
+    int *spill;         /* per inst: scratch region + 1 (0: recomputed) */
+    LLVMValueRef scratch;
 } rk;
+
+/* Full vectors per iteration of a pass that reduces cheap values: independent
+ * accumulators break the latency chain of the combine (llvm.maximum is several
+ * instructions long), combined in a fixed tree at the end of the pass. */
+#define UNROLL 4
 
 /* ---- accumulators ------------------------------------------------------------------------ */
 
@@ -201,6 +211,155 @@ combine(rk *r, const jit_kinst *in, LLVMValueRef *av, LLVMValueRef *ai, LLVMValu
     }
 }
 
+/* ---- spilling ---------------------------------------------------------------------------- */
+
+/* What recomputing instruction i costs (its cone down to loads and row-wise values), in
+ * rough vector-op units: vector math 20, divisions and square roots 4, the rest 1. */
+static int
+recompute_cost(const jit_kdesc *d, const bool *uni, int32_t i, int depth)
+{
+    const jit_kinst *in = &d->inst[i];
+    if (uni[i] || in->kind != JIT_OP || depth > 64)
+        return 0;
+    int c;
+    switch ((ir_op)in->op) {
+    case IR_OP_DIV: case IR_OP_REM: case IR_OP_SQRT: case IR_OP_RSQRT: case IR_OP_RECIP:
+        c = 4;
+        break;
+    default:
+        c = jit_math_available((ir_op)in->op) ? 20 : 1;
+        break;
+    }
+    for (int k = 0; k < ir_ops[in->op].arity && c < 1000; k++)
+        c += recompute_cost(d, uni, in->a[k], depth + 1);
+    return c;
+}
+
+/* Phases and row-wise flags of every instruction (see the top of the file). */
+static int
+analyse(const jit_kdesc *d, bool *uni, int *ph)
+{
+    int nphases = 0;
+    for (int32_t i = 0; i < d->ninst; i++) {
+        const jit_kinst *in = &d->inst[i];
+        ph[i] = 0;
+        switch ((jit_kind)in->kind) {
+        case JIT_LOAD: uni[i] = (in->cls & JIT_ROWWISE) != 0; break;
+        case JIT_SPLAT: uni[i] = true; break;
+        case JIT_OP:
+            uni[i] = true;
+            for (int k = 0; k < ir_ops[in->op].arity; k++) {
+                uni[i] &= uni[in->a[k]];
+                if (ph[in->a[k]] > ph[i])
+                    ph[i] = ph[in->a[k]];
+            }
+            break;
+        case JIT_REDUCE:
+            uni[i] = true;
+            ph[i] = ph[in->a[0]] + 1;
+            break;
+        }
+        if (ph[i] > nphases)
+            nphases = ph[i];
+    }
+    return nphases;
+}
+
+/* Mark in need[] what pass p computes, from its roots down to loads, row-wise values and
+ * (below pass p) spilled values. */
+static void
+mark_need(const jit_kdesc *d, const bool *uni, const int *spill, const int *ph, int p,
+          int32_t i, bool *need)
+{
+    if (uni[i] || need[i])
+        return;
+    need[i] = true;
+    if (spill && spill[i] && ph[i] < p)
+        return;
+    const jit_kinst *in = &d->inst[i];
+    if (in->kind == JIT_OP)
+        for (int k = 0; k < ir_ops[in->op].arity; k++)
+            mark_need(d, uni, spill, ph, p, in->a[k], need);
+}
+
+static void
+pass_needs(const jit_kdesc *d, const bool *uni, const int *spill, const int *ph, int p, bool *need)
+{
+    memset(need, 0, sizeof(bool) * (size_t)d->ninst);
+    for (int32_t i = 0; i < d->ninst; i++)
+        if (d->inst[i].kind == JIT_REDUCE && ph[d->inst[i].a[0]] == p)
+            mark_need(d, uni, spill, ph, p, d->inst[i].a[0], need);
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (d->store_cls[k] != JIT_ST_ROW && ph[d->stores[k]] == p)
+            mark_need(d, uni, spill, ph, p, d->stores[k], need);
+}
+
+/* Choose the spilled values (spill[i] = region + 1); returns the bytes per element. */
+static size_t
+choose_spills(const jit_kdesc *d, const bool *uni, const int *ph, int nphases, int *spill)
+{
+    size_t bytes = 0;
+    if (d->kind != JIT_KERNEL_REDUCTION || d->lanes_kept || nphases < 2)
+        return 0;
+    bool *first = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
+    bool *later = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
+    bool *need = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
+    if (first && later && need) {
+        for (int p = 0; p <= nphases; p++) {
+            pass_needs(d, uni, NULL, ph, p, need);
+            for (int32_t i = 0; i < d->ninst; i++) {
+                if (need[i] && ph[i] == p)
+                    first[i] = true;
+                if (need[i] && ph[i] < p)
+                    later[i] = true;
+            }
+        }
+        int region = 0;
+        for (int32_t i = 0; i < d->ninst; i++)
+            if (first[i] && later[i] && recompute_cost(d, uni, i, 0) >= 6) {
+                spill[i] = ++region;
+                bytes += kiln_dtype_size((kiln_dtype)d->inst[i].dtype);
+            }
+    }
+    ir_free(first);
+    ir_free(later);
+    ir_free(need);
+    return bytes;
+}
+
+size_t
+jit_reduce_spill_bytes(const jit_kdesc *d)
+{
+    if (d->kind != JIT_KERNEL_REDUCTION || d->lanes_kept)
+        return 0;
+    bool *uni = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
+    int *ph = ir_calloc((size_t)d->ninst + 1, sizeof(int));
+    int *spill = ir_calloc((size_t)d->ninst + 1, sizeof(int));
+    size_t bytes = 0;
+    if (uni && ph && spill)
+        bytes = choose_spills(d, uni, ph, analyse(d, uni, ph), spill);
+    ir_free(uni);
+    ir_free(ph);
+    ir_free(spill);
+    return bytes;
+}
+
+/* The scratch address of spilled instruction i at the current position. */
+static LLVMValueRef
+spill_addr(rk *r, int32_t i)
+{
+    jit_em *l = r->l;
+    LLVMBuilderRef b = l->b;
+    /* regions one after another, each a row of elements of the instruction's dtype:
+     * region k starts at byte (sum of earlier regions' element sizes) * count */
+    size_t before = 0;
+    for (int32_t j = 0; j < i; j++)
+        if (r->spill[j])
+            before += kiln_dtype_size((kiln_dtype)r->d->inst[j].dtype);
+    LLVMValueRef off = LLVMBuildMul(b, r->count, jit_em_i64(l, (int64_t)before), "");
+    return LLVMBuildGEP2(b, l->i8, r->scratch, &off, 1, "");
+}
+
 /* ---- helpers ------------------------------------------------------------------------------ */
 
 static LLVMValueRef
@@ -276,7 +435,12 @@ body_value(rk *r, int32_t i)
     if (r->val[i])
         return r->val[i];
     LLVMValueRef v;
-    if (in->kind == JIT_LOAD) {
+    if (r->spill[i] && r->ph[i] < r->pass) {
+        /* computed and spilled by an earlier pass: read it back */
+        LLVMValueRef rowpos = LLVMBuildMul(r->l->b, r->sub, r->inner, "");
+        v = jit_em_load(r->l, (kiln_dtype)in->dtype, JIT_CONTIG, spill_addr(r, i), rowpos, r->vpos,
+                        NULL, r->mask);
+    } else if (in->kind == JIT_LOAD) {
         int j = in->slot;
         v = jit_em_load(r->l, (kiln_dtype)in->dtype, in->cls & 0xf, r->ptr[j], r->cur[j], r->vpos,
                         stride(r, j, vdim(r)), r->mask);
@@ -286,6 +450,11 @@ body_value(rk *r, int32_t i)
         for (int k = 0; k < nin; k++)
             r->val[in->a[k]] = body_value(r, in->a[k]);
         v = jit_em_inst(r->l, r->d, in, r->val);
+        if (r->spill[i] && r->ph[i] == r->pass) {
+            LLVMValueRef rowpos = LLVMBuildMul(r->l->b, r->sub, r->inner, "");
+            jit_em_store(r->l, (kiln_dtype)in->dtype, JIT_CONTIG, v, spill_addr(r, i), rowpos,
+                         r->vpos, NULL, r->mask);
+        }
     }
     r->val[i] = v;
     return v;
@@ -319,7 +488,13 @@ pass_body(rk *r, int p)
     const jit_kdesc *d = r->d;
     jit_em *l = r->l;
     LLVMBuilderRef b = l->b;
+    r->pass = p;
     memset(r->val, 0, sizeof(LLVMValueRef) * (size_t)d->ninst);
+    /* spilled values of this pass are computed (and stored) even if nothing of this
+     * pass reads them: a later pass will */
+    for (int32_t i = 0; i < d->ninst; i++)
+        if (r->spill[i] && r->ph[i] == p)
+            body_value(r, i);
     for (int32_t i = 0; i < d->ninst; i++) {
         const jit_kinst *in = &d->inst[i];
         if (in->kind != JIT_REDUCE || r->ph[in->a[0]] != p)
@@ -379,10 +554,64 @@ init_accs(rk *r, int p)
         const jit_kinst *in = &d->inst[i];
         if (in->kind != JIT_REDUCE || r->ph[in->a[0]] != p)
             continue;
-        LLVMBuildStore(r->l->b, identity(r, in), r->acc[i]);
-        if (is_arg((ir_op)in->op))
-            LLVMBuildStore(r->l->b, LLVMConstAllOnes(jit_em_vec(r->l, r->l->i64)), r->acci[i]);
+        for (int u = 0; u < UNROLL; u++) {
+            LLVMBuildStore(r->l->b, identity(r, in), r->accset[u][i]);
+            if (is_arg((ir_op)in->op))
+                LLVMBuildStore(r->l->b, LLVMConstAllOnes(jit_em_vec(r->l, r->l->i64)), r->acciset[u][i]);
+        }
     }
+}
+
+/* Accumulator sets of the reductions of pass p into set 0: (0 + 1) + (2 + 3). */
+static void
+fold_sets(rk *r, int p)
+{
+    const jit_kdesc *d = r->d;
+    jit_em *l = r->l;
+    LLVMBuilderRef b = l->b;
+    for (int32_t i = 0; i < d->ninst; i++) {
+        const jit_kinst *in = &d->inst[i];
+        if (in->kind != JIT_REDUCE || r->ph[in->a[0]] != p)
+            continue;
+        LLVMTypeRef at = jit_em_vec(l, acc_scalar(r, in)), it = jit_em_vec(l, l->i64);
+        bool arg = is_arg((ir_op)in->op);
+        LLVMValueRef v[UNROLL], x[UNROLL];
+        for (int u = 0; u < UNROLL; u++) {
+            v[u] = LLVMBuildLoad2(b, at, r->accset[u][i], "");
+            x[u] = arg ? LLVMBuildLoad2(b, it, r->acciset[u][i], "") : NULL;
+        }
+        for (int h = UNROLL / 2; h >= 1; h /= 2)
+            for (int u = 0; u < h; u++)
+                combine(r, in, &v[u], &x[u], v[u + h], x[u + h]);
+        LLVMBuildStore(b, v[0], r->accset[0][i]);
+        if (arg)
+            LLVMBuildStore(b, x[0], r->acciset[0][i]);
+    }
+}
+
+/* Is pass p a cheap reduction pass (worth independent accumulators)? */
+static bool
+pass_unrolls(rk *r, int p)
+{
+    const jit_kdesc *d = r->d;
+    bool red = false;
+    int cost = 0;
+    for (int32_t i = 0; i < d->ninst; i++)
+        if (d->inst[i].kind == JIT_REDUCE && r->ph[d->inst[i].a[0]] == p) {
+            red = true;
+            cost += recompute_cost(d, r->uni, d->inst[i].a[0], 0);
+        }
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (d->store_cls[k] != JIT_ST_ROW && r->ph[d->stores[k]] == p)
+            cost += 8;
+    return red && cost < 16;
+}
+
+static void
+use_set(rk *r, int u)
+{
+    r->acc = r->accset[u];
+    r->acci = r->acciset[u];
 }
 
 /* Offsets of slot positions: base + sum over dims [from, to) of idx(flat) * stride, where
@@ -423,9 +652,30 @@ emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMV
         loop_open(r, &ls, sb, se, "row.sub");
         r->sub = ls.i;
         add_offsets(r, r->cur, r->kbase, ls.i, r->nk, r->R - 1);
-        /* full vectors, then the tail under a mask */
+        /* UNROLL vectors at a time on independent accumulators (cheap passes), then full
+         * vectors, then the tail under a mask */
         LLVMValueRef cvar = new_alloca(r, l->i64);
         LLVMBuildStore(b, ib, cvar);
+        if (pass_unrolls(r, p)) {
+            LLVMBasicBlockRef uh = block(r, "row.unroll"), ub = block(r, "row.unroll.body"),
+                              ud = block(r, "row.unroll.done");
+            LLVMBuildBr(b, uh);
+            LLVMPositionBuilderAtEnd(b, uh);
+            LLVMValueRef c0 = LLVMBuildLoad2(b, l->i64, cvar, "");
+            LLVMValueRef cu = LLVMBuildAdd(b, c0, jit_em_i64(l, (int64_t)UNROLL * l->W), "");
+            LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, cu, ie, ""), ub, ud);
+            LLVMPositionBuilderAtEnd(b, ub);
+            r->mask = NULL;
+            for (int u = 0; u < UNROLL; u++) {
+                use_set(r, u);
+                r->vpos = LLVMBuildAdd(b, c0, jit_em_i64(l, (int64_t)u * l->W), "");
+                pass_body(r, p);
+            }
+            use_set(r, 0);
+            LLVMBuildStore(b, cu, cvar);
+            LLVMBuildBr(b, uh);
+            LLVMPositionBuilderAtEnd(b, ud);
+        }
         LLVMBasicBlockRef head = block(r, "row.vec"), body = block(r, "row.vec.body"),
                           tchk = block(r, "row.tail.check"), tail = block(r, "row.tail"),
                           done = block(r, "row.done");
@@ -452,6 +702,7 @@ emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMV
         loop_close(r, &ls);
         r->mask = NULL;
     }
+    fold_sets(r, p);
 }
 
 /* Finish the reductions whose operand has phase p: lanes combined (rows) or not (cols),
@@ -494,11 +745,14 @@ finish_reduces(rk *r, int p)
             bool fl = ir_dtype_is_float(ot);
             if (fl && (in->op == IR_OP_REDUCE_SUM || in->op == IR_OP_REDUCE_MEAN)) {
                 LLVMValueRef cnt = jit_em_splat(l, LLVMBuildSIToFP(b, r->count, l->f64, ""));
+                LLVMValueRef empty = LLVMBuildICmp(b, LLVMIntEQ, r->count, jit_em_i64(l, 0), "");
                 if (in->op == IR_OP_REDUCE_MEAN) {
+                    /* the empty mean is the quiet NaN the reference gives (+NaN; x86's
+                     * 0/0 would be -NaN) */
                     v = LLVMBuildFDiv(b, v, cnt, "");
+                    v = LLVMBuildSelect(b, empty, jit_em_splat(l, LLVMConstReal(l->f64, NAN)), v, "");
                 } else {
                     /* the empty sum is +0 */
-                    LLVMValueRef empty = LLVMBuildICmp(b, LLVMIntEQ, r->count, jit_em_i64(l, 0), "");
                     v = LLVMBuildSelect(b, empty, LLVMConstNull(at), v, "");
                 }
             }
@@ -703,36 +957,25 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     r.cur = ir_calloc(ns, sizeof(LLVMValueRef));
     r.uval = ir_calloc(ni, sizeof(LLVMValueRef));
     r.val = ir_calloc(ni, sizeof(LLVMValueRef));
-    r.acc = ir_calloc(ni, sizeof(LLVMValueRef));
-    r.acci = ir_calloc(ni, sizeof(LLVMValueRef));
+    bool sets_ok = true;
+    for (int u = 0; u < UNROLL; u++) {
+        r.accset[u] = ir_calloc(ni, sizeof(LLVMValueRef));
+        r.acciset[u] = ir_calloc(ni, sizeof(LLVMValueRef));
+        sets_ok &= r.accset[u] && r.acciset[u];
+    }
+    r.acc = r.accset[0];
+    r.acci = r.acciset[0];
+    r.spill = ir_calloc(ni, sizeof(int));
     kiln_status st = KILN_OK;
     if (!r.uni || !r.ph || !r.ptr || !r.st || !r.dims || !r.kbase || !r.cur || !r.uval || !r.val ||
-        !r.acc || !r.acci) {
+        !sets_ok || !r.spill) {
         st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
         goto done;
     }
-    /* phases and row-wise values */
-    for (int32_t i = 0; i < d->ninst; i++) {
-        const jit_kinst *in = &d->inst[i];
-        switch ((jit_kind)in->kind) {
-        case JIT_LOAD: r.uni[i] = (in->cls & JIT_ROWWISE) != 0; break;
-        case JIT_SPLAT: r.uni[i] = true; break;
-        case JIT_OP:
-            r.uni[i] = true;
-            for (int k = 0; k < ir_ops[in->op].arity; k++) {
-                r.uni[i] &= r.uni[in->a[k]];
-                if (r.ph[in->a[k]] > r.ph[i])
-                    r.ph[i] = r.ph[in->a[k]];
-            }
-            break;
-        case JIT_REDUCE:
-            r.uni[i] = true;
-            r.ph[i] = r.ph[in->a[0]] + 1;
-            break;
-        }
-        if (r.ph[i] > r.nphases)
-            r.nphases = r.ph[i];
-    }
+    /* phases, row-wise values, spills */
+    r.nphases = analyse(d, r.uni, r.ph);
+    if (!r.cols)
+        choose_spills(d, r.uni, r.ph, r.nphases, r.spill);
     r.partial_bytes = jit_reduce_partial_bytes(d);
 
     LLVMTypeRef params[6] = {l->ptr, l->ptr, l->ptr, l->i64, l->i64, l->ptr};
@@ -761,9 +1004,9 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     for (int k = r.nk; k < r.R; k++)
         r.count = LLVMBuildMul(b, r.count, r.dims[k], "");
     r.inner = r.dims[r.R - 1];
-    LLVMValueRef nsub = LLVMBuildUDiv(b, r.count, r.inner, "");
-    nsub = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, r.inner, jit_em_i64(l, 0), ""),
-                           jit_em_i64(l, 0), nsub, "");
+    /* sub-rows: count / inner, 0 when the last dim is empty (never a division by 0) */
+    LLVMValueRef empty = LLVMBuildICmp(b, LLVMIntEQ, r.inner, jit_em_i64(l, 0), "");
+    LLVMValueRef nsub = LLVMBuildUDiv(b, r.count, LLVMBuildSelect(b, empty, jit_em_i64(l, 1), r.inner, ""), "");
     /* aux fields */
     LLVMValueRef aux[7];
     for (int k = 0; k < 6; k++) {
@@ -781,12 +1024,18 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     LLVMValueRef ib = LLVMBuildSelect(b, piece, aux[3], jit_em_i64(l, 0), "");
     LLVMValueRef ie = LLVMBuildSelect(b, piece, aux[4], r.inner, "");
     LLVMValueRef npieces = aux[5], partial = aux[6];
-    for (int32_t i = 0; i < d->ninst; i++)
-        if (d->inst[i].kind == JIT_REDUCE) {
-            r.acc[i] = new_alloca(&r, jit_em_vec(l, acc_scalar(&r, &d->inst[i])));
-            if (is_arg((ir_op)d->inst[i].op))
-                r.acci[i] = new_alloca(&r, jit_em_vec(l, l->i64));
-        }
+    {
+        LLVMValueRef idx = jit_em_i64(l, 7);
+        r.scratch = LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->i64, paux, &idx, 1, ""), "");
+    }
+    for (int u = 0; u < UNROLL; u++)
+        for (int32_t i = 0; i < d->ninst; i++)
+            if (d->inst[i].kind == JIT_REDUCE) {
+                r.accset[u][i] = new_alloca(&r, jit_em_vec(l, acc_scalar(&r, &d->inst[i])));
+                if (is_arg((ir_op)d->inst[i].op))
+                    r.acciset[u][i] = new_alloca(&r, jit_em_vec(l, l->i64));
+            }
+    use_set(&r, 0);
 
     if (!r.cols) {
         /* one row per iteration: kept index t */
@@ -875,7 +1124,10 @@ done:
     ir_free(r.cur);
     ir_free(r.uval);
     ir_free(r.val);
-    ir_free(r.acc);
-    ir_free(r.acci);
+    for (int u = 0; u < UNROLL; u++) {
+        ir_free(r.accset[u]);
+        ir_free(r.acciset[u]);
+    }
+    ir_free(r.spill);
     return st;
 }

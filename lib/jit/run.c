@@ -24,6 +24,8 @@ typedef struct krun {
     int64_t nsub, per;      /* pieces: sub-rows, or elements of the last dim, per piece */
     char *partial;
     size_t pbytes;
+    char *scratch;   /* reductions that spill: one row's room per chunk */
+    size_t sbytes;
 } krun;
 
 static void
@@ -32,6 +34,12 @@ run_chunk(void *ctx, int64_t i)
     const krun *r = ctx;
     int64_t begin = i * r->chunk;
     int64_t end = begin + r->chunk < r->total ? begin + r->chunk : r->total;
+    if (r->scratch) {
+        jit_raux a = r->aux;
+        a.scratch = r->scratch + (size_t)i * r->sbytes;
+        r->fn(r->ptrs, r->strides, r->dims, begin, end, &a);
+        return;
+    }
     r->fn(r->ptrs, r->strides, r->dims, begin, end, r->ext ? (const void *)r->ext : (const void *)&r->aux);
 }
 
@@ -98,7 +106,7 @@ run_reduction(const jit_step *s, void *const *ptrs)
         if (!r.partial)
             return ir_error(KILN_ERR_NOMEM, "kiln_program_run: out of memory");
         jit_pool_run(run_piece, &r, s->rows * np);
-        r.aux = (jit_raux){2, 0, 0, 0, 0, np, r.partial};
+        r.aux = (jit_raux){2, 0, 0, 0, 0, np, r.partial, NULL};
         r.chunk = s->rows;
         if (threads > 1 && s->rows > 1)
             r.chunk = (s->rows + 4 * threads - 1) / (4 * threads);
@@ -113,7 +121,16 @@ run_reduction(const jit_step *s, void *const *ptrs)
             chunk = (chunk + 63) & ~(int64_t)63;
         r.chunk = chunk > 0 ? chunk : 1;
     }
-    jit_pool_run(run_chunk, &r, (r.total + r.chunk - 1) / r.chunk);
+    int64_t nchunks = (r.total + r.chunk - 1) / r.chunk;
+    if (s->spill_bytes && s->rlen) {
+        r.sbytes = ((size_t)s->rlen * s->spill_bytes + 63) & ~(size_t)63;
+        r.scratch = aligned_alloc(64, r.sbytes * (size_t)nchunks);
+        if (!r.scratch)
+            return ir_error(KILN_ERR_NOMEM, "kiln_program_run: out of memory (%zu bytes of scratch rows)",
+                            r.sbytes * (size_t)nchunks);
+    }
+    jit_pool_run(run_chunk, &r, nchunks);
+    free(r.scratch);
     return KILN_OK;
 }
 
