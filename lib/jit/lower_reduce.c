@@ -53,7 +53,7 @@ typedef struct rk {
     bool *uni;          /* per inst: one value per row */
     int *ph;            /* per inst: phase */
     LLVMValueRef *ptr;  /* per slot */
-    LLVMValueRef *st;   /* per slot * R: strides */
+    LLVMValueRef pstrides; /* the strides argument: slot * R + dim */
     LLVMValueRef *dims; /* R */
     LLVMValueRef *kbase; /* per slot: element offset of the current row (cols: without the last kept dim) */
     LLVMValueRef *cur;  /* per slot: offset of the current position but the vector dim */
@@ -381,7 +381,10 @@ block(rk *r, const char *name)
 static LLVMValueRef
 stride(rk *r, int slot, int dim)
 {
-    return r->st[slot * r->R + dim];
+    /* loaded where it is used, not kept live from the entry: a kernel's strides would
+     * otherwise hold most of the general registers through its hot loops */
+    LLVMValueRef ix = jit_em_i64(r->l, (int64_t)slot * r->R + dim);
+    return LLVMBuildLoad2(r->l->b, r->l->i64, LLVMBuildGEP2(r->l->b, r->l->i64, r->pstrides, &ix, 1, ""), "");
 }
 
 /* The vector dim's stride of a slot. */
@@ -904,6 +907,94 @@ emit_row(rk *r, LLVMValueRef mode, LLVMValueRef sb, LLVMValueRef se, LLVMValueRe
     row_stores(r);
 }
 
+/* Columns kernels whose reductions all read the first pass and that store nothing over
+ * the space reduce a block of up to COL_BLOCK vectors of columns at once: the reduced
+ * dims outside, the vectors inside, the accumulators in an array in L1.  A reduced row's
+ * block is one contiguous run of memory, so a column sum streams its input in order
+ * instead of walking one page per row for each vector of columns. */
+#define COL_BLOCK 64
+
+static bool
+cols_blockable(rk *r)
+{
+    const jit_kdesc *d = r->d;
+    if (!r->cols)
+        return false;
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (d->store_cls[k] != JIT_ST_ROW)
+            return false;
+    for (int32_t i = 0; i < d->ninst; i++)
+        if (d->inst[i].kind == JIT_REDUCE && r->ph[d->inst[i].a[0]] != 0)
+            return false;
+    return true;
+}
+
+/* Point accumulator set 0 at element v of the block arrays. */
+static void
+block_accs(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef v)
+{
+    const jit_kdesc *d = r->d;
+    jit_em *l = r->l;
+    for (int32_t i = 0; i < d->ninst; i++) {
+        if (d->inst[i].kind != JIT_REDUCE)
+            continue;
+        LLVMTypeRef at = jit_em_vec(l, acc_scalar(r, &d->inst[i]));
+        r->accset[0][i] = LLVMBuildGEP2(l->b, at, arr[i], &v, 1, "");
+        if (arri[i])
+            r->acciset[0][i] = LLVMBuildGEP2(l->b, jit_em_vec(l, l->i64), arri[i], &v, 1, "");
+    }
+    use_set(r, 0);
+}
+
+/* One block of nv vectors of columns from column c. */
+static void
+emit_block(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef c, LLVMValueRef nv)
+{
+    const jit_kdesc *d = r->d;
+    jit_em *l = r->l;
+    LLVMBuilderRef b = l->b;
+    LLVMValueRef *saved = r->accset[0], *savedi = r->acciset[0];
+    LLVMValueRef *cur_set = ir_calloc((size_t)d->ninst + 1, sizeof(LLVMValueRef));
+    LLVMValueRef *cur_seti = ir_calloc((size_t)d->ninst + 1, sizeof(LLVMValueRef));
+    IR_ASSERT(cur_set && cur_seti);
+    r->accset[0] = cur_set;
+    r->acciset[0] = cur_seti;
+    r->tilemask = NULL;
+    r->mask = NULL;
+    cloop lv;
+    loop_open(r, &lv, jit_em_i64(l, 0), nv, "block.init");
+    block_accs(r, arr, arri, lv.i);
+    init_accs(r, 0);
+    loop_close(r, &lv);
+    cloop lr;
+    loop_open(r, &lr, jit_em_i64(l, 0), r->count, "block.pass");
+    r->rflat = lr.i;
+    add_offsets(r, r->cur, r->kbase, lr.i, r->nk, r->R);
+    cloop lv2;
+    loop_open(r, &lv2, jit_em_i64(l, 0), nv, "block.vec");
+    r->vpos = LLVMBuildAdd(b, c, LLVMBuildMul(b, lv2.i, jit_em_i64(l, l->W), ""), "");
+    block_accs(r, arr, arri, lv2.i);
+    row_values(r, 0);
+    pass_body(r, 0);
+    loop_close(r, &lv2);
+    loop_close(r, &lr);
+    cloop lf;
+    loop_open(r, &lf, jit_em_i64(l, 0), nv, "block.finish");
+    r->vpos = LLVMBuildAdd(b, c, LLVMBuildMul(b, lf.i, jit_em_i64(l, l->W), ""), "");
+    block_accs(r, arr, arri, lf.i);
+    row_values(r, 0);
+    finish_reduces(r, 0);
+    for (int p = 1; p <= r->nphases; p++)
+        row_values(r, p);
+    row_stores(r);
+    loop_close(r, &lf);
+    r->accset[0] = saved;
+    r->acciset[0] = savedi;
+    use_set(r, 0);
+    ir_free(cur_set);
+    ir_free(cur_seti);
+}
+
 size_t
 jit_reduce_partial_bytes(const jit_kdesc *d)
 {
@@ -951,7 +1042,6 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     r.uni = ir_calloc(ni, sizeof(bool));
     r.ph = ir_calloc(ni, sizeof(int));
     r.ptr = ir_calloc(ns, sizeof(LLVMValueRef));
-    r.st = ir_calloc(ns * (size_t)r.R, sizeof(LLVMValueRef));
     r.dims = ir_calloc((size_t)r.R, sizeof(LLVMValueRef));
     r.kbase = ir_calloc(ns, sizeof(LLVMValueRef));
     r.cur = ir_calloc(ns, sizeof(LLVMValueRef));
@@ -967,7 +1057,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     r.acci = r.acciset[0];
     r.spill = ir_calloc(ni, sizeof(int));
     kiln_status st = KILN_OK;
-    if (!r.uni || !r.ph || !r.ptr || !r.st || !r.dims || !r.kbase || !r.cur || !r.uval || !r.val ||
+    if (!r.uni || !r.ph || !r.ptr || !r.dims || !r.kbase || !r.cur || !r.uval || !r.val ||
         !sets_ok || !r.spill) {
         st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
         goto done;
@@ -983,6 +1073,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     LLVMValueRef pptrs = LLVMGetParam(r.fn, 0), pstrides = LLVMGetParam(r.fn, 1),
                  pdims = LLVMGetParam(r.fn, 2), pbegin = LLVMGetParam(r.fn, 3),
                  pend = LLVMGetParam(r.fn, 4), paux = LLVMGetParam(r.fn, 5);
+    r.pstrides = pstrides;
     r.allocas = block(&r, "allocas");
     LLVMBasicBlockRef entry = block(&r, "entry");
     LLVMPositionBuilderAtEnd(b, r.allocas);
@@ -991,10 +1082,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     for (int j = 0; j < r.nslots; j++) {
         LLVMValueRef idx = jit_em_i64(l, j);
         r.ptr[j] = LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->ptr, pptrs, &idx, 1, ""), "");
-        for (int k = 0; k < r.R; k++) {
-            LLVMValueRef ix = jit_em_i64(l, (int64_t)j * r.R + k);
-            r.st[j * r.R + k] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pstrides, &ix, 1, ""), "");
-        }
+
     }
     for (int k = 0; k < r.R; k++) {
         LLVMValueRef idx = jit_em_i64(l, k);
@@ -1007,15 +1095,17 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     /* sub-rows: count / inner, 0 when the last dim is empty (never a division by 0) */
     LLVMValueRef empty = LLVMBuildICmp(b, LLVMIntEQ, r.inner, jit_em_i64(l, 0), "");
     LLVMValueRef nsub = LLVMBuildUDiv(b, r.count, LLVMBuildSelect(b, empty, jit_em_i64(l, 1), r.inner, ""), "");
-    /* aux fields */
+    /* aux fields: the piece mode and ranges matter only to kernels that can be split */
     LLVMValueRef aux[7];
     for (int k = 0; k < 6; k++) {
         LLVMValueRef idx = jit_em_i64(l, k);
-        aux[k] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, paux, &idx, 1, ""), "");
+        aux[k] = r.partial_bytes ? LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, paux, &idx, 1, ""), "")
+                                 : jit_em_i64(l, 0);
     }
     {
         LLVMValueRef idx = jit_em_i64(l, 6);
-        aux[6] = LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->i64, paux, &idx, 1, ""), "");
+        aux[6] = r.partial_bytes ? LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->i64, paux, &idx, 1, ""), "")
+                                 : LLVMConstNull(l->ptr);
     }
     LLVMValueRef mode = aux[0];
     LLVMValueRef piece = LLVMBuildICmp(b, LLVMIntEQ, mode, jit_em_i64(l, 1), "");
@@ -1081,9 +1171,42 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
             zero[j] = jit_em_i64(l, 0);
         add_offsets(&r, r.kbase, zero, krow, 0, r.nk - 1);
         ir_free(zero);
-        /* tiles of W columns */
+        /* tiles of W columns (after blocks of them, when the kernel allows) */
         LLVMValueRef cvar = new_alloca(&r, l->i64);
         LLVMBuildStore(b, col, cvar);
+        if (cols_blockable(&r)) {
+            LLVMValueRef *arr = ir_calloc(ni, sizeof(LLVMValueRef));
+            LLVMValueRef *arri = ir_calloc(ni, sizeof(LLVMValueRef));
+            if (!arr || !arri) {
+                ir_free(arr);
+                ir_free(arri);
+                st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
+                goto done;
+            }
+            for (int32_t i = 0; i < d->ninst; i++)
+                if (d->inst[i].kind == JIT_REDUCE) {
+                    LLVMTypeRef at = jit_em_vec(l, acc_scalar(&r, &d->inst[i]));
+                    arr[i] = new_alloca(&r, LLVMArrayType2(at, COL_BLOCK));
+                    if (is_arg((ir_op)d->inst[i].op))
+                        arri[i] = new_alloca(&r, LLVMArrayType2(jit_em_vec(l, l->i64), COL_BLOCK));
+                }
+            LLVMBasicBlockRef bh = block(&r, "block"), bb = block(&r, "block.body"),
+                              bd = block(&r, "block.done");
+            LLVMBuildBr(b, bh);
+            LLVMPositionBuilderAtEnd(b, bh);
+            LLVMValueRef c0 = LLVMBuildLoad2(b, l->i64, cvar, "");
+            LLVMValueRef nvec = LLVMBuildSDiv(b, LLVMBuildSub(b, cend, c0, ""), jit_em_i64(l, l->W), "");
+            LLVMValueRef big = LLVMBuildICmp(b, LLVMIntSGT, nvec, jit_em_i64(l, COL_BLOCK), "");
+            nvec = LLVMBuildSelect(b, big, jit_em_i64(l, COL_BLOCK), nvec, "");
+            LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, nvec, jit_em_i64(l, 0), ""), bb, bd);
+            LLVMPositionBuilderAtEnd(b, bb);
+            emit_block(&r, arr, arri, c0, nvec);
+            LLVMBuildStore(b, LLVMBuildAdd(b, c0, LLVMBuildMul(b, nvec, jit_em_i64(l, l->W), ""), ""), cvar);
+            LLVMBuildBr(b, bh);
+            LLVMPositionBuilderAtEnd(b, bd);
+            ir_free(arr);
+            ir_free(arri);
+        }
         LLVMBasicBlockRef th = block(&r, "tile"), tb = block(&r, "tile.body"),
                           tc = block(&r, "tile.tail.check"), tt = block(&r, "tile.tail"),
                           tn = block(&r, "krow.next");
@@ -1118,7 +1241,6 @@ done:
     ir_free(r.uni);
     ir_free(r.ph);
     ir_free(r.ptr);
-    ir_free(r.st);
     ir_free(r.dims);
     ir_free(r.kbase);
     ir_free(r.cur);

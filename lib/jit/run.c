@@ -117,8 +117,10 @@ run_reduction(const jit_step *s, void *const *ptrs)
     r.chunk = s->rows;
     if (threads > 1) {
         int64_t chunk = (s->rows + 4 * threads - 1) / (4 * threads);
+        /* columns kernels: one wide band of columns per thread, so each streams long
+         * contiguous runs of every reduced row */
         if (s->desc.lanes_kept)
-            chunk = (chunk + 63) & ~(int64_t)63;
+            chunk = (((s->rows + threads - 1) / threads) + 63) & ~(int64_t)63;
         r.chunk = chunk > 0 ? chunk : 1;
     }
     int64_t nchunks = (r.total + r.chunk - 1) / r.chunk;
