@@ -41,8 +41,8 @@
  *     and cancelling f32 and f64 sums, against a compensated long double sum, within
  *     n * 2^-52 * S + 0.5 ulp.
  *  6. random graphs with reductions and their consumers: outputs that no inexact op
- *     feeds must be exact; and (only with KILN_EXPECT_ALL_COMPILED=1, until the JIT
- *     compiles every op) no plan of them, nor of the bench/ graphs, has a reference step.
+ *     feeds must be exact; and no plan of them, nor of the bench/ graphs, has a reference
+ *     step (matmul, the contraction kind's, excepted).
  *  7. errors: empty reductions, bad axes, mean of integers, through parse and capture.
  *
  * A known bug (empty innermost reduced axis, below) is probed in a child process; while
@@ -73,13 +73,6 @@ base_seed(void)
     if (e && *e)
         return strtoull(e, NULL, 0);
     return 0x72656475;
-}
-
-static bool
-all_compiled_expected(void)
-{
-    const char *e = getenv("KILN_EXPECT_ALL_COMPILED");
-    return e && strcmp(e, "1") == 0;
 }
 
 /* ---- text ------------------------------------------------------------------------------- */
@@ -442,14 +435,13 @@ case_shape(ts_rng *r, int rank, int variant, int64_t *dims)
     }
 }
 
-/* ---- a known bug, probed in a child process ----------------------------------------------
- * A reduction over two or more axes whose innermost axis is reduced and has size 0 kills
- * the process with SIGFPE (found by this suite at 58759da): lib/jit/lower_reduce.c builds
- * `nsub = count / inner` (inner = the innermost reduced size) and only then selects 0 when
- * inner == 0; the division itself traps.  (With one reduced axis, count / inner folds to 1.)
- * Until it is fixed, test 1 skips the shapes that hit it when a child process running the
- * graphs below crashes or differs, and says so on stderr; KILN_TEST_STRICT=1 makes that a
- * failure.  Once the child passes, those shapes run again on their own. */
+/* ---- a regression, probed in a child process ---------------------------------------------
+ * A reduction over two or more axes whose innermost axis is reduced and has size 0 killed
+ * the process with SIGFPE (found by this suite at 58759da, fixed in fcfdead):
+ * lib/jit/lower_reduce.c built `nsub = count / inner` and only then selected 0 when
+ * inner == 0.  A child process runs the graphs below, so a regression fails
+ * test_empty_innermost_axis instead of killing the suite; test 1 then skips the shapes
+ * that could hit it and says so on stderr. */
 static const char *const empty_inner_graphs[] = {
     "graph e(x: f32[1,0]) -> (y: f32[]) {\n  y = reduce_sum(x, axes=[0,1])\n}\n",
     "graph e(x: f32[2,3,0]) -> (y: f32[2,1,1]) {\n  y = reduce_mean(x, axes=[1,2], keepdim=true)\n}\n",
@@ -495,10 +487,10 @@ empty_inner_works(void)
         int rc = ts_spawn_self(args, NULL);
         empty_inner_state = rc == 0 ? 1 : 2;
         if (rc != 0)
-            fprintf(stderr, "check_reduce: KNOWN BUG: a sum/mean/prod over 2+ axes with an empty "
+            fprintf(stderr, "check_reduce: REGRESSION: a sum/mean/prod over 2+ axes with an empty "
                     "innermost reduced axis %s (e.g. reduce_sum of f32[1,0] over [0,1]; "
                     "lib/jit/lower_reduce.c: count / inner with inner = 0); test 1 skips those "
-                    "shapes (KILN_TEST_STRICT=1: fail)\n",
+                    "shapes and test_empty_innermost_axis fails\n",
                     rc < 0 ? "crashes the process" : "gives a wrong result");
     }
     return empty_inner_state == 1;
@@ -521,11 +513,8 @@ hits_empty_inner(const rcase *c, const int64_t *dims)
 
 START_TEST(test_empty_innermost_axis)
 {
-    bool works = empty_inner_works();
-    const char *strict = getenv("KILN_TEST_STRICT");
-    if (strict && strcmp(strict, "1") == 0)
-        ck_assert_msg(works, "a reduction over an empty innermost axis crashes or differs "
-                      "(run `%s --probe-empty-inner` for the graph)", "check_reduce");
+    ck_assert_msg(empty_inner_works(), "a reduction over an empty innermost axis crashes or "
+                  "differs (run `%s --probe-empty-inner` for the graph)", "check_reduce");
 }
 END_TEST
 
@@ -1539,16 +1528,6 @@ START_TEST(test_random_graphs)
 }
 END_TEST
 
-static bool
-skip_unless_all_compiled(const char *test)
-{
-    if (all_compiled_expected())
-        return false;
-    fprintf(stderr, "check_reduce: %s skipped: the JIT does not compile every op yet; set "
-            "KILN_EXPECT_ALL_COMPILED=1 to assert that no plan has a reference step\n", test);
-    return true;
-}
-
 /* The plan of g in FUSED and EAGER has no reference step other than matmul; NULL or a
  * report. */
 static char *
@@ -1588,8 +1567,6 @@ reference_steps_report(const kiln_graph *g, const char *what)
 
 START_TEST(test_no_reference_steps_random)
 {
-    if (skip_unless_all_compiled("test_no_reference_steps_random"))
-        return;
     uint64_t base = base_seed() + 0x600000;
     int bad = 0;
     for (int i = 0; i < RANDOM_GRAPHS; i++) {
@@ -1610,8 +1587,6 @@ END_TEST
 
 START_TEST(test_no_reference_steps_bench)
 {
-    if (skip_unless_all_compiled("test_no_reference_steps_bench"))
-        return;
     /* mlp's matmuls are the contraction kind's (another issue): only they may remain */
     static const char *const files[] = {"bench/softmax.kiln", "bench/layernorm.kiln",
                                         "bench/l2norm.kiln",  "bench/chain.kiln",
