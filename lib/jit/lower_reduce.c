@@ -724,19 +724,30 @@ finish_reduces(rk *r, int p)
         LLVMValueRef a = LLVMBuildLoad2(b, at, r->acc[i], "");
         LLVMValueRef ai = is_arg((ir_op)in->op) ? LLVMBuildLoad2(b, jit_em_vec(l, l->i64), r->acci[i], "") : NULL;
         if (!r->cols) {
-            /* a fixed tree over the lanes: lane k with lane k + h, h = W/2, W/4, ..., 1 */
-            LLVMValueRef sv[64] = {0}, si[64] = {0};
-            for (int k = 0; k < l->W; k++) {
-                LLVMValueRef kk = LLVMConstInt(l->i32, (unsigned long long)k, 0);
-                sv[k] = LLVMBuildExtractElement(b, a, kk, "");
-                si[k] = ai ? LLVMBuildExtractElement(b, ai, kk, "") : NULL;
+            /* a fixed tree over the lanes: lane k with lane k + h, h = W/2, W/4, ..., 1, on
+             * vectors of h lanes (the low and high halves) */
+            for (int h = l->W / 2; h >= 1; h /= 2) {
+                LLVMValueRef lo_i[32], hi_i[32];
+                for (int k = 0; k < h; k++) {
+                    lo_i[k] = LLVMConstInt(l->i32, (unsigned long long)k, 0);
+                    hi_i[k] = LLVMConstInt(l->i32, (unsigned long long)(k + h), 0);
+                }
+                LLVMValueRef lo = LLVMConstVector(lo_i, (unsigned)h), hi = LLVMConstVector(hi_i, (unsigned)h);
+                LLVMValueRef av = LLVMBuildShuffleVector(b, a, LLVMGetPoison(LLVMTypeOf(a)), lo, "");
+                LLVMValueRef bv = LLVMBuildShuffleVector(b, a, LLVMGetPoison(LLVMTypeOf(a)), hi, "");
+                LLVMValueRef ax = NULL, bx = NULL;
+                if (ai) {
+                    ax = LLVMBuildShuffleVector(b, ai, LLVMGetPoison(LLVMTypeOf(ai)), lo, "");
+                    bx = LLVMBuildShuffleVector(b, ai, LLVMGetPoison(LLVMTypeOf(ai)), hi, "");
+                }
+                combine(r, in, &av, &ax, bv, bx);
+                a = av;
+                ai = ax;
             }
-            for (int h = l->W / 2; h >= 1; h /= 2)
-                for (int k = 0; k < h; k++)
-                    combine(r, in, &sv[k], &si[k], sv[k + h], si[k + h]);
-            a = jit_em_splat(l, sv[0]);
+            LLVMValueRef zero = LLVMConstInt(l->i32, 0, 0);
+            a = jit_em_splat(l, LLVMBuildExtractElement(b, a, zero, ""));
             if (ai)
-                ai = jit_em_splat(l, si[0]);
+                ai = jit_em_splat(l, LLVMBuildExtractElement(b, ai, zero, ""));
         }
         kiln_dtype t = (kiln_dtype)in->dtype, ot = operand_dtype(d, in);
         LLVMTypeRef rt = jit_em_vec(l, jit_em_scalar_type(l, t));
