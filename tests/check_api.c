@@ -1,0 +1,99 @@
+/* check_api.c — the public header against the op table (lib/ir/ops.def).
+ *
+ * Every op of the table has its kiln_<name> entry point in kiln.h: the table below is built
+ * from ops.def, so an op added to the table without a declaration in kiln.h fails this
+ * file's build, and one without a definition fails its link.  The other way round, every
+ * tensor operation kiln.h declares must name an op of the table (or be one of the few
+ * documented helpers), so a declaration left behind by a removed or renamed op fails here
+ * instead of in a user's link. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <check.h>
+
+#include "ir.h"
+#include "kiln.h"
+#include "support.h"
+
+typedef void (*any_fn)(void);
+
+/* kiln_<name> for every op, in table order. */
+static const any_fn op_entry[IR_OP_COUNT] = {
+#define OP(E, name, arity, kind, trule, attrs, meaning) (any_fn)kiln_##name,
+#include "ops.def"
+#undef OP
+};
+
+START_TEST(test_every_op_has_an_entry_point)
+{
+    for (int op = 0; op < IR_OP_COUNT; op++)
+        ck_assert_msg(op_entry[op] != NULL, "kiln_%s is missing", ir_ops[op].name);
+}
+END_TEST
+
+/* Tensor operations of kiln.h that are helpers, not ops of the table. */
+static bool
+is_helper(const char *name)
+{
+    static const char *const helpers[] = {"scalar", "scalar_like"};
+    for (size_t i = 0; i < sizeof helpers / sizeof helpers[0]; i++)
+        if (strcmp(name, helpers[i]) == 0)
+            return true;
+    return false;
+}
+
+START_TEST(test_header_declares_only_table_ops)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/include/kiln.h", KILN_SOURCE_DIR);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    char line[1024];
+    int found = 0;
+    while (fgets(line, sizeof line, f)) {
+        /* `KILN_API kiln_tensor kiln_NAME(` and the KILN_UNARY_(NAME) family of macros */
+        static const char *const marks[] = {"KILN_API kiln_tensor kiln_", "KILN_UNARY_(",
+                                            "KILN_BINARY_(", "KILN_REDUCE_("};
+        for (size_t m = 0; m < 4; m++) {
+            for (const char *p = strstr(line, marks[m]); p; p = strstr(p, marks[m])) {
+                p += strlen(marks[m]);
+                char name[64];
+                size_t n = 0;
+                while ((isalnum((unsigned char)p[n]) || p[n] == '_') && n + 1 < sizeof name) {
+                    name[n] = p[n];
+                    n++;
+                }
+                name[n] = 0;
+                if (n == 0 || strcmp(name, "name") == 0) /* the macros' own definitions */
+                    continue;
+                found++;
+                ck_assert_msg(is_helper(name) || ir_op_from_name(name, n) >= 0,
+                              "kiln.h declares kiln_%s, which is no op of ops.def", name);
+            }
+        }
+    }
+    fclose(f);
+    /* every op but the sources is declared through these forms; a parse that found few
+     * of them is a broken test, not a clean header */
+    ck_assert_int_ge(found, IR_OP_COUNT - 4);
+}
+END_TEST
+
+static Suite *
+api_suite(void)
+{
+    Suite *s = suite_create("api");
+    TCase *tc = tcase_create("header");
+    tcase_add_test(tc, test_every_op_has_an_entry_point);
+    tcase_add_test(tc, test_header_declares_only_table_ops);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    return ts_run(api_suite());
+}
