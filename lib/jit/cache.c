@@ -15,6 +15,13 @@
 
 #define CACHE_LIMIT 1024
 
+/* The machine code of one module, shared by the kernels compiled in it: freed when the
+ * last of them goes. */
+typedef struct code_obj {
+    void *code;
+    _Atomic int refs;
+} code_obj;
+
 struct jit_kernel {
     jit_kernel *prev, *next; /* LRU list, most recent first */
     uint64_t hash;
@@ -23,7 +30,7 @@ struct jit_kernel {
     int refs; /* programs + (1 while cached) */
     bool cached;
     jit_kernel_fn fn;
-    void *code;
+    code_obj *code;
     char *dumps[3];
 };
 
@@ -92,9 +99,18 @@ push_front(jit_kernel *k)
 }
 
 static void
+code_release(code_obj *c)
+{
+    if (c && atomic_fetch_sub(&c->refs, 1) == 1) {
+        jit_lower_free_code(c->code);
+        ir_free(c);
+    }
+}
+
+static void
 kernel_destroy(jit_kernel *k)
 {
-    jit_lower_free_code(k->code);
+    code_release(k->code);
     for (int i = 0; i < 3; i++)
         free(k->dumps[i]);
     ir_free(k->key);
@@ -132,74 +148,159 @@ destroy_list(jit_kernel *k)
     }
 }
 
-kiln_status
-jit_kernel_get(const jit_kdesc *d, unsigned flags, jit_kernel **out, bool *hit)
+/* A cached kernel with this key, referenced for the caller; NULL if none. */
+static jit_kernel *
+lookup(const unsigned char *key, size_t len, uint64_t h, bool want_dumps)
 {
-    bool want_dumps = flags & JIT_F_DUMPS, nocache = flags & JIT_F_NOCACHE;
-    /* perturbed test kernels (lower.c) must never be shared through the cache */
-    const char *pert = getenv("KILN_TEST_PERTURB");
-    nocache = nocache || (pert && *pert);
-    size_t len;
-    *out = NULL;
-    *hit = false;
-    unsigned char *key = serialize(d, &len);
-    if (!key)
-        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
-    uint64_t h = hash_bytes(key, len);
-
     pthread_mutex_lock(&lock);
-    for (jit_kernel *k = nocache ? NULL : head; k; k = k->next) {
+    for (jit_kernel *k = head; k; k = k->next) {
         if (k->hash == h && k->keylen == len && memcmp(k->key, key, len) == 0 &&
             (!want_dumps || k->dumps[2])) {
             k->refs++;
             unlink_entry(k);
             push_front(k);
             pthread_mutex_unlock(&lock);
-            ir_free(key);
-            atomic_fetch_add(&n_hits, 1);
-            *out = k;
-            *hit = true;
-            return KILN_OK;
+            return k;
         }
     }
     pthread_mutex_unlock(&lock);
+    return NULL;
+}
 
-    /* Compile outside the cache lock (the engine serialises what must be). */
-    jit_kernel *k = ir_calloc(1, sizeof *k);
-    if (!k) {
-        ir_free(key);
-        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+/* Compile kernels ks[0..n) (keys set) from d[] in one module; on success each has its fn
+ * and a reference to the shared code. */
+static kiln_status
+compile_batch(int n, const jit_kdesc *const *d, jit_kernel **ks, bool want_dumps)
+{
+    char (*names)[64] = ir_calloc((size_t)n, sizeof *names);
+    const char **np = ir_calloc((size_t)n, sizeof *np);
+    jit_kernel_fn *fns = ir_calloc((size_t)n, sizeof *fns);
+    code_obj *co = ir_calloc(1, sizeof *co);
+    kiln_status st = KILN_OK;
+    if (!names || !np || !fns || !co) {
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        goto done;
     }
-    char name[64];
-    snprintf(name, sizeof name, "kiln_kernel_%llu",
-             (unsigned long long)atomic_fetch_add(&n_serial, 1));
-    kiln_status st = jit_lower_compile(d, name, &k->fn, &k->code, want_dumps ? k->dumps : NULL);
-    if (st) {
-        for (int i = 0; i < 3; i++)
-            free(k->dumps[i]);
-        ir_free(k);
-        ir_free(key);
-        return st;
+    /* A process-wide serial, not the content: the same kernel may be compiled again
+     * (KILN_NO_CACHE, or after eviction) while its old code lives, and one LLJIT must never
+     * see a name twice. */
+    for (int i = 0; i < n; i++) {
+        snprintf(names[i], sizeof names[i], "kiln_kernel_%llu",
+                 (unsigned long long)atomic_fetch_add(&n_serial, 1));
+        np[i] = names[i];
     }
-    atomic_fetch_add(&n_compiles, 1);
-    k->hash = h;
-    k->key = key;
-    k->keylen = len;
-    if (nocache) {
-        k->refs = 1; /* the caller's alone */
-        *out = k;
-        return KILN_OK;
+    st = jit_lower_compile(n, d, np, fns, &co->code, want_dumps ? ks[0]->dumps : NULL);
+    if (st)
+        goto done;
+    atomic_store(&co->refs, n);
+    for (int i = 0; i < n; i++) {
+        ks[i]->fn = fns[i];
+        ks[i]->code = co;
     }
-    k->refs = 2; /* the caller and the cache */
-    k->cached = true;
-    pthread_mutex_lock(&lock);
-    push_front(k);
-    count++;
-    jit_kernel *dead = evict_locked(CACHE_LIMIT);
-    pthread_mutex_unlock(&lock);
-    destroy_list(dead);
-    *out = k;
+    co = NULL;
+    atomic_fetch_add(&n_compiles, (uint64_t)n);
+done:
+    ir_free(co);
+    ir_free(names);
+    ir_free(np);
+    ir_free(fns);
+    return st;
+}
+
+kiln_status
+jit_kernels_get(int n, const jit_kdesc *const *d, unsigned flags, jit_kernel **out, bool *hit)
+{
+    bool want_dumps = flags & JIT_F_DUMPS, nocache = flags & JIT_F_NOCACHE;
+    /* perturbed test kernels (lower.c) must never be shared through the cache */
+    const char *pert = getenv("KILN_TEST_PERTURB");
+    nocache = nocache || (pert && *pert);
+    kiln_status st = KILN_OK;
+    jit_kernel **fresh = ir_calloc((size_t)n + 1, sizeof *fresh);
+    const jit_kdesc **fd = ir_calloc((size_t)n + 1, sizeof *fd);
+    int nfresh = 0;
+    for (int i = 0; i < n; i++) {
+        out[i] = NULL;
+        hit[i] = false;
+    }
+    if (!fresh || !fd) {
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < n; i++) {
+        size_t len;
+        unsigned char *key = serialize(d[i], &len);
+        if (!key) {
+            st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+            goto fail;
+        }
+        uint64_t h = hash_bytes(key, len);
+        jit_kernel *k = nocache ? NULL : lookup(key, len, h, want_dumps);
+        if (k) {
+            ir_free(key);
+            atomic_fetch_add(&n_hits, 1);
+            out[i] = k;
+            hit[i] = true;
+            continue;
+        }
+        /* an equal description earlier in this batch: share its kernel */
+        for (int j = 0; j < nfresh && !k; j++)
+            if (fresh[j]->hash == h && fresh[j]->keylen == len && memcmp(fresh[j]->key, key, len) == 0)
+                k = fresh[j];
+        if (k) {
+            ir_free(key);
+            k->refs++;
+            out[i] = k;
+            hit[i] = true;
+            continue;
+        }
+        k = ir_calloc(1, sizeof *k);
+        if (!k) {
+            ir_free(key);
+            st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+            goto fail;
+        }
+        k->hash = h;
+        k->key = key;
+        k->keylen = len;
+        k->refs = 1; /* the caller's */
+        out[i] = k;
+        fresh[nfresh] = k;
+        fd[nfresh++] = d[i];
+    }
+    /* Compile outside the cache lock (the engine serialises what must be): all at once,
+     * or with dumps one module per kernel. */
+    if (want_dumps) {
+        for (int j = 0; j < nfresh && !st; j++)
+            st = compile_batch(1, &fd[j], &fresh[j], true);
+    } else if (nfresh) {
+        st = compile_batch(nfresh, fd, fresh, false);
+    }
+    if (st)
+        goto fail;
+    if (!nocache && nfresh) {
+        pthread_mutex_lock(&lock);
+        for (int j = 0; j < nfresh; j++) {
+            fresh[j]->refs++; /* and the cache's */
+            fresh[j]->cached = true;
+            push_front(fresh[j]);
+            count++;
+        }
+        jit_kernel *dead = evict_locked(CACHE_LIMIT);
+        pthread_mutex_unlock(&lock);
+        destroy_list(dead);
+    }
+    ir_free(fresh);
+    ir_free(fd);
     return KILN_OK;
+fail:
+    for (int i = 0; i < n; i++) {
+        jit_kernel_release(out[i]);
+        out[i] = NULL;
+        hit[i] = false;
+    }
+    ir_free(fresh);
+    ir_free(fd);
+    return st;
 }
 
 jit_kernel_fn

@@ -139,10 +139,15 @@ IR_HIDDEN double jit_math_ulp_bound(ir_op op, kiln_dtype dtype);
 typedef void (*jit_kernel_fn)(void *const *ptrs, const int64_t *strides, const int64_t *dims,
                               int64_t begin, int64_t end, const void *aux);
 typedef struct jit_kernel jit_kernel;
-/* Find or compile the kernel for `d`.  *hit tells whether LLVM work was avoided. */
 /* Compile flags: keep text dumps; bypass the caches (cold-compile measurements). */
 enum { JIT_F_DUMPS = 1, JIT_F_NOCACHE = 2 };
-IR_HIDDEN kiln_status jit_kernel_get(const jit_kdesc *d, unsigned flags, jit_kernel **k, bool *hit);
+/* Find or compile the kernels for the n descriptions d[] (a plan's): out[i] and hit[i]
+ * (LLVM work avoided).  Every kernel the cache lacks is compiled in one LLVM module, so a
+ * plan pays LLVM's per-module cost once (with JIT_F_DUMPS, one module per kernel, so each
+ * kernel's dumps are its own).  Equal descriptions share one kernel.  On error nothing is
+ * returned and nothing leaks. */
+IR_HIDDEN kiln_status jit_kernels_get(int n, const jit_kdesc *const *d, unsigned flags,
+                                      jit_kernel **out, bool *hit);
 /* Drop every cached kernel no program uses. */
 IR_HIDDEN void jit_cache_trim(void);
 /* Drop every cached compiled program no program uses (program.c), releasing its kernels to
@@ -154,9 +159,10 @@ IR_HIDDEN void jit_kernel_release(jit_kernel *k);
 IR_HIDDEN const char *jit_kernel_dump(const jit_kernel *k, int what /* 0 llvm, 1 opt, 2 asm */);
 IR_HIDDEN void jit_cache_counters(uint64_t *compiles, uint64_t *hits);
 
-/* Lowering (lower.c): compile the descriptions into one module. */
-IR_HIDDEN kiln_status jit_lower_compile(const jit_kdesc *d, const char *name, jit_kernel_fn *fn,
-                                        void **code, char **dumps /* [3] or NULL */);
+/* Lowering (lower.c): compile n descriptions into one module, function i named names[i];
+ * *code frees them all (jit_lower_free_code). */
+IR_HIDDEN kiln_status jit_lower_compile(int n, const jit_kdesc *const *d, const char *const *names,
+                                        jit_kernel_fn *fn, void **code, char **dumps /* [3] or NULL */);
 IR_HIDDEN void jit_lower_free_code(void *code);
 
 /* ---- thread pool (pool.c) ---------------------------------------------------------------- */

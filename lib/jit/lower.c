@@ -690,16 +690,18 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
 }
 
 kiln_status
-jit_lower_compile(const jit_kdesc *d, const char *name, jit_kernel_fn *fn, void **code,
-                  char **dumps)
+jit_lower_compile(int n, const jit_kdesc *const *d, const char *const *names, jit_kernel_fn *fn,
+                  void **code, char **dumps)
 {
     jit_unit u;
-    kiln_status st = jit_unit_new(&u, name);
+    kiln_status st = jit_unit_new(&u, names[0]);
     if (st)
         return st;
     L l;
     jit_em_init(&l, u.ctx, u.mod);
-    st = d->kind == JIT_KERNEL_REDUCTION ? jit_lower_reduce(&l, d, name) : build_kernel(&l, d, name);
+    for (int i = 0; i < n && !st; i++)
+        st = d[i]->kind == JIT_KERNEL_REDUCTION ? jit_lower_reduce(&l, d[i], names[i])
+                                                : build_kernel(&l, d[i], names[i]);
     LLVMDisposeBuilder(l.b);
     if (st) {
         jit_unit_dispose(&u);
@@ -710,18 +712,26 @@ jit_lower_compile(const jit_kdesc *d, const char *name, jit_kernel_fn *fn, void 
     if (dumps)
         dm.want_llvm = dm.want_opt = dm.want_asm = true;
     jit_code *c;
-    void *addr;
-    st = jit_unit_compile(&u, 1, &name, &addr, &c, dumps ? &dm : NULL);
+    void *small[16];
+    void **addr = n <= 16 ? small : ir_calloc((size_t)n, sizeof(void *));
+    if (!addr) {
+        jit_unit_dispose(&u);
+        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+    }
+    st = jit_unit_compile(&u, n, names, addr, &c, dumps ? &dm : NULL);
     if (dumps) {
         dumps[0] = dm.llvm;
         dumps[1] = dm.opt;
         dumps[2] = dm.asm_text;
     }
-    if (st)
-        return st;
-    memcpy(fn, &addr, sizeof *fn); /* object to function pointer, as dlsym */
-    *code = c;
-    return KILN_OK;
+    if (!st) {
+        for (int i = 0; i < n; i++)
+            memcpy(&fn[i], &addr[i], sizeof *fn); /* object to function pointer, as dlsym */
+        *code = c;
+    }
+    if (addr != small)
+        ir_free(addr);
+    return st;
 }
 
 void

@@ -45,6 +45,40 @@ jit_plan_free(jit_plan *p)
     ir_free(p);
 }
 
+static kiln_status
+compile_kernels(jit_plan *plan, unsigned flags)
+{
+    int n = 0;
+    for (int32_t i = 0; i < plan->nsteps; i++)
+        n += plan->steps[i].kind == JIT_STEP_KERNEL;
+    if (!n)
+        return KILN_OK;
+    const jit_kdesc **d = ir_calloc((size_t)n, sizeof *d);
+    jit_kernel **k = ir_calloc((size_t)n, sizeof *k);
+    bool *hit = ir_calloc((size_t)n, sizeof *hit);
+    kiln_status st = KILN_OK;
+    if (!d || !k || !hit) {
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        goto done;
+    }
+    for (int32_t i = 0, j = 0; i < plan->nsteps; i++)
+        if (plan->steps[i].kind == JIT_STEP_KERNEL)
+            d[j++] = &plan->steps[i].desc;
+    if ((st = jit_kernels_get(n, d, flags, k, hit)))
+        goto done;
+    for (int32_t i = 0, j = 0; i < plan->nsteps; i++)
+        if (plan->steps[i].kind == JIT_STEP_KERNEL) {
+            plan->steps[i].kernel = k[j];
+            plan->nkernels++;
+            plan->nhits += hit[j++];
+        }
+done:
+    ir_free(d);
+    ir_free(k);
+    ir_free(hit);
+    return st;
+}
+
 kiln_status
 jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **out)
 {
@@ -120,17 +154,10 @@ jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **
         js->explain = strdup(buf);
     }
 
-    /* compile: every description exists; now the LLVM work (or cache hits) */
-    for (int32_t i = 0; i < plan->nsteps; i++) {
-        jit_step *js = &plan->steps[i];
-        if (js->kind != JIT_STEP_KERNEL)
-            continue;
-        bool hit;
-        if ((st = jit_kernel_get(&js->desc, flags, &js->kernel, &hit)))
-            goto fail;
-        plan->nkernels++;
-        plan->nhits += hit;
-    }
+    /* compile: every description exists; the kernels the cache lacks become one LLVM
+     * module */
+    if ((st = compile_kernels(plan, flags)))
+        goto fail;
     st = KILN_OK;
     *out = plan;
     plan = NULL;
