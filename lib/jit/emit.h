@@ -33,6 +33,9 @@ IR_HIDDEN LLVMValueRef jit_em_splat(jit_em *l, LLVMValueRef scalar);
 /* The scalar `s` of dtype t in every lane (bit-exact: NaN payloads, -0.0). */
 IR_HIDDEN LLVMValueRef jit_em_const_vec(jit_em *l, kiln_dtype t, const ir_scalar *s);
 IR_HIDDEN LLVMValueRef jit_em_lane_ids(jit_em *l);
+/* The first `rest` lanes (0 <= rest <= W, an i64), compared in i32 lanes: legal vector
+ * types keep LLVM's code generation cheap. */
+IR_HIDDEN LLVMValueRef jit_em_first_lanes(jit_em *l, LLVMValueRef rest);
 IR_HIDDEN LLVMValueRef jit_em_all_true(jit_em *l);
 /* Instruction `in` (JIT_SPLAT or JIT_OP) of d, operands from val[]. */
 IR_HIDDEN LLVMValueRef jit_em_inst(jit_em *l, const jit_kdesc *d, const jit_kinst *in,

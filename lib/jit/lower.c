@@ -341,6 +341,17 @@ jit_em_lane_ids(L *l)
 }
 
 LLVMValueRef
+jit_em_first_lanes(L *l, LLVMValueRef rest)
+{
+    LLVMValueRef lanes[64];
+    for (int i = 0; i < l->W; i++)
+        lanes[i] = LLVMConstInt(l->i32, (unsigned long long)i, 0);
+    LLVMValueRef r32 = LLVMBuildTrunc(l->b, rest, l->i32, "");
+    return LLVMBuildICmp(l->b, LLVMIntSLT, LLVMConstVector(lanes, (unsigned)l->W),
+                         jit_em_splat(l, r32), "mask");
+}
+
+LLVMValueRef
 jit_em_all_true(L *l)
 {
     LLVMValueRef lanes[64];
@@ -664,7 +675,7 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
     LLVMValueRef rest = LLVMBuildSub(b, cend, c, "");
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, rest, jit_em_i64(l, 0), ""), tail, rownext);
     LLVMPositionBuilderAtEnd(b, tail);
-    LLVMValueRef mask = LLVMBuildICmp(b, LLVMIntSLT, jit_em_lane_ids(l), jit_em_splat(l, rest), "mask");
+    LLVMValueRef mask = jit_em_first_lanes(l, rest);
     emit_body(l, d, &s, c, mask);
     LLVMBuildBr(b, rownext);
 

@@ -698,7 +698,7 @@ emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMV
         LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, rest, jit_em_i64(l, 0), ""), tail, done);
         LLVMPositionBuilderAtEnd(b, tail);
         r->vpos = c;
-        r->mask = LLVMBuildICmp(b, LLVMIntSLT, jit_em_lane_ids(l), jit_em_splat(l, rest), "mask");
+        r->mask = jit_em_first_lanes(l, rest);
         pass_body(r, p);
         LLVMBuildBr(b, done);
         LLVMPositionBuilderAtEnd(b, done);
@@ -1237,7 +1237,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, rest, jit_em_i64(l, 0), ""), tt, tn);
         LLVMPositionBuilderAtEnd(b, tt);
         r.vpos = c;
-        r.tilemask = LLVMBuildICmp(b, LLVMIntSLT, jit_em_lane_ids(l), jit_em_splat(l, rest), "tmask");
+        r.tilemask = jit_em_first_lanes(l, rest);
         emit_row(&r, mode, sb, se, ib, ie, npieces, partial, krow);
         LLVMBuildBr(b, tn);
         LLVMPositionBuilderAtEnd(b, tn);
