@@ -281,6 +281,17 @@ row_broadcasts(const cluster *c, const ir_shape *s)
     return ir_shape_equal(s, &c->keep1) || (numel(s) == 1 && numel(&c->keep1) == 1);
 }
 
+/* Few rows, each far longer than the caches: passes over a row would run on one thread
+ * and read it from memory each time.  Such a kernel keeps to one pass (its reductions and
+ * what they read), which the runner splits into pieces over all threads; the ops that
+ * read its results over the space become kernels of their own.  Decided by the shape
+ * alone, so results never depend on the thread count. */
+static bool
+long_rows(const cluster *c)
+{
+    return numel(&c->keep1) < 64 && numel(&c->shape) >= ((int64_t)1 << 20) * numel(&c->keep1);
+}
+
 /* Can node n be computed in cluster c, and in which role?  Operands already in c must be
  * usable from there: a space-shaped op reads row values only through a keepdim shape. */
 static bool
@@ -324,7 +335,7 @@ fits(planner *p, int32_t c, int32_t n, uint8_t *role)
         if (r == R_ROW && p->ni[w].role != R_ROW)
             return false;
         if (r == R_SPACE && p->ni[w].role == R_ROW &&
-            !row_broadcasts(cl, &p->g->nodes[w].type.shape))
+            (!row_broadcasts(cl, &p->g->nodes[w].type.shape) || long_rows(cl)))
             return false;
     }
     *role = r;
@@ -555,6 +566,9 @@ jit_fuse(planner *p)
                 snprintf(p->ni[u].why, sizeof p->ni[u].why, "%s %%%d is in another kernel (%s)",
                          ir_ops[nd->op].name, (int)n,
                          eager ? "eager mode: one kernel per op"
+                               : p->cl[p->ni[u].cluster].reduce && long_rows(&p->cl[p->ni[u].cluster]) &&
+                                         !fits(p, p->ni[u].cluster, n, &role)
+                                     ? "rows too long for the caches: one pass per kernel, split over the threads"
                                : p->cl[p->ni[u].cluster].nmembers < MAX_CLUSTER_OPS &&
                                          !fits(p, p->ni[u].cluster, n, &role)
                                      ? "it does not fit that kernel's iteration space"

@@ -1012,10 +1012,8 @@ jit_reduce_partial_bytes(const jit_kdesc *d)
     if (d->kind != JIT_KERNEL_REDUCTION || d->lanes_kept)
         return 0;
     int W = jit_host_info()->vector_bits / 32;
-    for (int32_t k = 0; k < d->nstores; k++)
-        if (d->store_cls[k] != JIT_ST_ROW)
-            return 0;
-    /* every reduction must read only the first pass: no reduction result below it */
+    /* every reduction must read only the first pass (no reduction result below it), and
+     * so must every value stored over the space: each piece stores its own range */
     bool *dep = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
     if (!dep)
         return 0;
@@ -1033,6 +1031,9 @@ jit_reduce_partial_bytes(const jit_kdesc *d)
             bytes += acc_bytes(W, d, in);
         }
     }
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (d->store_cls[k] != JIT_ST_ROW && dep[d->stores[k]])
+            ok = false;
     ir_free(dep);
     return ok ? bytes : 0;
 }
