@@ -360,6 +360,18 @@ jit_em_all_true(L *l)
     return LLVMConstVector(lanes, (unsigned)l->W);
 }
 
+/* Lane i's element pointer: base + off + (c + i) * stride (gathers and scatters). */
+static LLVMValueRef
+lane_ptrs(L *l, LLVMTypeRef mt, LLVMValueRef base, LLVMValueRef off, LLVMValueRef c,
+          LLVMValueRef istride)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMValueRef cl = LLVMBuildAdd(b, jit_em_splat(l, c), jit_em_lane_ids(l), "");
+    LLVMValueRef idx = LLVMBuildAdd(b, jit_em_splat(l, off),
+                                    LLVMBuildMul(b, cl, jit_em_splat(l, istride), ""), "");
+    return LLVMBuildGEP2(b, mt, base, &idx, 1, "");
+}
+
 LLVMValueRef
 jit_em_load(L *l, kiln_dtype t, int cls, LLVMValueRef base, LLVMValueRef off, LLVMValueRef c,
             LLVMValueRef istride, LLVMValueRef mask)
@@ -385,11 +397,7 @@ jit_em_load(L *l, kiln_dtype t, int cls, LLVMValueRef base, LLVMValueRef off, LL
             v = jit_em_intr(l, "llvm.masked.load", over, 2, args, 4);
         }
     } else {
-        /* idx = off + (c + lane) * stride */
-        LLVMValueRef cl = LLVMBuildAdd(b, jit_em_splat(l, c), jit_em_lane_ids(l), "");
-        LLVMValueRef idx = LLVMBuildAdd(b, jit_em_splat(l, off),
-                                        LLVMBuildMul(b, cl, jit_em_splat(l, istride), ""), "");
-        LLVMValueRef ps = LLVMBuildGEP2(b, mt, base, &idx, 1, "");
+        LLVMValueRef ps = lane_ptrs(l, mt, base, off, c, istride);
         LLVMTypeRef over[2] = {vmt, LLVMTypeOf(ps)};
         LLVMValueRef args[4] = {ps, LLVMConstInt(l->i32, align, 0), mask ? mask : jit_em_all_true(l),
                                 LLVMConstNull(vmt)};
@@ -421,10 +429,7 @@ jit_em_store(L *l, kiln_dtype t, int cls, LLVMValueRef v, LLVMValueRef base, LLV
             jit_em_intr(l, "llvm.masked.store", over, 2, args, 4);
         }
     } else {
-        LLVMValueRef cl = LLVMBuildAdd(b, jit_em_splat(l, c), jit_em_lane_ids(l), "");
-        LLVMValueRef idx = LLVMBuildAdd(b, jit_em_splat(l, off),
-                                        LLVMBuildMul(b, cl, jit_em_splat(l, istride), ""), "");
-        LLVMValueRef ps = LLVMBuildGEP2(b, mt, base, &idx, 1, "");
+        LLVMValueRef ps = lane_ptrs(l, mt, base, off, c, istride);
         LLVMTypeRef over[2] = {vmt, LLVMTypeOf(ps)};
         LLVMValueRef args[4] = {v, ps, LLVMConstInt(l->i32, align, 0), mask ? mask : jit_em_all_true(l)};
         jit_em_intr(l, "llvm.masked.scatter", over, 2, args, 4);
