@@ -1,4 +1,4 @@
-/* emit.h — the IR-builder helpers every kernel kind shares (lower.c defines them):
+/* emit.h — the IR-builder helpers every kernel kind shares (emit.c defines them):
  * types, constants, splats, intrinsic calls, and the emission of one elementwise
  * instruction.  The elementwise instruction list (jit_kinst) is the common language of all
  * kernel kinds: the whole of an elementwise kernel, the producers and consumers of a

@@ -1,0 +1,477 @@
+/* emit.c — the IR-builder helpers every kernel kind shares (emit.h): types, constants,
+ * splats, intrinsic calls, loads and stores of W lanes, and the emission of one elementwise
+ * instruction (lower_op: an exhaustive switch over the op table, no default).
+ *
+ * No fast-math flags: + - * / sqrt round exactly as the reference interpreter's
+ * f64-then-round-once does for f32, max/min are llvm.maximum/minimum (NaN-propagating,
+ * -0 < +0), float->int casts are llvm.fptosi.sat (saturating, NaN -> 0), as ops.def says. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <llvm-c/Core.h>
+
+#include "emit.h"
+#include "vmath.h"
+
+typedef jit_em L;
+
+/* Transcendental ops come from vmath.c: polynomials in IR, never a libm call per lane. */
+static LLVMValueRef
+math_op(L *l, ir_op op, LLVMValueRef *a)
+{
+    jit_vm vm = {l->ctx, l->mod, l->b};
+    LLVMValueRef r = jit_vm_emit(&vm, jit_vm_for_op(op), a[0], a[1]);
+    IR_ASSERT(r != NULL); /* the planner only sends ops jit_math_available accepts */
+    return r;
+}
+
+LLVMTypeRef
+jit_em_scalar_type(L *l, kiln_dtype t)
+{
+    switch (t) {
+    case KILN_DTYPE_F32: return l->f32;
+    case KILN_DTYPE_F64: return l->f64;
+    case KILN_DTYPE_I32: return l->i32;
+    case KILN_DTYPE_I64: return l->i64;
+    case KILN_DTYPE_BOOL: return l->i1;
+    default: IR_ASSERT(!"bad dtype");
+    }
+}
+
+LLVMTypeRef
+jit_em_mem_type(L *l, kiln_dtype t)
+{
+    return t == KILN_DTYPE_BOOL ? l->i8 : jit_em_scalar_type(l, t);
+}
+
+LLVMTypeRef
+jit_em_vec(L *l, LLVMTypeRef t)
+{
+    return LLVMVectorType(t, (unsigned)l->W);
+}
+
+LLVMValueRef
+jit_em_i64(L *l, int64_t v)
+{
+    return LLVMConstInt(l->i64, (unsigned long long)v, 1);
+}
+
+/* Call an overloaded intrinsic. */
+LLVMValueRef
+jit_em_intr(L *l, const char *name, LLVMTypeRef *over, int nover, LLVMValueRef *args, int nargs)
+{
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    IR_ASSERT(id != 0);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(l->mod, id, over, (size_t)nover);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(l->ctx, id, over, (size_t)nover);
+    return LLVMBuildCall2(l->b, fty, fn, args, (unsigned)nargs, "");
+}
+
+static LLVMValueRef
+intr1(L *l, const char *name, LLVMValueRef x)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    return jit_em_intr(l, name, &t, 1, &x, 1);
+}
+
+LLVMValueRef
+jit_em_intr2(L *l, const char *name, LLVMValueRef x, LLVMValueRef y)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    LLVMValueRef a[2] = {x, y};
+    return jit_em_intr(l, name, &t, 1, a, 2);
+}
+
+LLVMValueRef
+jit_em_splat(L *l, LLVMValueRef scalar)
+{
+    LLVMTypeRef vt = jit_em_vec(l, LLVMTypeOf(scalar));
+    LLVMValueRef v = LLVMBuildInsertElement(l->b, LLVMGetPoison(vt), scalar,
+                                            LLVMConstInt(l->i32, 0, 0), "");
+    LLVMValueRef zero = LLVMConstNull(LLVMVectorType(l->i32, (unsigned)l->W));
+    return LLVMBuildShuffleVector(l->b, v, LLVMGetPoison(vt), zero, "");
+}
+
+LLVMValueRef
+jit_em_const_vec(L *l, kiln_dtype t, const ir_scalar *s)
+{
+    LLVMValueRef c;
+    switch (t) {
+    case KILN_DTYPE_F32: {
+        float f;
+        memcpy(&f, s->bytes, 4);
+        uint32_t bits;
+        memcpy(&bits, &f, 4);
+        /* Through the bit pattern, so NaN payloads and -0.0 survive. */
+        c = LLVMConstBitCast(LLVMConstInt(l->i32, bits, 0), l->f32);
+        break;
+    }
+    case KILN_DTYPE_F64: {
+        uint64_t bits;
+        memcpy(&bits, s->bytes, 8);
+        c = LLVMConstBitCast(LLVMConstInt(l->i64, bits, 0), l->f64);
+        break;
+    }
+    default:
+        c = LLVMConstInt(jit_em_scalar_type(l, t), (unsigned long long)ir_scalar_i64(t, s), 1);
+    }
+    LLVMValueRef lanes[64];
+    for (int i = 0; i < l->W; i++)
+        lanes[i] = c;
+    return LLVMConstVector(lanes, (unsigned)l->W);
+}
+
+static LLVMValueRef
+fconst(L *l, LLVMTypeRef vt, double v)
+{
+    return jit_em_splat(l, LLVMConstReal(LLVMGetElementType(vt), v));
+}
+
+static LLVMValueRef
+iconst(L *l, LLVMTypeRef vt, int64_t v)
+{
+    return jit_em_splat(l, LLVMConstInt(LLVMGetElementType(vt), (unsigned long long)v, 1));
+}
+
+/* Integer a/b or a%b with the documented edge rules: x/0 = 0, x%0 = 0,
+ * INT_MIN/-1 = INT_MIN, INT_MIN%-1 = 0 (no undefined behaviour in any lane). */
+static LLVMValueRef
+int_divrem(L *l, LLVMValueRef a, LLVMValueRef b, bool rem)
+{
+    LLVMTypeRef vt = LLVMTypeOf(a);
+    unsigned bits = LLVMGetIntTypeWidth(LLVMGetElementType(vt));
+    LLVMValueRef zero = LLVMConstNull(vt), one = iconst(l, vt, 1), m1 = iconst(l, vt, -1);
+    LLVMValueRef minv = iconst(l, vt, (int64_t)((uint64_t)1 << (bits - 1)));
+    LLVMValueRef bz = LLVMBuildICmp(l->b, LLVMIntEQ, b, zero, "");
+    LLVMValueRef ovf = LLVMBuildAnd(l->b, LLVMBuildICmp(l->b, LLVMIntEQ, a, minv, ""),
+                                    LLVMBuildICmp(l->b, LLVMIntEQ, b, m1, ""), "");
+    LLVMValueRef safe = LLVMBuildSelect(l->b, LLVMBuildOr(l->b, bz, ovf, ""), one, b, "");
+    LLVMValueRef r = rem ? LLVMBuildSRem(l->b, a, safe, "") : LLVMBuildSDiv(l->b, a, safe, "");
+    /* With divisor 1: INT_MIN/1 = INT_MIN and INT_MIN%1 = 0, as documented. */
+    return LLVMBuildSelect(l->b, bz, zero, r, "");
+}
+
+static LLVMValueRef
+cast(L *l, LLVMValueRef x, kiln_dtype from, kiln_dtype to)
+{
+    LLVMTypeRef vt = jit_em_vec(l, jit_em_scalar_type(l, to));
+    if (from == to)
+        return x;
+    if (to == KILN_DTYPE_BOOL) {
+        LLVMValueRef zero = LLVMConstNull(LLVMTypeOf(x));
+        return ir_dtype_is_float(from) ? LLVMBuildFCmp(l->b, LLVMRealUNE, x, zero, "")
+                                       : LLVMBuildICmp(l->b, LLVMIntNE, x, zero, "");
+    }
+    if (from == KILN_DTYPE_BOOL)
+        return ir_dtype_is_float(to) ? LLVMBuildUIToFP(l->b, x, vt, "")
+                                     : LLVMBuildZExt(l->b, x, vt, "");
+    if (ir_dtype_is_float(from) && ir_dtype_is_float(to))
+        return to == KILN_DTYPE_F64 ? LLVMBuildFPExt(l->b, x, vt, "")
+                                    : LLVMBuildFPTrunc(l->b, x, vt, "");
+    if (ir_dtype_is_float(from)) {
+        LLVMTypeRef over[2] = {vt, LLVMTypeOf(x)};
+        return jit_em_intr(l, "llvm.fptosi.sat", over, 2, &x, 1);
+    }
+    if (ir_dtype_is_float(to))
+        return LLVMBuildSIToFP(l->b, x, vt, "");
+    return to == KILN_DTYPE_I64 ? LLVMBuildSExt(l->b, x, vt, "") : LLVMBuildTrunc(l->b, x, vt, "");
+}
+
+/* Integer a^b with wrap, as the reference: b < 0 gives 0 unless a is 1 or -1.  Square
+ * and multiply over every bit of b, with selects, so all lanes run the same code. */
+static LLVMValueRef
+int_pow(L *l, LLVMValueRef a, LLVMValueRef bexp)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMTypeRef vt = LLVMTypeOf(a);
+    unsigned bits = LLVMGetIntTypeWidth(LLVMGetElementType(vt));
+    LLVMValueRef zero = LLVMConstNull(vt), one = iconst(l, vt, 1), m1 = iconst(l, vt, -1);
+    LLVMValueRef r = one, base = a;
+    for (unsigned k = 0; k + 1 < bits; k++) {
+        LLVMValueRef bit = LLVMBuildICmp(b, LLVMIntNE,
+                                         LLVMBuildAnd(b, bexp, iconst(l, vt, (int64_t)1 << k), ""),
+                                         zero, "");
+        r = LLVMBuildSelect(b, bit, LLVMBuildMul(b, r, base, ""), r, "");
+        base = LLVMBuildMul(b, base, base, "");
+    }
+    LLVMValueRef odd = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, bexp, one, ""), zero, "");
+    LLVMValueRef neg = LLVMBuildSelect(
+        b, LLVMBuildICmp(b, LLVMIntEQ, a, one, ""), one,
+        LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, a, m1, ""),
+                        LLVMBuildSelect(b, odd, m1, one, ""), zero, ""),
+        "");
+    return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, bexp, zero, ""), neg, r, "");
+}
+
+static LLVMValueRef
+lower_op(L *l, ir_op op, kiln_dtype t, LLVMValueRef *a)
+{
+    LLVMBuilderRef b = l->b;
+    bool fl = ir_dtype_is_float(t);
+    LLVMTypeRef vt = LLVMTypeOf(a[0]);
+    switch (op) {
+    case IR_OP_NEG: return fl ? LLVMBuildFNeg(b, a[0], "") : LLVMBuildSub(b, LLVMConstNull(vt), a[0], "");
+    case IR_OP_ABS: {
+        if (fl)
+            return intr1(l, "llvm.fabs", a[0]);
+        LLVMTypeRef over = vt;
+        LLVMValueRef args[2] = {a[0], LLVMConstInt(l->i1, 0, 0)};
+        return jit_em_intr(l, "llvm.abs", &over, 1, args, 2);
+    }
+    case IR_OP_SIGN:
+        if (fl) {
+            LLVMValueRef zero = LLVMConstNull(vt);
+            LLVMValueRef r = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, a[0], zero, ""),
+                                             fconst(l, vt, -1.0), a[0], "");
+            return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, a[0], zero, ""),
+                                   fconst(l, vt, 1.0), r, "");
+        } else {
+            LLVMValueRef zero = LLVMConstNull(vt);
+            LLVMValueRef pos = LLVMBuildZExt(b, LLVMBuildICmp(b, LLVMIntSGT, a[0], zero, ""), vt, "");
+            LLVMValueRef neg = LLVMBuildZExt(b, LLVMBuildICmp(b, LLVMIntSLT, a[0], zero, ""), vt, "");
+            return LLVMBuildSub(b, pos, neg, "");
+        }
+    case IR_OP_SQRT: return intr1(l, "llvm.sqrt", a[0]);
+    case IR_OP_RSQRT:
+        if (t == KILN_DTYPE_F32) {
+            /* In f64 and rounded once, like the reference: sqrt then divide in f32 would
+             * round twice. */
+            LLVMValueRef x = LLVMBuildFPExt(b, a[0], jit_em_vec(l, l->f64), "");
+            LLVMValueRef r = LLVMBuildFDiv(b, fconst(l, jit_em_vec(l, l->f64), 1.0), intr1(l, "llvm.sqrt", x), "");
+            return LLVMBuildFPTrunc(b, r, vt, "");
+        }
+        return LLVMBuildFDiv(b, fconst(l, vt, 1.0), intr1(l, "llvm.sqrt", a[0]), "");
+    case IR_OP_RECIP: return LLVMBuildFDiv(b, fconst(l, vt, 1.0), a[0], "");
+    case IR_OP_RELU:
+        return fl ? jit_em_intr2(l, "llvm.maximum", a[0], LLVMConstNull(vt))
+                  : jit_em_intr2(l, "llvm.smax", a[0], LLVMConstNull(vt));
+    case IR_OP_FLOOR: return intr1(l, "llvm.floor", a[0]);
+    case IR_OP_CEIL: return intr1(l, "llvm.ceil", a[0]);
+    case IR_OP_ROUND: return intr1(l, "llvm.roundeven", a[0]);
+    case IR_OP_TRUNC: return intr1(l, "llvm.trunc", a[0]);
+    case IR_OP_NOT: return LLVMBuildNot(b, a[0], "");
+    case IR_OP_ISNAN: return LLVMBuildFCmp(b, LLVMRealUNO, a[0], a[0], "");
+    case IR_OP_ISINF:
+        return LLVMBuildFCmp(b, LLVMRealOEQ, intr1(l, "llvm.fabs", a[0]), fconst(l, vt, 1.0 / 0.0), "");
+    case IR_OP_ADD: return fl ? LLVMBuildFAdd(b, a[0], a[1], "") : LLVMBuildAdd(b, a[0], a[1], "");
+    case IR_OP_SUB: return fl ? LLVMBuildFSub(b, a[0], a[1], "") : LLVMBuildSub(b, a[0], a[1], "");
+    case IR_OP_MUL: return fl ? LLVMBuildFMul(b, a[0], a[1], "") : LLVMBuildMul(b, a[0], a[1], "");
+    case IR_OP_DIV: return fl ? LLVMBuildFDiv(b, a[0], a[1], "") : int_divrem(l, a[0], a[1], false);
+    case IR_OP_REM: return fl ? LLVMBuildFRem(b, a[0], a[1], "") : int_divrem(l, a[0], a[1], true);
+    case IR_OP_MAX: return jit_em_intr2(l, fl ? "llvm.maximum" : "llvm.smax", a[0], a[1]);
+    case IR_OP_MIN: return jit_em_intr2(l, fl ? "llvm.minimum" : "llvm.smin", a[0], a[1]);
+    case IR_OP_EQ: return fl ? LLVMBuildFCmp(b, LLVMRealOEQ, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntEQ, a[0], a[1], "");
+    case IR_OP_NE: return fl ? LLVMBuildFCmp(b, LLVMRealUNE, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntNE, a[0], a[1], "");
+    case IR_OP_LT: return fl ? LLVMBuildFCmp(b, LLVMRealOLT, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntSLT, a[0], a[1], "");
+    case IR_OP_LE: return fl ? LLVMBuildFCmp(b, LLVMRealOLE, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntSLE, a[0], a[1], "");
+    case IR_OP_GT: return fl ? LLVMBuildFCmp(b, LLVMRealOGT, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntSGT, a[0], a[1], "");
+    case IR_OP_GE: return fl ? LLVMBuildFCmp(b, LLVMRealOGE, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntSGE, a[0], a[1], "");
+    case IR_OP_AND: return LLVMBuildAnd(b, a[0], a[1], "");
+    case IR_OP_OR: return LLVMBuildOr(b, a[0], a[1], "");
+    case IR_OP_XOR: return LLVMBuildXor(b, a[0], a[1], "");
+    case IR_OP_WHERE: return LLVMBuildSelect(b, a[0], a[1], a[2], "");
+    case IR_OP_CLAMP:
+        return fl ? jit_em_intr2(l, "llvm.minimum", jit_em_intr2(l, "llvm.maximum", a[0], a[1]), a[2])
+                  : jit_em_intr2(l, "llvm.smin", jit_em_intr2(l, "llvm.smax", a[0], a[1]), a[2]);
+    case IR_OP_POW:
+        return fl ? math_op(l, op, a) : int_pow(l, a[0], a[1]);
+    case IR_OP_EXP: case IR_OP_EXP2: case IR_OP_EXPM1: case IR_OP_LOG: case IR_OP_LOG2:
+    case IR_OP_LOG1P: case IR_OP_SIN: case IR_OP_COS: case IR_OP_TAN: case IR_OP_TANH:
+    case IR_OP_SIGMOID: case IR_OP_ERF: case IR_OP_GELU: case IR_OP_GELU_ERF: case IR_OP_SILU:
+    case IR_OP_ATAN2:
+        return math_op(l, op, a);
+    /* Not elementwise arithmetic: casts and aranges are emitted by jit_em_inst, the rest
+     * are loads, reductions or reference steps.  No default: an op added to ops.def must be
+     * placed here, or the build fails (-Wswitch). */
+    case IR_OP_CAST: case IR_OP_INPUT: case IR_OP_CONSTANT: case IR_OP_FULL: case IR_OP_ARANGE:
+    case IR_OP_RESHAPE: case IR_OP_PERMUTE: case IR_OP_EXPAND: case IR_OP_SLICE:
+    case IR_OP_CONCAT: case IR_OP_PAD: case IR_OP_GATHER: case IR_OP_REDUCE_SUM:
+    case IR_OP_REDUCE_MEAN: case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MIN: case IR_OP_REDUCE_PROD:
+    case IR_OP_ARGMAX: case IR_OP_ARGMIN: case IR_OP_MATMUL: case IR_OP_COUNT:
+        break;
+    }
+    IR_ASSERT(!"lower_op: not an elementwise op");
+    return NULL;
+}
+
+void
+jit_em_init(L *l, LLVMContextRef ctx, LLVMModuleRef mod)
+{
+    memset(l, 0, sizeof *l);
+    l->ctx = ctx;
+    l->mod = mod;
+    l->b = LLVMCreateBuilderInContext(ctx);
+    l->W = jit_host_info()->vector_bits / 32;
+    l->i1 = LLVMInt1TypeInContext(ctx);
+    l->i8 = LLVMInt8TypeInContext(ctx);
+    l->i32 = LLVMInt32TypeInContext(ctx);
+    l->i64 = LLVMInt64TypeInContext(ctx);
+    l->f32 = LLVMFloatTypeInContext(ctx);
+    l->f64 = LLVMDoubleTypeInContext(ctx);
+    l->ptr = LLVMPointerTypeInContext(ctx, 0);
+    const char *pert = getenv("KILN_TEST_PERTURB");
+    l->perturb = pert && *pert ? ir_op_from_name(pert, strlen(pert)) : -1;
+}
+
+LLVMValueRef
+jit_em_lane_ids(L *l)
+{
+    LLVMValueRef lanes[64];
+    for (int i = 0; i < l->W; i++)
+        lanes[i] = LLVMConstInt(l->i64, (unsigned long long)i, 0);
+    return LLVMConstVector(lanes, (unsigned)l->W);
+}
+
+LLVMValueRef
+jit_em_first_lanes(L *l, LLVMValueRef rest)
+{
+    LLVMValueRef lanes[64];
+    for (int i = 0; i < l->W; i++)
+        lanes[i] = LLVMConstInt(l->i32, (unsigned long long)i, 0);
+    LLVMValueRef r32 = LLVMBuildTrunc(l->b, rest, l->i32, "");
+    return LLVMBuildICmp(l->b, LLVMIntSLT, LLVMConstVector(lanes, (unsigned)l->W),
+                         jit_em_splat(l, r32), "mask");
+}
+
+LLVMValueRef
+jit_em_all_true(L *l)
+{
+    LLVMValueRef lanes[64];
+    for (int k = 0; k < l->W; k++)
+        lanes[k] = LLVMConstInt(l->i1, 1, 0);
+    return LLVMConstVector(lanes, (unsigned)l->W);
+}
+
+/* Lane i's element pointer: base + off + (c + i) * stride (gathers and scatters). */
+static LLVMValueRef
+lane_ptrs(L *l, LLVMTypeRef mt, LLVMValueRef base, LLVMValueRef off, LLVMValueRef c,
+          LLVMValueRef istride)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMValueRef cl = LLVMBuildAdd(b, jit_em_splat(l, c), jit_em_lane_ids(l), "");
+    LLVMValueRef idx = LLVMBuildAdd(b, jit_em_splat(l, off),
+                                    LLVMBuildMul(b, cl, jit_em_splat(l, istride), ""), "");
+    return LLVMBuildGEP2(b, mt, base, &idx, 1, "");
+}
+
+LLVMValueRef
+jit_em_load(L *l, kiln_dtype t, int cls, LLVMValueRef base, LLVMValueRef off, LLVMValueRef c,
+            LLVMValueRef istride, LLVMValueRef mask)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMTypeRef mt = jit_em_mem_type(l, t), vmt = jit_em_vec(l, mt);
+    unsigned align = (unsigned)kiln_dtype_size(t);
+    LLVMValueRef v;
+    if (cls == JIT_BCAST) {
+        LLVMValueRef p = LLVMBuildGEP2(b, mt, base, &off, 1, "");
+        LLVMValueRef x = LLVMBuildLoad2(b, mt, p, "");
+        LLVMSetAlignment(x, align);
+        v = jit_em_splat(l, x);
+    } else if (cls == JIT_CONTIG) {
+        LLVMValueRef idx = LLVMBuildAdd(b, off, c, "");
+        LLVMValueRef p = LLVMBuildGEP2(b, mt, base, &idx, 1, "");
+        if (!mask) {
+            v = LLVMBuildLoad2(b, vmt, p, "");
+            LLVMSetAlignment(v, align);
+        } else {
+            LLVMTypeRef over[2] = {vmt, l->ptr};
+            LLVMValueRef args[4] = {p, LLVMConstInt(l->i32, align, 0), mask, LLVMConstNull(vmt)};
+            v = jit_em_intr(l, "llvm.masked.load", over, 2, args, 4);
+        }
+    } else {
+        LLVMValueRef ps = lane_ptrs(l, mt, base, off, c, istride);
+        LLVMTypeRef over[2] = {vmt, LLVMTypeOf(ps)};
+        LLVMValueRef args[4] = {ps, LLVMConstInt(l->i32, align, 0), mask ? mask : jit_em_all_true(l),
+                                LLVMConstNull(vmt)};
+        v = jit_em_intr(l, "llvm.masked.gather", over, 2, args, 4);
+    }
+    if (t == KILN_DTYPE_BOOL)
+        v = LLVMBuildICmp(b, LLVMIntNE, v, LLVMConstNull(vmt), "");
+    return v;
+}
+
+void
+jit_em_store(L *l, kiln_dtype t, int cls, LLVMValueRef v, LLVMValueRef base, LLVMValueRef off,
+             LLVMValueRef c, LLVMValueRef istride, LLVMValueRef mask)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMTypeRef mt = jit_em_mem_type(l, t), vmt = jit_em_vec(l, mt);
+    unsigned align = (unsigned)kiln_dtype_size(t);
+    if (t == KILN_DTYPE_BOOL)
+        v = LLVMBuildZExt(b, v, vmt, "");
+    if (cls == JIT_CONTIG) {
+        LLVMValueRef idx = LLVMBuildAdd(b, off, c, "");
+        LLVMValueRef p = LLVMBuildGEP2(b, mt, base, &idx, 1, "");
+        if (!mask) {
+            LLVMValueRef st = LLVMBuildStore(b, v, p);
+            LLVMSetAlignment(st, align);
+        } else {
+            LLVMTypeRef over[2] = {vmt, l->ptr};
+            LLVMValueRef args[4] = {v, p, LLVMConstInt(l->i32, align, 0), mask};
+            jit_em_intr(l, "llvm.masked.store", over, 2, args, 4);
+        }
+    } else {
+        LLVMValueRef ps = lane_ptrs(l, mt, base, off, c, istride);
+        LLVMTypeRef over[2] = {vmt, LLVMTypeOf(ps)};
+        LLVMValueRef args[4] = {v, ps, LLVMConstInt(l->i32, align, 0), mask ? mask : jit_em_all_true(l)};
+        jit_em_intr(l, "llvm.masked.scatter", over, 2, args, 4);
+    }
+}
+
+LLVMValueRef
+jit_em_inst(L *l, const jit_kdesc *d, const jit_kinst *in, LLVMValueRef *val)
+{
+    kiln_dtype t = (kiln_dtype)in->dtype;
+    if (in->kind == JIT_SPLAT)
+        return jit_em_const_vec(l, t, &in->value);
+    IR_ASSERT(in->kind == JIT_OP);
+    if (in->op == IR_OP_ARANGE) {
+        /* start + i*delta: floats in f64 rounded once, ints wrapping */
+        IR_ASSERT(l->lin != NULL);
+        LLVMValueRef i = LLVMBuildAdd(l->b, jit_em_splat(l, l->lin), jit_em_lane_ids(l), "");
+        if (ir_dtype_is_float(t)) {
+            LLVMTypeRef vd = jit_em_vec(l, l->f64);
+            LLVMValueRef fi = LLVMBuildSIToFP(l->b, i, vd, "");
+            LLVMValueRef st = fconst(l, vd, ir_scalar_f64(t, &in->value));
+            LLVMValueRef de = fconst(l, vd, ir_scalar_f64(t, &in->value2));
+            LLVMValueRef v = LLVMBuildFAdd(l->b, st, LLVMBuildFMul(l->b, fi, de, ""), "");
+            return t == KILN_DTYPE_F32 ? LLVMBuildFPTrunc(l->b, v, jit_em_vec(l, l->f32), "") : v;
+        }
+        LLVMTypeRef vi = jit_em_vec(l, l->i64);
+        LLVMValueRef v = LLVMBuildAdd(l->b, iconst(l, vi, ir_scalar_i64(t, &in->value)),
+                                      LLVMBuildMul(l->b, i, iconst(l, vi, ir_scalar_i64(t, &in->value2)), ""), "");
+        return t == KILN_DTYPE_I64 ? v : LLVMBuildTrunc(l->b, v, jit_em_vec(l, jit_em_scalar_type(l, t)), "");
+    }
+    LLVMValueRef a[3] = {NULL, NULL, NULL};
+    int nin = ir_ops[in->op].arity;
+    for (int k = 0; k < nin; k++)
+        a[k] = val[in->a[k]];
+    LLVMValueRef v;
+    if (in->op == IR_OP_CAST)
+        v = cast(l, a[0], (kiln_dtype)d->inst[in->a[0]].dtype, t);
+    else
+        v = lower_op(l, (ir_op)in->op, (kiln_dtype)d->inst[in->a[0]].dtype, a);
+    if (l->perturb == (int)in->op && ir_dtype_is_float(t)) {
+        /* test-only (KILN_TEST_PERTURB=op): flip the last bit of the op's results, so
+         * tests can show that kiln check catches a wrong kernel */
+        LLVMTypeRef it = jit_em_vec(l, t == KILN_DTYPE_F32 ? l->i32 : l->i64);
+        LLVMValueRef bits = LLVMBuildBitCast(l->b, v, it, "");
+        bits = LLVMBuildXor(l->b, bits, iconst(l, it, 1), "");
+        v = LLVMBuildBitCast(l->b, bits, LLVMTypeOf(v), "");
+    }
+    return v;
+}
+
+bool
+jit_math_available(ir_op op)
+{
+    return jit_vm_for_op(op) != JIT_VM_COUNT;
+}
+
+double
+jit_math_ulp_bound(ir_op op, kiln_dtype dtype)
+{
+    double b = jit_math_available(op) ? jit_vm_ulp_bound(ir_ops[op].name, dtype) : 0;
+    return b > 0 ? b : 0;
+}
