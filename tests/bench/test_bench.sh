@@ -26,15 +26,20 @@ else
     grep -q '"fraction_of_bandwidth"' "$tmp/bench.json" || { echo "FAIL: JSON"; fail=1; }
 fi
 
-# 2. kiln check passes on honest kernels and catches a perturbed one
-for g in chain gelu bcast; do
-    "$kiln" check "$src/bench/$g.kiln" --seeds 1 >"$tmp/check.out" 2>&1 \
+# 2. kiln check passes on honest kernels — every graph of the suite and every golden file:
+#    the bound is propagated through sums and matmul (issue 10) — and catches perturbed ones
+#    (KILN_TEST_PERTURB=op flips the last bit of every result of op)
+for g in "$src"/bench/*.kiln "$src"/tests/golden/*.kiln; do
+    "$kiln" check "$g" --seeds 1 >"$tmp/check.out" 2>&1 \
         || { echo "FAIL: kiln check $g on honest kernels"; cat "$tmp/check.out"; fail=1; }
 done
-if KILN_TEST_PERTURB=mul "$kiln" check "$src/bench/chain.kiln" --seeds 1 >"$tmp/pert.out" 2>&1; then
-    echo "FAIL: kiln check did not catch a kernel whose mul is off by one ulp"; cat "$tmp/pert.out"; fail=1
-fi
-grep -q "FAIL: beyond the bound" "$tmp/pert.out" || { echo "FAIL: no FAIL line for the perturbed kernel"; fail=1; }
+for pert in "mul bench/chain.kiln" "add bench/layernorm.kiln" "add tests/golden/binary.kiln"; do
+    set -- $pert
+    if KILN_TEST_PERTURB=$1 "$kiln" check "$src/$2" --seeds 1 >"$tmp/pert.out" 2>&1; then
+        echo "FAIL: kiln check $2 did not catch a kernel whose $1 is off by one ulp"; cat "$tmp/pert.out"; fail=1
+    fi
+    grep -q "FAIL: beyond the bound" "$tmp/pert.out" || { echo "FAIL: no FAIL line for the perturbed $1 in $2"; fail=1; }
+done
 "$kiln" check --ulp exp >"$tmp/ulp.out" 2>&1 || { echo "FAIL: kiln check --ulp exp"; cat "$tmp/ulp.out"; fail=1; }
 grep -q "max error" "$tmp/ulp.out" || { echo "FAIL: --ulp output"; fail=1; }
 # usage errors exit 2

@@ -30,7 +30,9 @@ gelu(long double x, bool f64)
     /* t to ~2^-110 relative, then e^-t = e^-th (1 - tl) */
     if (isinf(x))
         return x > 0 ? x : (long double)NAN; /* x * 1, -inf * 0 */
-    if (!f64) { /* 2^-64 relative in t is 2^-40 ULP of f32 even where e^-t amplifies it */
+    if (!f64 || x >= 0) {
+        /* t's relative error (2^-62) reaches the result times |t| e^-t / (1 + e^-t) <= 1/e
+         * for x >= 0; for x < 0 times |t|, which f32's ULP still absorbs */
         long double t = (long double)(2 * 0.7978845608028654) *
                         (x + (long double)0.044715 * x * x * x);
         return x / (1.0L + expl(-t));
@@ -143,25 +145,25 @@ ref_ulp_error(kiln_dtype t, double got, long double exact)
     long double top = ldexpl(1.0L, emax + 1); /* where infinity sits on the ULP scale */
     /* the exact value rounds to infinity in t: infinity itself is exact */
     if (fabsl(exact) >= top - ldexpl(1.0L, emax - p) && isinf(got) &&
-        signbit(got) == signbit(exact))
+        !signbit(got) == !signbit(exact))
         return 0;
     long double g = isinf(got) ? copysignl(top, got) : (long double)got;
     return (double)(fabsl(g - exact) / ref_ulp_of(t, exact));
 }
 
 /* The bits of a float as a line on which adjacent values differ by one (±0 both 0). */
-static long double
+static int64_t
 ordered(kiln_dtype t, double x)
 {
     if (t == KILN_DTYPE_F32) {
         float f = (float)x;
         uint32_t u;
         memcpy(&u, &f, 4);
-        return u >> 31 ? -(long double)(u & 0x7fffffffu) : (long double)u;
+        return u >> 31 ? -(int64_t)(u & 0x7fffffffu) : (int64_t)u;
     }
     uint64_t u;
     memcpy(&u, &x, 8);
-    return u >> 63 ? -(long double)(u & 0x7fffffffffffffffull) : (long double)u;
+    return u >> 63 ? -(int64_t)(u & 0x7fffffffffffffffull) : (int64_t)u;
 }
 
 double
@@ -169,7 +171,7 @@ ref_ulp_distance(kiln_dtype t, double a, double b)
 {
     if (isnan(a) || isnan(b))
         return isnan(a) && isnan(b) ? 0 : INFINITY;
-    /* both below 2^63 in magnitude: the difference is an integer below 2^64, exact in a
-     * 64-bit significand */
-    return (double)fabsl(ordered(t, a) - ordered(t, b));
+    /* both in (-2^63, 2^63): the difference is below 2^64, exact in unsigned arithmetic */
+    int64_t x = ordered(t, a), y = ordered(t, b);
+    return (double)(x > y ? (uint64_t)x - (uint64_t)y : (uint64_t)y - (uint64_t)x);
 }
