@@ -1184,7 +1184,8 @@ exact_ops(bool *ops)
                   op == IR_OP_ARANGE;
 }
 
-/* Per output: skip it when it depends on a transcendental op the JIT compiles (vmath):
+/* Per output: skip it when it depends on a transcendental op the JIT compiles (vmath), or
+ * on a float sum, mean or product (another order of additions, see below):
  * its error, within the op's ULP bound, can grow without bound through later ops (a
  * cancelling subtraction, a comparison or cast that flips, a NaN from a domain edge), so
  * no tolerance is justified for a whole random graph; those ops are held to their bound
@@ -1197,7 +1198,12 @@ output_rules(const kiln_graph *g, rule *rules)
     ck_assert_ptr_nonnull(taint);
     for (int32_t n = 0; n < g->nnodes; n++) {
         const ir_node *nd = &g->nodes[n];
-        taint[n] = is_transcendental(nd->op) && jit_op_is_lowerable(g, nd);
+        /* and float sums, means and products: compiled, they add in another (fixed) order
+         * than the interpreter, within the bound check_reduce holds them to */
+        taint[n] = (is_transcendental(nd->op) && jit_op_is_lowerable(g, nd)) ||
+                   ((nd->op == IR_OP_REDUCE_SUM || nd->op == IR_OP_REDUCE_MEAN ||
+                     nd->op == IR_OP_REDUCE_PROD) &&
+                    ir_dtype_is_float(nd->type.dtype));
         for (int k = 0; k < nd->nin; k++)
             taint[n] = taint[n] || taint[nd->in[k]];
     }

@@ -554,6 +554,9 @@ jit_fuse(planner *p)
                     return sst;
             }
         }
+        /* an operand settled just now lives in a newer cluster than join: n depends on it,
+         * and whatever later reads n must see that, or a join could close a cycle */
+        refresh_lastdep(p, n);
         if (!cluster_add(p, join, n))
             return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
         if (join > ni->lastdep)
