@@ -17,7 +17,7 @@
  *     expressions), each pair on its own, `o = g(F(x))` with nothing else in the kernel
  *     (the shape that crashed), fused, must give the same bits as the batched graph's o_g.
  * With the old pipeline the batched graph of abs already dies (checked by hand when this
- * test was written: "while optimising module 'kiln_kernel_2'").
+ * test was written: "LLVM fatal error while optimising module 'kiln_kernel_2'").
  * Inputs: special values (zeros, ±1, ties, subnormals, extremes, ±inf, NaN, switch points
  * of the vector math) and random values over many binades, in a length that leaves a
  * scalar tail after the vector body.

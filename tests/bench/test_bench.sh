@@ -40,8 +40,18 @@ for pert in "mul bench/chain.kiln" "add bench/layernorm.kiln" "add tests/golden/
     fi
     grep -q "FAIL: beyond the bound" "$tmp/pert.out" || { echo "FAIL: no FAIL line for the perturbed $1 in $2"; fail=1; }
 done
-"$kiln" check --ulp exp >"$tmp/ulp.out" 2>&1 || { echo "FAIL: kiln check --ulp exp"; cat "$tmp/ulp.out"; fail=1; }
-grep -q "max error" "$tmp/ulp.out" || { echo "FAIL: --ulp output"; fail=1; }
+# 3. kiln check --ulp: every function within its bound in both dtypes, measured in ULPs of
+#    the dtype against the exact value, and each perturbed function caught
+for dt in f32 f64; do
+    for f in exp exp2 expm1 log log2 log1p tanh sigmoid silu gelu erf gelu_erf sin cos tan pow atan2 sqrt rsqrt recip floor; do
+        "$kiln" check --ulp $f --dtype $dt --samples 262144 >"$tmp/ulp.out" 2>&1 \
+            || { echo "FAIL: kiln check --ulp $f --dtype $dt"; cat "$tmp/ulp.out"; fail=1; }
+        grep -q "^$f $dt: .* max error" "$tmp/ulp.out" || { echo "FAIL: --ulp $f $dt output"; cat "$tmp/ulp.out"; fail=1; }
+        if KILN_TEST_PERTURB=$f "$kiln" check --ulp $f --dtype $dt --samples 4096 >"$tmp/ulp.out" 2>&1; then
+            echo "FAIL: kiln check --ulp $f --dtype $dt did not catch a perturbed $f"; cat "$tmp/ulp.out"; fail=1
+        fi
+    done
+done
 # usage errors exit 2
 "$kiln" bench --mode nonsense >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL: bench usage exit code"; fail=1; }
 "$kiln" check >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL: check usage exit code"; fail=1; }
