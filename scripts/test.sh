@@ -2,10 +2,13 @@
 # test.sh — the whole test suite: install what is missing; build in build/ (Release,
 # warnings as errors) and run every CTest test; then build in build-asan/ with AddressSanitizer
 # and UndefinedBehaviorSanitizer and run them all again; then the capture and handle suites
-# under ThreadSanitizer in build-tsan/.  Exits non-zero if anything fails; every configuration
-# runs even when an earlier one has failing tests.
+# under ThreadSanitizer in build-tsan/; then the libFuzzer targets, 25 s each on their seed
+# corpus, in build-fuzz/ (clang-19: skipped with a message where it is not installed, and
+# setup.sh does not install it; docs/fuzzing.md).  Exits non-zero if anything fails; every
+# configuration runs even when an earlier one has failing tests.
 # KILN_BUILD_DIR and KILN_ASAN_BUILD_DIR override the two build directories, KILN_BUILD_TYPE
-# the first one's CMake build type (Release: the same build/ as scripts/run.sh).
+# the first one's CMake build type (Release: the same build/ as scripts/run.sh);
+# KILN_FUZZ_BUILD_DIR and KILN_FUZZ_SECONDS (per target) the fuzzing step's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${KILN_BUILD_DIR:-build}
@@ -38,8 +41,11 @@ cmake --build "$tsan" -j"$jobs" --target check_capture check_handles
 (cd "$tsan" && TSAN_OPTIONS=halt_on_error=1 \
     ctest --output-on-failure -R '^check_(capture|handles)$') || status=1
 
+# The libFuzzer targets (parse + compile + run; the .npy reader) for a bounded time each.
+bash tests/fuzz/run.sh "${KILN_FUZZ_BUILD_DIR:-build-fuzz}" "${KILN_FUZZ_SECONDS:-25}" || status=1
+
 if [ "$status" = 0 ]; then
-    echo "test.sh: all tests passed (Release, ASan+UBSan, TSan)"
+    echo "test.sh: all tests passed (Release, ASan+UBSan, TSan, fuzzing)"
 else
     echo "test.sh: FAILED (see the output above)" >&2
 fi
