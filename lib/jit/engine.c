@@ -25,7 +25,11 @@
  * would be a bug in kiln or LLVM: the fatal-error handler installed at start-up names the
  * module, kernel and compilation step of the calling thread, then aborts like an IR_ASSERT.
  * A fatal error on a thread that is not compiling for kiln (the host's own use of LLVM)
- * is printed as LLVM prints it and left to LLVM.
+ * is printed as LLVM prints it and left to LLVM.  The handler is process-wide, as LLVM's
+ * C API has it: kiln installs it once, at its first compile; a host that installs its own
+ * later replaces kiln's (and with it the module names in the message).  Verifying after
+ * optimisation costs nothing measurable: no verifier symbol reaches 0.1% of a profile of
+ * check_llvm_sweep, where LLVM is 89% of the time.
  */
 #include <pthread.h>
 #include <stdio.h>
