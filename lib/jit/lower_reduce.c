@@ -679,6 +679,30 @@ emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMV
             LLVMBuildBr(b, uh);
             LLVMPositionBuilderAtEnd(b, ud);
         }
+        if (!pass_unrolls(r, p)) {
+            /* a costly pass: one body under a mask for every vector (all lanes but at the
+             * row's end), so its code (an exp, say) is emitted once, not twice */
+            LLVMBasicBlockRef mh = block(r, "row.mvec"), mb = block(r, "row.mvec.body"),
+                              md = block(r, "row.mdone");
+            LLVMBuildBr(b, mh);
+            LLVMPositionBuilderAtEnd(b, mh);
+            LLVMValueRef c = LLVMBuildLoad2(b, l->i64, cvar, "");
+            LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, c, ie, ""), mb, md);
+            LLVMPositionBuilderAtEnd(b, mb);
+            LLVMValueRef rest = LLVMBuildSub(b, ie, c, "");
+            LLVMValueRef full = LLVMBuildICmp(b, LLVMIntSGE, rest, jit_em_i64(l, l->W), "");
+            rest = LLVMBuildSelect(b, full, jit_em_i64(l, l->W), rest, "");
+            r->vpos = c;
+            r->mask = jit_em_first_lanes(l, rest);
+            pass_body(r, p);
+            LLVMBuildStore(b, LLVMBuildAdd(b, c, jit_em_i64(l, l->W), ""), cvar);
+            LLVMBuildBr(b, mh);
+            LLVMPositionBuilderAtEnd(b, md);
+            loop_close(r, &ls);
+            r->mask = NULL;
+            fold_sets(r, p);
+            return;
+        }
         LLVMBasicBlockRef head = block(r, "row.vec"), body = block(r, "row.vec.body"),
                           tchk = block(r, "row.tail.check"), tail = block(r, "row.tail"),
                           done = block(r, "row.done");
