@@ -232,6 +232,33 @@ materialise(planner *p, int32_t n, const char *why)
     return KILN_OK;
 }
 
+/* Node n reads its operands from memory (a reference step; pad, concat, gather's indexed
+ * loads): operands computed in a kernel are stored, splats materialised, and views too
+ * unless n reads them through their strides.  n's dependencies include the copy kernels
+ * made here. */
+static kiln_status
+operands_in_memory(planner *p, int32_t n, const char *what, bool views)
+{
+    const ir_node *nd = &p->g->nodes[n];
+    for (int k = 0; k < nd->nin; k++) {
+        int32_t x = nd->in[k];
+        char why[160];
+        snprintf(why, sizeof why, "read by %s %%%d (%s)", ir_ops[nd->op].name, (int)n, what);
+        kiln_status st = settle(p, x);
+        if (st)
+            return st;
+        if (p->ni[x].cls == C_ELEM && !p->ni[x].stored) {
+            p->ni[x].stored = true;
+            snprintf(p->ni[x].why, sizeof p->ni[x].why, "%s", why);
+        } else if (p->ni[x].cls == C_FULL || (views && p->ni[x].cls == C_VIEW)) {
+            if ((st = materialise(p, x, why)))
+                return st;
+        }
+        refresh_lastdep(p, n);
+    }
+    return KILN_OK;
+}
+
 /* ---- reduction clusters --------------------------------------------------------------- */
 
 /* Ops computed as loads with their own index arithmetic, in elementwise kernels only:
@@ -429,48 +456,17 @@ jit_fuse(planner *p)
             ni->cls = C_BUF; /* a reference step */
             ni->v.base = n;
             ir_shape_strides(&nd->type.shape, ni->v.strides);
-            for (int k = 0; k < nd->nin; k++) {
-                int32_t x = nd->in[k];
-                char why[160];
-                snprintf(why, sizeof why, "read by %s %%%d (reference step)", ir_ops[nd->op].name,
-                         (int)n);
-                kiln_status sst = settle(p, x);
-                if (sst)
-                    return sst;
-                refresh_lastdep(p, n);
-                if (p->ni[x].cls == C_ELEM && !p->ni[x].stored) {
-                    p->ni[x].stored = true;
-                    snprintf(p->ni[x].why, sizeof p->ni[x].why, "%s", why);
-                } else if (p->ni[x].cls == C_VIEW || p->ni[x].cls == C_FULL) {
-                    kiln_status st = materialise(p, x, why);
-                    if (st)
-                        return st;
-                }
-            }
+            kiln_status st = operands_in_memory(p, n, "reference step", true);
+            if (st)
+                return st;
             /* the reference step runs after everything it reads */
             continue;
         }
         if (jit_op_is_indexing(nd->op)) {
-            /* read through loads of buffers (a view is fine): operands computed in a
-             * kernel are stored, splats materialised */
-            for (int k = 0; k < nd->nin; k++) {
-                int32_t x = nd->in[k];
-                char why[160];
-                snprintf(why, sizeof why, "read by %s %%%d (an indexed load)", ir_ops[nd->op].name, (int)n);
-                kiln_status sst = settle(p, x);
-                if (sst)
-                    return sst;
-                refresh_lastdep(p, n);
-                if (p->ni[x].cls == C_ELEM && !p->ni[x].stored) {
-                    p->ni[x].stored = true;
-                    snprintf(p->ni[x].why, sizeof p->ni[x].why, "%s", why);
-                } else if (p->ni[x].cls == C_FULL) {
-                    kiln_status st = materialise(p, x, why);
-                    if (st)
-                        return st;
-                    refresh_lastdep(p, n);
-                }
-            }
+            /* read through loads of buffers (a view is fine) */
+            kiln_status st = operands_in_memory(p, n, "an indexed load", false);
+            if (st)
+                return st;
             ni->cls = C_ELEM;
             if (!eager) {
                 ni->pending = true; /* its first user places it */
