@@ -123,10 +123,32 @@ kb_slot(kbuild *k, const view *v, int64_t off_adj, const int64_t *st, const int6
     return slot;
 }
 
-static uint8_t
-load_class(int64_t inner)
+/* A load instruction of dtype t reading view v (offset moved by off_adj elements) through
+ * iteration strides st: its class from the vector dim's stride, row-wise in a reduction
+ * kernel when constant over the reduced dims; flags JIT_RANGED or JIT_INDEXED with ext
+ * and their operand a0. */
+static int32_t
+kb_load_view(kbuild *k, const view *v, int64_t off_adj, const int64_t *st, const int64_t *ext,
+             kiln_dtype t, uint8_t flags, int32_t a0)
 {
-    return inner == 1 ? JIT_CONTIG : inner == 0 ? JIT_BCAST : JIT_STRIDED;
+    int32_t slot = kb_slot(k, v, off_adj, st, ext);
+    if (slot < 0)
+        return -1;
+    int64_t inner = st[k->vdim];
+    jit_kinst in = {0};
+    in.kind = JIT_LOAD;
+    in.dtype = (uint8_t)t;
+    in.slot = slot;
+    in.cls = (uint8_t)((inner == 1 ? JIT_CONTIG : inner == 0 ? JIT_BCAST : JIT_STRIDED) | flags);
+    in.a[0] = a0;
+    if (k->red) {
+        bool rowwise = true;
+        for (int d = k->nk; d < k->R; d++)
+            rowwise &= st[d] == 0;
+        if (rowwise)
+            in.cls |= JIT_ROWWISE;
+    }
+    return kb_push(k, &in);
 }
 
 /* A load of node n into the iteration space, read by a node of shape cs in context ctx. */
@@ -139,22 +161,7 @@ kb_load(kbuild *k, int32_t n, const ir_shape *cs, int ctx)
     const view *v = jit_load_source(p, n, k->c, &tmp);
     int64_t st[IR_MAX_RANK];
     map_strides(k, &nd->type.shape, v->strides, cs, ctx, st);
-    int32_t slot = kb_slot(k, v, 0, st, NULL);
-    if (slot < 0)
-        return -1;
-    jit_kinst in = {0};
-    in.kind = JIT_LOAD;
-    in.dtype = (uint8_t)nd->type.dtype;
-    in.slot = slot;
-    in.cls = load_class(st[k->vdim]);
-    if (k->red) {
-        bool rowwise = true;
-        for (int d = k->nk; d < k->R; d++)
-            rowwise &= st[d] == 0;
-        if (rowwise)
-            in.cls |= JIT_ROWWISE;
-    }
-    return kb_push(k, &in);
+    return kb_load_view(k, v, 0, st, NULL, nd->type.dtype, 0, 0);
 }
 
 /* A ranged load of operand x of n, shifted by shift[] along each axis of n (same rank),
@@ -178,16 +185,7 @@ kb_ranged(kbuild *k, int32_t n, int32_t x, const int64_t *shift, int32_t other)
         ext[2 * (lead + i)] = shift[i];
         ext[2 * (lead + i) + 1] = shift[i] + xs->dims[i];
     }
-    int32_t slot = kb_slot(k, v, adj, st, ext);
-    if (slot < 0)
-        return -1;
-    jit_kinst in = {0};
-    in.kind = JIT_LOAD;
-    in.dtype = (uint8_t)p->g->nodes[x].type.dtype;
-    in.slot = slot;
-    in.cls = (uint8_t)(load_class(st[k->vdim]) | JIT_RANGED);
-    in.a[0] = other;
-    return kb_push(k, &in);
+    return kb_load_view(k, v, adj, st, ext, p->g->nodes[x].type.dtype, JIT_RANGED, other);
 }
 
 /* pad, concat, gather, arange as instructions of an elementwise kernel. */
@@ -236,15 +234,7 @@ kb_indexing(kbuild *k, int32_t n)
         int64_t st[IR_MAX_RANK] = {0};
         for (int i = 0; i < ri; i++)
             st[lead + ax + i] = is->dims[i] != 1 ? vi->strides[i] : 0;
-        int32_t islot = kb_slot(k, vi, 0, st, NULL);
-        if (islot < 0)
-            return -1;
-        jit_kinst li = {0};
-        li.kind = JIT_LOAD;
-        li.dtype = (uint8_t)p->g->nodes[ix].type.dtype;
-        li.slot = islot;
-        li.cls = load_class(st[k->vdim]);
-        int32_t idx = kb_push(k, &li);
+        int32_t idx = kb_load_view(k, vi, 0, st, NULL, p->g->nodes[ix].type.dtype, 0, 0);
         if (idx < 0)
             return -1;
         const view *vx = jit_load_source(p, x, k->c, &t2);
@@ -257,14 +247,7 @@ kb_indexing(kbuild *k, int32_t n)
         }
         ext[0] = vx->strides[ax];
         ext[1] = xs->dims[ax];
-        int32_t slot = kb_slot(k, vx, 0, sx, ext);
-        if (slot < 0)
-            return -1;
-        in.kind = JIT_LOAD;
-        in.slot = slot;
-        in.cls = (uint8_t)(load_class(sx[k->vdim]) | JIT_INDEXED);
-        in.a[0] = idx;
-        return kb_push(k, &in);
+        return kb_load_view(k, vx, 0, sx, ext, nd->type.dtype, JIT_INDEXED, idx);
     }
     default:
         IR_ASSERT(!"kb_indexing: not an indexing op");
