@@ -70,7 +70,7 @@ typedef struct rk {
     int pass;           /* the pass being emitted */
     LLVMValueRef tilemask; /* cols: the tile's mask */
     size_t partial_bytes;
-    int *spill;         /* per inst: scratch region + 1 (0: recomputed) */
+    int *spill;         /* per inst: 1 + scratch row offset (choose_spills; 0: recomputed) */
     LLVMValueRef scratch;
 } rk;
 
@@ -265,6 +265,34 @@ analyse(const jit_kdesc *d, bool *uni, int *ph)
     return nphases;
 }
 
+/* Does instruction i accumulate in pass p (a reduction whose operand has phase p)? */
+static bool
+reduces_in(const jit_kdesc *d, const int *ph, int32_t i, int p)
+{
+    return d->inst[i].kind == JIT_REDUCE && ph[d->inst[i].a[0]] == p;
+}
+
+/* Is store k one over the space, made in pass p? */
+static bool
+space_store_in(const jit_kdesc *d, const int *ph, int32_t k, int p)
+{
+    return d->store_cls[k] != JIT_ST_ROW && ph[d->stores[k]] == p;
+}
+
+/* Is all the work over the space in the first pass: every reduction reads it and every
+ * store over the space is made in it (what can be split into pieces of a row)? */
+static bool
+first_pass_only(const jit_kdesc *d, const int *ph)
+{
+    for (int32_t i = 0; i < d->ninst; i++)
+        if (d->inst[i].kind == JIT_REDUCE && !reduces_in(d, ph, i, 0))
+            return false;
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (d->store_cls[k] != JIT_ST_ROW && !space_store_in(d, ph, k, 0))
+            return false;
+    return true;
+}
+
 /* Mark in need[] what pass p computes, from its roots down to loads, row-wise values and
  * (below pass p) spilled values. */
 static void
@@ -287,14 +315,16 @@ pass_needs(const jit_kdesc *d, const bool *uni, const int *spill, const int *ph,
 {
     memset(need, 0, sizeof(bool) * (size_t)d->ninst);
     for (int32_t i = 0; i < d->ninst; i++)
-        if (d->inst[i].kind == JIT_REDUCE && ph[d->inst[i].a[0]] == p)
+        if (reduces_in(d, ph, i, p))
             mark_need(d, uni, spill, ph, p, d->inst[i].a[0], need);
     for (int32_t k = 0; k < d->nstores; k++)
-        if (d->store_cls[k] != JIT_ST_ROW && ph[d->stores[k]] == p)
+        if (space_store_in(d, ph, k, p))
             mark_need(d, uni, spill, ph, p, d->stores[k], need);
 }
 
-/* Choose the spilled values (spill[i] = region + 1); returns the bytes per element. */
+/* Choose the spilled values: spill[i] = 1 + the byte offset, per reduced element, of i's
+ * scratch row (rows one after another in instruction order; 0: recomputed).  Returns the
+ * bytes per element. */
 static size_t
 choose_spills(const jit_kdesc *d, const bool *uni, const int *ph, int nphases, int *spill)
 {
@@ -314,10 +344,9 @@ choose_spills(const jit_kdesc *d, const bool *uni, const int *ph, int nphases, i
                     later[i] = true;
             }
         }
-        int region = 0;
         for (int32_t i = 0; i < d->ninst; i++)
             if (first[i] && later[i] && recompute_cost(d, uni, i, 0) >= 6) {
-                spill[i] = ++region;
+                spill[i] = (int)bytes + 1;
                 bytes += kiln_dtype_size((kiln_dtype)d->inst[i].dtype);
             }
     }
@@ -350,13 +379,7 @@ spill_addr(rk *r, int32_t i)
 {
     jit_em *l = r->l;
     LLVMBuilderRef b = l->b;
-    /* regions one after another, each a row of elements of the instruction's dtype:
-     * region k starts at byte (sum of earlier regions' element sizes) * count */
-    size_t before = 0;
-    for (int32_t j = 0; j < i; j++)
-        if (r->spill[j])
-            before += kiln_dtype_size((kiln_dtype)r->d->inst[j].dtype);
-    LLVMValueRef off = LLVMBuildMul(b, r->count, jit_em_i64(l, (int64_t)before), "");
+    LLVMValueRef off = LLVMBuildMul(b, r->count, jit_em_i64(l, (int64_t)r->spill[i] - 1), "");
     return LLVMBuildGEP2(b, l->i8, r->scratch, &off, 1, "");
 }
 
@@ -445,7 +468,7 @@ body_value(rk *r, int32_t i)
                         NULL, r->mask);
     } else if (in->kind == JIT_LOAD) {
         int j = in->slot;
-        v = jit_em_load(r->l, (kiln_dtype)in->dtype, in->cls & 0xf, r->ptr[j], r->cur[j], r->vpos,
+        v = jit_em_load(r->l, (kiln_dtype)in->dtype, JIT_CLS(in->cls), r->ptr[j], r->cur[j], r->vpos,
                         stride(r, j, vdim(r)), r->mask);
     } else {
         IR_ASSERT(in->kind == JIT_OP);
@@ -475,7 +498,7 @@ row_values(rk *r, int p)
         if (in->kind == JIT_LOAD) {
             int j = in->slot;
             /* rows: the vector dim is reduced, so the load is a splat (JIT_BCAST) */
-            r->uval[i] = jit_em_load(r->l, (kiln_dtype)in->dtype, in->cls & 0xf, r->ptr[j], r->kbase[j],
+            r->uval[i] = jit_em_load(r->l, (kiln_dtype)in->dtype, JIT_CLS(in->cls), r->ptr[j], r->kbase[j],
                                      r->cols ? r->vpos : jit_em_i64(r->l, 0),
                                      stride(r, j, vdim(r)), r->cols ? r->tilemask : NULL);
         } else {
@@ -500,7 +523,7 @@ pass_body(rk *r, int p)
             body_value(r, i);
     for (int32_t i = 0; i < d->ninst; i++) {
         const jit_kinst *in = &d->inst[i];
-        if (in->kind != JIT_REDUCE || r->ph[in->a[0]] != p)
+        if (!reduces_in(d, r->ph, i, p))
             continue;
         LLVMValueRef v = body_value(r, in->a[0]);
         LLVMTypeRef at = jit_em_vec(l, acc_scalar(r, in));
@@ -541,10 +564,10 @@ pass_needed(rk *r, int p)
 {
     const jit_kdesc *d = r->d;
     for (int32_t i = 0; i < d->ninst; i++)
-        if (d->inst[i].kind == JIT_REDUCE && r->ph[d->inst[i].a[0]] == p)
+        if (reduces_in(d, r->ph, i, p))
             return true;
     for (int32_t k = 0; k < d->nstores; k++)
-        if (d->store_cls[k] != JIT_ST_ROW && r->ph[d->stores[k]] == p)
+        if (space_store_in(d, r->ph, k, p))
             return true;
     return false;
 }
@@ -555,7 +578,7 @@ init_accs(rk *r, int p)
     const jit_kdesc *d = r->d;
     for (int32_t i = 0; i < d->ninst; i++) {
         const jit_kinst *in = &d->inst[i];
-        if (in->kind != JIT_REDUCE || r->ph[in->a[0]] != p)
+        if (!reduces_in(d, r->ph, i, p))
             continue;
         for (int u = 0; u < UNROLL; u++) {
             LLVMBuildStore(r->l->b, identity(r, in), r->accset[u][i]);
@@ -574,7 +597,7 @@ fold_sets(rk *r, int p)
     LLVMBuilderRef b = l->b;
     for (int32_t i = 0; i < d->ninst; i++) {
         const jit_kinst *in = &d->inst[i];
-        if (in->kind != JIT_REDUCE || r->ph[in->a[0]] != p)
+        if (!reduces_in(d, r->ph, i, p))
             continue;
         LLVMTypeRef at = jit_em_vec(l, acc_scalar(r, in)), it = jit_em_vec(l, l->i64);
         bool arg = is_arg((ir_op)in->op);
@@ -600,12 +623,12 @@ pass_unrolls(rk *r, int p)
     bool red = false;
     int cost = 0;
     for (int32_t i = 0; i < d->ninst; i++)
-        if (d->inst[i].kind == JIT_REDUCE && r->ph[d->inst[i].a[0]] == p) {
+        if (reduces_in(d, r->ph, i, p)) {
             red = true;
             cost += recompute_cost(d, r->uni, d->inst[i].a[0], 0);
         }
     for (int32_t k = 0; k < d->nstores; k++)
-        if (d->store_cls[k] != JIT_ST_ROW && r->ph[d->stores[k]] == p)
+        if (space_store_in(d, r->ph, k, p))
             cost += 8;
     return red && cost < 16;
 }
@@ -742,7 +765,7 @@ finish_reduces(rk *r, int p)
     LLVMBuilderRef b = l->b;
     for (int32_t i = 0; i < d->ninst; i++) {
         const jit_kinst *in = &d->inst[i];
-        if (in->kind != JIT_REDUCE || r->ph[in->a[0]] != p)
+        if (!reduces_in(d, r->ph, i, p))
             continue;
         LLVMTypeRef ast = acc_scalar(r, in), at = jit_em_vec(l, ast);
         LLVMValueRef a = LLVMBuildLoad2(b, at, r->acc[i], "");
@@ -953,13 +976,10 @@ static bool
 cols_blockable(rk *r)
 {
     const jit_kdesc *d = r->d;
-    if (!r->cols)
+    if (!r->cols || !first_pass_only(d, r->ph))
         return false;
     for (int32_t k = 0; k < d->nstores; k++)
         if (d->store_cls[k] != JIT_ST_ROW)
-            return false;
-    for (int32_t i = 0; i < d->ninst; i++)
-        if (d->inst[i].kind == JIT_REDUCE && r->ph[d->inst[i].a[0]] != 0)
             return false;
     return true;
 }
@@ -1036,30 +1056,20 @@ jit_reduce_partial_bytes(const jit_kdesc *d)
     if (d->kind != JIT_KERNEL_REDUCTION || d->lanes_kept)
         return 0;
     int W = jit_host_info()->vector_bits / 32;
-    /* every reduction must read only the first pass (no reduction result below it), and
-     * so must every value stored over the space: each piece stores its own range */
-    bool *dep = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
-    if (!dep)
-        return 0;
+    bool *uni = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
+    int *ph = ir_calloc((size_t)d->ninst + 1, sizeof(int));
     size_t bytes = 0;
-    bool ok = true;
-    for (int32_t i = 0; i < d->ninst; i++) {
-        const jit_kinst *in = &d->inst[i];
-        if (in->kind == JIT_OP)
-            for (int k = 0; k < ir_ops[in->op].arity; k++)
-                dep[i] |= dep[in->a[k]];
-        if (in->kind == JIT_REDUCE) {
-            if (dep[in->a[0]])
-                ok = false;
-            dep[i] = true;
-            bytes += acc_bytes(W, d, in);
-        }
+    /* each piece reduces, and stores, its own range of the row */
+    if (uni && ph) {
+        analyse(d, uni, ph);
+        if (first_pass_only(d, ph))
+            for (int32_t i = 0; i < d->ninst; i++)
+                if (d->inst[i].kind == JIT_REDUCE)
+                    bytes += acc_bytes(W, d, &d->inst[i]);
     }
-    for (int32_t k = 0; k < d->nstores; k++)
-        if (d->store_cls[k] != JIT_ST_ROW && dep[d->stores[k]])
-            ok = false;
-    ir_free(dep);
-    return ok ? bytes : 0;
+    ir_free(uni);
+    ir_free(ph);
+    return bytes;
 }
 
 kiln_status
