@@ -11,8 +11,8 @@
  *    interpreter quiets a signalling NaN that the hardware keeps (the NAN_* rules below
  *    say which, and why).  Every non-NaN value is compared bit for bit, -0.0 included.
  *  - Transcendental ops compiled by vmath (jit_math_available) are held to vmath's ULP
- *    bound against a long double reference (math_ref); while they run as reference steps
- *    they must match the interpreter exactly.
+ *    bound against a long double reference (ref_math, tools/kiln/refmath.c); while they
+ *    run as reference steps they must match the interpreter exactly.
  *
  * Output buffers are pre-filled with a poison pattern and followed by a guard area, so an
  * element the program never writes, or a write past the end, is a mismatch.
@@ -51,6 +51,7 @@
 #include "jit.h"
 #endif
 #include "randgraph.h"
+#include "refmath.h"
 #include "support.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -545,7 +546,7 @@ operand_dtypes(ir_op op)
 }
 
 /* The ULP bound a compiled transcendental op is held to.  vmath states each function's
- * bound against the exact result (jit_vm_ulp_bound); the test's reference (math_ref) is
+ * bound against the exact result (jit_vm_ulp_bound); the test's reference (ref_math) is
  * the exact result rounded once to the dtype, which adds up to half an ULP: vmath's bound
  * + 1.  Without vmath.h the fallback is 4 ULP, 8 for the composite functions (gelu,
  * gelu_erf, silu, sigmoid), whose error is the sum of their parts'. */
@@ -566,51 +567,11 @@ ulp_bound(ir_op op, kiln_dtype t)
     }
 }
 
-/* The reference for compiled transcendental ops, in long double (64-bit significand).
- * Not the interpreter: it evaluates ops.def's formulas literally in double, which is the
- * spec's value but not accurate to an ULP where the formula cancels (gelu(-7) in f32:
- * 1 + tanh(-17.8) keeps 3 significant bits in double, the result is off by 0.7%), and
- * vmath is held to its bound against the exact value.  The composite functions are
- * rewritten without cancellation (1 + tanh(u) = 2 / (1 + e^-2u), 1 + erf(z) = erfc(-z));
- * at ±inf they give what the literal formulas give (gelu(-inf) = silu(-inf) = NaN).
- * gelu's constants are ops.def's decimals as doubles (what the interpreter multiplies by);
- * gelu_erf's sqrt(2) is the true one. */
-static long double
-math_ref(ir_op op, long double a, long double b)
-{
-    switch (op) {
-    case IR_OP_EXP: return expl(a);
-    case IR_OP_EXP2: return exp2l(a);
-    case IR_OP_EXPM1: return expm1l(a);
-    case IR_OP_LOG: return logl(a);
-    case IR_OP_LOG2: return log2l(a);
-    case IR_OP_LOG1P: return log1pl(a);
-    case IR_OP_SIN: return sinl(a);
-    case IR_OP_COS: return cosl(a);
-    case IR_OP_TAN: return tanl(a);
-    case IR_OP_TANH: return tanhl(a);
-    case IR_OP_SIGMOID: return 1.0L / (1.0L + expl(-a));
-    case IR_OP_ERF: return erfl(a);
-    case IR_OP_GELU: {
-        /* the constants as the double literals the interpreter and vmath use */
-        long double u = (long double)0.7978845608028654 * (a + (long double)0.044715 * (a * a * a));
-        return a / (1.0L + expl(-2.0L * u));
-    }
-    case IR_OP_GELU_ERF: return 0.5L * a * erfcl(-a / sqrtl(2.0L));
-    case IR_OP_SILU: return a / (1.0L + expl(-a));
-    case IR_OP_POW:
-        /* glibc 2.36's powl(-inf, -2^63) is inf (Annex F: +0); the special cases' results
-         * are exact, so double pow gives them */
-        if (!isfinite(a) || !isfinite(b) || a == 0 || b == 0)
-            return pow((double)a, (double)b);
-        return powl(a, b);
-    case IR_OP_ATAN2: return atan2l(a, b);
-    default: ck_abort_msg("math_ref: %s is not transcendental", ir_ops[op].name);
-    }
-    return 0;
-}
-
-/* Reference outputs of one-op graph g (all operands the output's shape) from math_ref. */
+/* Reference outputs of one-op graph g (all operands the output's shape): the exact values
+ * of tools/kiln/refmath.c (long double, formulas rewritten without cancellation), the
+ * ones `kiln check --ulp` measures against, rounded to the output dtype.  Not the
+ * interpreter: it evaluates ops.def's formulas literally in double, the spec's value but
+ * not accurate to an ULP where the formula cancels (gelu(-7) in f32). */
 static void *
 math_reference(const kiln_graph *g, const inputs *in)
 {
@@ -622,12 +583,8 @@ math_reference(const kiln_graph *g, const inputs *in)
     for (size_t e = 0; e < n; e++) {
         long double a = ir_load_f64(t, in->buf[0], e);
         long double b = nd->nin > 1 ? ir_load_f64(t, in->buf[1], e) : 0;
-        /* Signalling NaNs as quiet ones, as C11 Annex F knows them (pow(NaN, 0) = 1) and as
-         * kiln's f32 path does anyway (widening to f64 quiets); glibc follows TS 18661 and
-         * gives pow(sNaN, 0) = NaN. */
-        a = isnan(a) ? copysignl(NAN, a) : a;
-        b = isnan(b) ? copysignl(NAN, b) : b;
-        long double r = math_ref(nd->op, a, b);
+        ck_assert_msg(ref_math_has(nd->op), "%s is not transcendental", ir_ops[nd->op].name);
+        long double r = ref_math(nd->op, t, a, b); /* quiets signalling NaNs, as f32 does */
         if (t == KILN_DTYPE_F32) {
             float f = (float)r;
             memcpy((char *)out + 4 * e, &f, 4);
@@ -785,7 +742,7 @@ op_case_name(const opcase *c, char *buf, size_t n)
 }
 
 /* A one-op graph in both modes: against the interpreter, or (rule r.ulp: a transcendental
- * op compiled by vmath) against math_ref. */
+ * op compiled by vmath) against ref_math. */
 static bool
 check_op_graph(const kiln_graph *g, const inputs *in, rule r, const char *ctx)
 {
@@ -1173,7 +1130,8 @@ base_seed(void)
 }
 
 /* Ops whose compiled form must match bit for bit: exact elementwise ops, the movement ops
- * the planner folds into loads, and sources (arange runs as a reference step). */
+ * the planner folds into loads, and sources (arange is computed exactly, as the
+ * interpreter computes it). */
 static void
 exact_ops(bool *ops)
 {
