@@ -51,6 +51,7 @@
 #include "jit.h"
 #endif
 #include "randgraph.h"
+#include "oracle.h"
 #include "refmath.h"
 #include "support.h"
 
@@ -253,42 +254,6 @@ elem_match(kiln_dtype t, const void *got, const void *want, size_t i, rule r)
     return (d < 0 ? -d : d) <= r.ulp;
 }
 
-static void
-elem_str(kiln_dtype t, const void *p, size_t i, char *buf, size_t n)
-{
-    switch (t) {
-    case KILN_DTYPE_F32: {
-        float f;
-        uint32_t u;
-        memcpy(&f, (const char *)p + 4 * i, 4);
-        memcpy(&u, &f, 4);
-        snprintf(buf, n, "%.9g (0x%08" PRIx32 ")", (double)f, u);
-        break;
-    }
-    case KILN_DTYPE_F64: {
-        double d;
-        uint64_t u;
-        memcpy(&d, (const char *)p + 8 * i, 8);
-        memcpy(&u, &d, 8);
-        snprintf(buf, n, "%.17g (0x%016" PRIx64 ")", d, u);
-        break;
-    }
-    case KILN_DTYPE_I32: {
-        int32_t v;
-        memcpy(&v, (const char *)p + 4 * i, 4);
-        snprintf(buf, n, "%" PRId32, v);
-        break;
-    }
-    case KILN_DTYPE_I64: {
-        int64_t v;
-        memcpy(&v, (const char *)p + 8 * i, 8);
-        snprintf(buf, n, "%" PRId64, v);
-        break;
-    }
-    default: snprintf(buf, n, "%u", ((const uint8_t *)p)[i]); break;
-    }
-}
-
 static const char *
 mode_name(kiln_mode m)
 {
@@ -408,8 +373,8 @@ run_compare(const kiln_graph *g, kiln_mode mode, const inputs *in, const rule *r
             nbad++;
             if (shown++ < 6) {
                 char a[64], b[64];
-                elem_str(info[i].dtype, got[i], e, a, sizeof a);
-                elem_str(info[i].dtype, want[i], e, b, sizeof b);
+                ts_elem_str(info[i].dtype, got[i], e, a, sizeof a);
+                ts_elem_str(info[i].dtype, want[i], e, b, sizeof b);
                 fprintf(f, "%s: output %d '%s' (%s) element %zu: jit %s, reference %s",
                         mode_name(mode), i, info[i].name, kiln_dtype_name(info[i].dtype), e, a, b);
                 /* inputs of the output's size are shown at the same index (one-op graphs) */
@@ -417,7 +382,7 @@ run_compare(const kiln_graph *g, kiln_mode mode, const inputs *in, const rule *r
                     kiln_value_info vi;
                     kiln_graph_input(g, k, &vi);
                     if (vi.count == info[i].count) {
-                        elem_str(vi.dtype, in->buf[k], e, a, sizeof a);
+                        ts_elem_str(vi.dtype, in->buf[k], e, a, sizeof a);
                         fprintf(f, "%s %s = %s", k ? "," : "; input", vi.name, a);
                     }
                 }
@@ -1203,8 +1168,8 @@ check_modes_agree(const kiln_graph *g, const inputs *in, const rule *rules, cons
             for (size_t e = 0; e < info[i].count; e++)
                 if (!elem_match(info[i].dtype, res[0][i], res[1][i], e, (rule){.nan = NAN_ANY})) {
                     char a[64], b[64];
-                    elem_str(info[i].dtype, res[0][i], e, a, sizeof a);
-                    elem_str(info[i].dtype, res[1][i], e, b, sizeof b);
+                    ts_elem_str(info[i].dtype, res[0][i], e, a, sizeof a);
+                    ts_elem_str(info[i].dtype, res[1][i], e, b, sizeof b);
                     FILE *f = stderr;
                     fprintf(f, "FAIL %s: output %d element %zu: fused %s, eager %s", ctx, i, e, a, b);
                     describe(f, g, NULL);

@@ -72,8 +72,8 @@ ts_ulp(kiln_dtype t, double x)
     return nextafter(x, INFINITY) - x;
 }
 
-static void
-elem_str(kiln_dtype t, const void *p, size_t i, char *buf, size_t n)
+void
+ts_elem_str(kiln_dtype t, const void *p, size_t i, char *buf, size_t n)
 {
     switch (t) {
     case KILN_DTYPE_F32: {
@@ -161,8 +161,8 @@ ts_compare(FILE *f, const char *what, kiln_dtype t, size_t count, const void *go
             continue;
         if (bad++ < 6) {
             char a[64], b[64];
-            elem_str(t, got, e, a, sizeof a);
-            elem_str(t, want, e, b, sizeof b);
+            ts_elem_str(t, got, e, a, sizeof a);
+            ts_elem_str(t, want, e, b, sizeof b);
             fprintf(f, "%s (%s) element %zu: got %s, reference %s", what, kiln_dtype_name(t), e,
                     a, b);
             if (tol->kind != TS_TOL_EXACT && (t == KILN_DTYPE_F32 || t == KILN_DTYPE_F64))

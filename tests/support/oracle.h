@@ -111,4 +111,8 @@ int ts_spawn_self(const char *const *args, const char *setenv);
 /* A whole file, malloc'd and NUL-terminated; NULL if it cannot be read. */
 char *ts_slurp(const char *path, size_t *len);
 
+/* Element i of a buffer of dtype t as text for failure messages: floats with their bit
+ * pattern, integers in decimal, bools as 0 or 1. */
+void ts_elem_str(kiln_dtype t, const void *p, size_t i, char *buf, size_t n);
+
 #endif
