@@ -256,9 +256,10 @@ KILN_API kiln_status kiln_scope_output(kiln_scope scope, const char *name, kiln_
 /* Executors: FUSED (default) compiles fused SIMD kernels for the host CPU; EAGER is the
  * same compiler with fusion off (one kernel per op, every intermediate written to memory:
  * the honest baseline for what fusion buys); INTERP runs the reference interpreter.
- * FUSED and EAGER compile every op but matmul, which still runs as a reference step (the
- * interpreter on that one op) inside the program; reductions are fused with their
- * producers and with the consumers over the same rows (docs/jit.md). */
+ * FUSED and EAGER compile every op: reductions are fused with their producers and with
+ * the consumers over the same rows, matmul is a register-tiled kernel with its elementwise
+ * consumers fused as an epilogue (docs/jit.md); compiled f32 matmul accumulates in f32
+ * (error bound in docs/semantics.md). */
 typedef enum kiln_mode {
     KILN_MODE_FUSED,
     KILN_MODE_EAGER,
@@ -432,6 +433,8 @@ typedef struct kiln_stats {
     double compile_ms;        /* time spent in LLVM (optimise + codegen) */
     double startup_ms;        /* one-time LLVM/LLJIT start-up */
     int threads;              /* thread pool size (KILN_NUM_THREADS or online cores) */
+    uint64_t weights_packed;  /* constant matmul operands packed for the kernels: once per
+                               * compiled program, never per run */
 } kiln_stats;
 KILN_API void kiln_jit_stats(kiln_stats *stats);
 

@@ -272,6 +272,13 @@ kb_value(kbuild *k, int32_t n, const ir_shape *cs, int ctx)
         in.dtype = (uint8_t)nd->type.dtype;
         in.value = nd->at.value;
         r = kb_push(k, &in);
+    } else if (ni->cls == C_ELEM && ni->cluster == k->c && nd->op == IR_OP_MATMUL) {
+        /* the contraction's sum: its operands are packed, not loaded (describe_matmul) */
+        jit_kinst in = {0};
+        in.kind = JIT_OP;
+        in.op = IR_OP_MATMUL;
+        in.dtype = (uint8_t)nd->type.dtype;
+        r = kb_push(k, &in);
     } else if (ni->cls == C_ELEM && ni->cluster == k->c && p->cl[k->c].root_copy < 0 &&
                jit_op_is_indexing(nd->op)) {
         r = kb_indexing(k, n);
@@ -318,7 +325,17 @@ jit_explain_cluster(planner *p, int32_t c, FILE *f)
                 ir_type_str(&g->nodes[n].type, tb, sizeof tb), p->ni[n].why);
         return;
     }
-    if (cl->reduce) {
+    if (cl->contract) {
+        const ir_node *mm = &g->nodes[cl->members[0]];
+        char ta[IR_TYPE_STR_MAX], tbb[IR_TYPE_STR_MAX];
+        int mr, nrv, nr;
+        jit_contract_tile(mm->type.dtype, &mr, &nrv, &nr);
+        fprintf(f, "contraction kernel %s @ %s -> %s, %dx%d register tiles%s:",
+                ir_type_str(&g->nodes[mm->in[0]].type, ta, sizeof ta),
+                ir_shape_str(&g->nodes[mm->in[1]].type.shape, tbb, sizeof tbb),
+                ir_shape_str(&cl->shape, tb, sizeof tb), mr, nr,
+                cl->nmembers > 1 ? ", the rest an epilogue on the tile" : "");
+    } else if (cl->reduce) {
         fprintf(f, "reduction kernel over %s, axes [", ir_shape_str(&cl->shape, tb, sizeof tb));
         for (int i = 0, first = 1; i < cl->shape.rank; i++)
             if (cl->axes & (1u << i)) {
@@ -345,6 +362,21 @@ jit_explain_cluster(planner *p, int32_t c, FILE *f)
 static void
 kb_space(kbuild *k, const cluster *cl)
 {
+    if (cl->contract) {
+        /* [batch.., M, N]: a 1-D operand's missing axis is a dim of size 1 */
+        const kiln_graph *g = k->p->g;
+        const ir_node *mm = &g->nodes[cl->members[0]];
+        const ir_shape *os = &mm->type.shape;
+        bool a1 = g->nodes[mm->in[0]].type.shape.rank == 1, b1 = g->nodes[mm->in[1]].type.shape.rank == 1;
+        int nb = os->rank - (a1 ? 0 : 1) - (b1 ? 0 : 1);
+        k->R = nb + 2;
+        for (int d = 0; d < nb; d++)
+            k->dims[d] = os->dims[d];
+        k->dims[nb] = a1 ? 1 : os->dims[nb];
+        k->dims[nb + 1] = b1 ? 1 : os->dims[os->rank - 1];
+        k->vdim = k->R - 1;
+        return;
+    }
     if (!cl->reduce) {
         k->R = cl->shape.rank > 0 ? cl->shape.rank : 1;
         for (int d = 0; d < k->R; d++)
@@ -374,6 +406,46 @@ kb_space(kbuild *k, const cluster *cl)
     /* lanes along the last kept dim when the innermost axis is kept (a column sum) */
     bool cols = s->rank > 0 && !(cl->axes & (1u << (s->rank - 1))) && s->dims[s->rank - 1] > 1;
     k->vdim = cols ? k->nk - 1 : k->R - 1;
+}
+
+/* The operands of contraction step s (matmul node n, space dims k->dims of rank k->R): where
+ * they live and their strides (see jit_step). */
+static void
+describe_matmul(kbuild *k, int32_t n, jit_step *s)
+{
+    planner *p = k->p;
+    const ir_node *nd = &p->g->nodes[n];
+    int R = k->R, nb = R - 2;
+    for (int x = 0; x < 2; x++) {
+        const ir_shape *xs = &p->g->nodes[nd->in[x]].type.shape;
+        view tmp;
+        const view *v = jit_load_source(p, nd->in[x], k->c, &tmp);
+        int64_t *st = s->mm_st[x];
+        int xb = xs->rank >= 2 ? xs->rank - 2 : 0;
+        bool shared = true;
+        for (int d = 0; d < nb; d++) {
+            int j = xb - nb + d;
+            st[d] = j >= 0 && xs->dims[j] != 1 && k->dims[d] != 1 ? v->strides[j] : 0;
+            shared &= st[d] == 0;
+        }
+        if (xs->rank == 1) { /* A [k] is [1, k]; B [k] is [k, 1] */
+            st[R - 2] = x == 0 ? 0 : v->strides[0];
+            st[R - 1] = x == 0 ? v->strides[0] : 0;
+        } else {
+            st[R - 2] = v->strides[xs->rank - 2];
+            st[R - 1] = v->strides[xs->rank - 1];
+        }
+        s->mm_loc[x] = p->ni[v->base].loc;
+        s->mm_off[x] = v->offset;
+        s->mm_shared[x] = shared;
+    }
+    const ir_shape *as = &p->g->nodes[nd->in[0]].type.shape;
+    s->mm_m = k->dims[R - 2];
+    s->mm_n = k->dims[R - 1];
+    s->mm_k = as->dims[as->rank - 1];
+    s->mm_batch = 1;
+    for (int d = 0; d < nb; d++)
+        s->mm_batch *= k->dims[d];
 }
 
 kiln_status
@@ -415,7 +487,11 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
         }
     }
     s->kind = JIT_STEP_KERNEL;
-    s->desc.kind = k.red ? JIT_KERNEL_REDUCTION : JIT_KERNEL_ELEMENTWISE;
+    s->desc.kind = cl->contract ? JIT_KERNEL_CONTRACTION
+                   : k.red      ? JIT_KERNEL_REDUCTION
+                                : JIT_KERNEL_ELEMENTWISE;
+    if (cl->contract)
+        describe_matmul(&k, cl->members[0], s);
     s->desc.rank = k.R;
     s->desc.nred = k.red ? k.R - k.nk : 0;
     s->desc.lanes_kept = k.red && k.vdim < k.nk;

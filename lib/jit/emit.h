@@ -52,5 +52,7 @@ IR_HIDDEN void jit_em_store(jit_em *l, kiln_dtype t, int cls, LLVMValueRef v, LL
 
 /* Reduction kernels (lower_reduce.c). */
 IR_HIDDEN kiln_status jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name);
+/* Contraction kernels (lower_contract.c). */
+IR_HIDDEN kiln_status jit_lower_contract(jit_em *l, const jit_kdesc *d, const char *name);
 
 #endif /* KILN_JIT_EMIT_H */

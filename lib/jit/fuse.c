@@ -43,7 +43,7 @@ jit_op_is_lowerable(const kiln_graph *g, const ir_node *nd)
     case IR_KIND_MOVE: /* views are index arithmetic on loads; these are loads too */
         return nd->op == IR_OP_PAD || nd->op == IR_OP_CONCAT || nd->op == IR_OP_GATHER;
     case IR_KIND_MATMUL:
-        return false;
+        return true; /* a contraction kernel (lower_contract.c) */
     }
     return false;
 }
@@ -326,8 +326,14 @@ fits(planner *p, int32_t c, int32_t n, uint8_t *role)
 {
     const cluster *cl = &p->cl[c];
     const ir_node *nd = &p->g->nodes[n];
-    if (cl->root_copy >= 0)
+    if (cl->root_copy >= 0 || nd->op == IR_OP_MATMUL)
         return false;
+    if (cl->contract) {
+        /* the epilogue: elementwise ops over the result's shape, on the accumulator tile */
+        *role = R_SPACE;
+        return cl->epilogue && !jit_node_is_reduce(nd) && !jit_op_is_indexing(nd->op) &&
+               ir_shape_equal(&nd->type.shape, &cl->shape);
+    }
     if (jit_node_is_reduce(nd)) {
         const ir_shape *xs = &p->g->nodes[nd->in[0]].type.shape;
         int32_t x = nd->in[0];
@@ -460,6 +466,24 @@ jit_fuse(planner *p)
             if (st)
                 return st;
             /* the reference step runs after everything it reads */
+            continue;
+        }
+        if (nd->op == IR_OP_MATMUL) {
+            /* a contraction kernel of its own: the operands are read from memory through
+             * their views (packing folds slices, permutes, expands and reshapes) */
+            kiln_status st = operands_in_memory(p, n, "a matmul operand", false);
+            if (st)
+                return st;
+            ni->cls = C_ELEM;
+            ni->role = R_SPACE;
+            int32_t c = new_cluster(p, &nd->type.shape, -1);
+            if (c < 0 || !cluster_add(p, c, n))
+                return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+            p->cl[c].contract = true;
+            p->cl[c].epilogue = !eager && g->nodes[nd->in[0]].type.shape.rank >= 2 &&
+                                g->nodes[nd->in[1]].type.shape.rank >= 2;
+            if (c > ni->lastdep)
+                ni->lastdep = c;
             continue;
         }
         if (jit_op_is_indexing(nd->op)) {

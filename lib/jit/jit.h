@@ -27,14 +27,18 @@ IR_HIDDEN const jit_host *jit_host_info(void);
  *   REDUCTION (lower_reduce.c)    kept dims x reduced dims; threads take kept elements
  *                                 (rows); a long reduction is split into a number of pieces
  *                                 fixed by its length, combined in order.
- *   CONTRACTION                   (reserved for matmul: M x N tiles over K)
+ *   CONTRACTION (lower_contract.c) matmul: [batch.., M, N] of sums over K.  The operands are
+ *                                 packed (contract.c) into panels of the register tile;
+ *                                 threads take blocks of M x N of one batch element, never
+ *                                 a split of K, so every element's sum runs in one order.
  *
  * Sizes and strides are run-time arguments:
  *
  *   void kernel(void *const *ptrs, const int64_t *strides, const int64_t *dims,
  *               int64_t begin, int64_t end, const void *aux);
  *
- * (aux: a jit_raux for reductions, the ext array of an elementwise kernel, or NULL).
+ * (aux: a jit_raux for reductions, a jit_caux for contractions, the ext array of an
+ * elementwise kernel, or NULL).
  *
  * ELEMENTWISE computes the elements [begin, end) (row-major linear indices) of an
  * iteration space of `rank` dims.  ptrs[0..nloads) are the loaded buffers (already
@@ -47,7 +51,14 @@ IR_HIDDEN const jit_host *jit_host_info(void);
  * the kept dims); every slot, loads and stores, has strides over all rank dims.  The
  * instruction list is the elementwise one plus JIT_REDUCE (a reduction over the reduced
  * dims of its operand); an instruction that depends on a reduction's result is computed in
- * a later pass over the same row (see lower_reduce.c). */
+ * a later pass over the same row (see lower_reduce.c).
+ *
+ * CONTRACTION: the iteration space is [batch.., M, N] (rank >= 2; a 1-D operand's missing
+ * axis is a dim of size 1).  One instruction is JIT_OP with op IR_OP_MATMUL and no
+ * operands: the sum over K of the tile being computed; the others are its epilogue
+ * (elementwise ops of it, loads with strides over the space as in ELEMENTWISE).  Stores are
+ * contiguous, row-major over the space.  [begin, end) is unused: aux (a jit_caux) names
+ * one batch element, a block of rows and columns, and the packed panels covering them. */
 typedef enum jit_kernel_kind {
     JIT_KERNEL_ELEMENTWISE,
     JIT_KERNEL_REDUCTION,
@@ -105,6 +116,20 @@ typedef struct jit_kdesc {
     int32_t *stores;    /* nstores instruction indices, stored in this order */
     uint8_t *store_cls; /* REDUCTION: nstores jit_store_class */
 } jit_kdesc;
+
+/* CONTRACTION run-time arguments: rows [i0, i1) x columns [j0, j1) of batch element
+ * `batch` (row-major over the batch dims).  a: the packed panels of A covering the rows
+ * (i0 a multiple of the tile's mr; panel q holds rows i0 + q*mr.. as k x mr elements,
+ * zero beyond M); b: those of B covering the columns (k x nr each, zero beyond N). */
+typedef struct jit_caux {
+    const void *a, *b;
+    int64_t k, batch, i0, i1, j0, j1;
+} jit_caux;
+/* The register tile of a contraction of dtype t on this host: mr rows x nrv vectors of
+ * jit lanes (vector bits / 32 lanes of t), chosen from the register count and width. */
+IR_HIDDEN void jit_contract_tile(kiln_dtype t, int *mr, int *nrv, int *nr);
+/* Constant matmul operands packed so far (contract.c), for kiln_jit_stats. */
+IR_HIDDEN uint64_t jit_contract_prepacked(void);
 
 /* REDUCTION run-time arguments.  mode 0: whole rows [begin, end).  mode 1 (a piece of
  * one long row `begin`): reduce sub-rows [sub_begin, sub_end) (the reduced dims but the
@@ -209,6 +234,18 @@ typedef struct jit_step {
     int64_t rows, rlen, rinner;
     size_t partial_bytes;
     size_t spill_bytes;  /* per reduced element, per chunk of rows (jit_reduce_spill_bytes) */
+    /* KERNEL of kind CONTRACTION: operands A [.., M, K] and B [.., K, N] read through views:
+     * mm_st[x] holds R strides, the space's batch dims (0 where x broadcasts) then x's two
+     * matrix dims; shared: x is the same matrix for every batch element (packed once).  A
+     * constant B is packed when the plan is built (mm_bpacked, owned); the others into the
+     * temporaries block at mm_pack_off on every run. */
+    jit_loc mm_loc[2];
+    int64_t mm_off[2];
+    int64_t mm_st[2][IR_MAX_RANK];
+    int64_t mm_m, mm_n, mm_k, mm_batch;
+    bool mm_shared[2];
+    void *mm_bpacked;
+    size_t mm_pack_off;
     /* REF */
     kiln_graph *sub;     /* one-op graph: inputs = operands */
     int nin;

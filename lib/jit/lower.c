@@ -268,8 +268,9 @@ jit_lower_compile(int n, const jit_kdesc *const *d, const char *const *names, ji
     L l;
     jit_em_init(&l, u.ctx, u.mod);
     for (int i = 0; i < n && !st; i++)
-        st = d[i]->kind == JIT_KERNEL_REDUCTION ? jit_lower_reduce(&l, d[i], names[i])
-                                                : build_kernel(&l, d[i], names[i]);
+        st = d[i]->kind == JIT_KERNEL_REDUCTION     ? jit_lower_reduce(&l, d[i], names[i])
+             : d[i]->kind == JIT_KERNEL_CONTRACTION ? jit_lower_contract(&l, d[i], names[i])
+                                                    : build_kernel(&l, d[i], names[i]);
     LLVMDisposeBuilder(l.b);
     if (st) {
         jit_unit_dispose(&u);

@@ -30,6 +30,7 @@ step_free(jit_step *s)
     ir_free(s->ext);
     kiln_graph_free(s->sub);
     ir_free(s->in);
+    free(s->mm_bpacked);
 }
 
 void
@@ -153,6 +154,23 @@ jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **
                  g->outputs[i].name, (int)n);
         js->explain = strdup(buf);
     }
+
+    /* contractions: a constant B is packed now, once; the rest at run time, in room after
+     * the temporaries (steps run one at a time, so they share it) */
+    size_t pack_at = (plan->temp_bytes + 63) & ~(size_t)63, pack_max = 0;
+    for (int32_t i = 0; i < plan->nsteps; i++) {
+        jit_step *js = &plan->steps[i];
+        if (js->kind != JIT_STEP_KERNEL || js->desc.kind != JIT_KERNEL_CONTRACTION)
+            continue;
+        if (js->mm_loc[1].kind == JIT_LOC_CONST && js->total > 0 && (st = jit_contract_prepack(js)))
+            goto fail;
+        js->mm_pack_off = pack_at;
+        size_t n = jit_contract_temp_bytes(js);
+        if (n > pack_max)
+            pack_max = n;
+    }
+    if (pack_max)
+        plan->temp_bytes = pack_at + pack_max;
 
     /* compile: every description exists; the kernels the cache lacks become one LLVM
      * module */

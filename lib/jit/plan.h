@@ -8,6 +8,7 @@
  *   plan.c      the driver: simplify, the passes above, then every kernel compiled (or
  *               found in the cache) once all descriptions exist
  *   run.c       running a plan's steps on the thread pool
+ *   contract.c  running contraction (matmul) steps: packing, blocking
  */
 #ifndef KILN_JIT_PLAN_H
 #define KILN_JIT_PLAN_H
@@ -57,6 +58,8 @@ typedef struct cluster {
     ir_shape shape;    /* the iteration space (a reduction: the shape it reduces) */
     bool reduce;       /* a reduction kernel */
     bool indexing;     /* has a pad, concat, gather or arange (elementwise kernels only) */
+    bool contract;     /* a contraction kernel: members[0] is the matmul */
+    bool epilogue;     /* contract: elementwise ops of the result may join (no 1-D operand) */
     uint32_t axes;     /* reduce: the reduced axes of `shape` */
     ir_shape keep1, keep0; /* reduce: the reduced shape with (keepdim) and without */
 } cluster;
@@ -102,5 +105,13 @@ IR_HIDDEN void jit_sched_free(jit_sched *s);
 IR_HIDDEN kiln_status jit_describe_kernel(planner *p, int32_t c, jit_step *s);
 IR_HIDDEN kiln_status jit_describe_ref(planner *p, int32_t r, jit_step *s);
 IR_HIDDEN void jit_explain_cluster(planner *p, int32_t c, FILE *f);
+
+/* contract.c: running contraction steps.  Bytes of temporaries a run packs into (at
+ * s->mm_pack_off); packing a constant B once (into s->mm_bpacked); running the step with
+ * slot pointers ptrs and the operands' buffers a and b. */
+IR_HIDDEN size_t jit_contract_temp_bytes(const jit_step *s);
+IR_HIDDEN kiln_status jit_contract_prepack(jit_step *s);
+IR_HIDDEN kiln_status jit_contract_run(const jit_step *s, void *const *ptrs, const void *a,
+                                       const void *b, void *temp);
 
 #endif /* KILN_JIT_PLAN_H */

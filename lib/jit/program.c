@@ -462,4 +462,5 @@ kiln_jit_stats(kiln_stats *s)
     s->compile_ms = js.compile_ms;
     s->startup_ms = js.startup_ms;
     s->threads = jit_pool_threads();
+    s->weights_packed = jit_contract_prepacked();
 }

@@ -124,11 +124,12 @@ elem_ok(kiln_dtype t, const void *got, const void *want, size_t i, const ts_tol 
     switch (tol->kind) {
     case TS_TOL_EXACT:
         return false;
-    case TS_TOL_SUM: {
+    case TS_TOL_SUM: case TS_TOL_SUM32: {
         double a = tol->absum ? tol->absum[i] : INFINITY;
         if (a == 0)
             return false; /* all ±0: the bytes must match (compared above) */
-        *allowed = tol->n * 0x1p-52 * a + tol->ulps * ts_ulp(t, big) + tol->abs;
+        double unit = tol->kind == TS_TOL_SUM32 ? 0x1p-24 : 0x1p-52;
+        *allowed = tol->n * unit * a + tol->ulps * ts_ulp(t, big) + tol->abs;
         return d <= *allowed;
     }
     case TS_TOL_PROD:
@@ -149,7 +150,7 @@ size_t
 ts_compare(FILE *f, const char *what, kiln_dtype t, size_t count, const void *got,
            const void *want, const ts_tol *tol)
 {
-    static const ts_tol exact = {TS_TOL_EXACT, 0, 0, 0, NULL};
+    static const ts_tol exact = {.kind = TS_TOL_EXACT};
     if (!tol)
         tol = &exact;
     if (tol->kind == TS_TOL_SKIP)

@@ -29,6 +29,7 @@
  *         mean), n the reduced count and ulp the spacing of the output dtype at
  *         max(|got|, |want|).  When absum[i] is 0 every reduced element is ±0 (or there
  *         are none), the result is exact in any order and the bytes must match;
+ *  SUM32  as SUM with 2^-24 for 2^-52: a sum carried in f32 (a compiled f32 matmul);
  *  PROD   |got - want| <= n * 2^-52 * |want| + ulps * ulp; a zero result (whose sign is
  *         the product of the signs in any order) must match byte for byte;
  *  ULPS   |got - want| <= ulps * ulp + abs (ulp as for SUM);
@@ -36,6 +37,7 @@
 typedef enum ts_tol_kind {
     TS_TOL_EXACT,
     TS_TOL_SUM,
+    TS_TOL_SUM32,
     TS_TOL_PROD,
     TS_TOL_ULPS,
     TS_TOL_SKIP,

@@ -1,0 +1,276 @@
+/* contract.c — running a CONTRACTION step (matmul): packing and blocking.
+ *
+ *   pack:   A into panels of mr rows (k x mr elements each, row p holding A[i..i+mr, p]) and
+ *           B into panels of nr columns (k x nr, row p holding B[p, j..j+nr]), zero beyond M
+ *           and N, read through the operands' strides: slices, permutes (a transposed W),
+ *           expands and reshapes of an operand are folded here, never materialised.  An
+ *           operand the same for every batch element is packed once; a constant B when the
+ *           plan is built (jit_contract_prepack), not on every run.
+ *   block:  tasks of one batch element x a block of rows x a block of columns, on the
+ *           thread pool; a block of rows is as tall as lets its panels (rows x k) share
+ *           the L2 cache with one panel of B.  K is never split: each element's sum runs
+ *           in one order, so results do not depend on the thread count.
+ *   kernel: lower_contract.c's macro-kernel runs one task's tiles and epilogue.
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "plan.h"
+
+/* Work below this many multiply-adds stays on the caller's thread. */
+#define SMALL_MACS ((int64_t)1 << 18)
+
+typedef struct cgeom {
+    int mr, nrv, nr;
+    size_t es;
+    int64_t mp, np;       /* M and N rounded up to whole panels */
+    int64_t acount, bcount; /* distinct packed A and B matrices */
+} cgeom;
+
+static kiln_dtype
+mm_dtype(const jit_step *s)
+{
+    for (int32_t i = 0; i < s->desc.ninst; i++)
+        if (s->desc.inst[i].kind == JIT_OP && s->desc.inst[i].op == IR_OP_MATMUL)
+            return (kiln_dtype)s->desc.inst[i].dtype;
+    IR_ASSERT(!"contraction without a matmul");
+    return KILN_DTYPE_F32;
+}
+
+static void
+geom(const jit_step *s, cgeom *g)
+{
+    kiln_dtype t = mm_dtype(s);
+    jit_contract_tile(t, &g->mr, &g->nrv, &g->nr);
+    g->es = kiln_dtype_size(t);
+    g->mp = (s->mm_m + g->mr - 1) / g->mr * g->mr;
+    g->np = (s->mm_n + g->nr - 1) / g->nr * g->nr;
+    g->acount = s->mm_shared[0] ? 1 : s->mm_batch;
+    g->bcount = s->mm_shared[1] ? 1 : s->mm_batch;
+}
+
+static size_t
+bytes_a(const jit_step *s, const cgeom *g)
+{
+    return ((size_t)g->acount * (size_t)g->mp * (size_t)s->mm_k * g->es + 63) & ~(size_t)63;
+}
+
+static size_t
+bytes_b(const jit_step *s, const cgeom *g)
+{
+    return ((size_t)g->bcount * (size_t)g->np * (size_t)s->mm_k * g->es + 63) & ~(size_t)63;
+}
+
+size_t
+jit_contract_temp_bytes(const jit_step *s)
+{
+    cgeom g;
+    geom(s, &g);
+    return bytes_a(s, &g) + (s->mm_bpacked ? 0 : bytes_b(s, &g));
+}
+
+/* Element offset of operand x's matrix for batch element `batch` (row-major over the
+ * space's batch dims). */
+static int64_t
+batch_offset(const jit_step *s, int x, int64_t batch)
+{
+    int64_t off = s->mm_off[x];
+    for (int d = s->desc.rank - 3; d >= 0; d--) {
+        off += batch % s->dims[d] * s->mm_st[x][d];
+        batch /= s->dims[d];
+    }
+    return off;
+}
+
+/* Pack panel q of matrix src (rows x cols of `w`-wide panels, element (r, p) at
+ * r * sr + p * sp): dst[p * w + i] = src[q*w + i, p] for p < k, zero for rows past n.
+ * For A: rows = M, sr = A's row stride, sp = its K stride; for B the transpose view. */
+#define DEF_PACK(T)                                                                             \
+    static void pack_##T(T *dst, const T *src, int64_t q, int w, int64_t n, int64_t k,          \
+                         int64_t sr, int64_t sp)                                                \
+    {                                                                                           \
+        int64_t r0 = q * w;                                                                     \
+        int valid = n - r0 < w ? (int)(n - r0) : w;                                             \
+        if (sr == 1 && valid == w) {                                                            \
+            for (int64_t p = 0; p < k; p++)                                                     \
+                memcpy(dst + p * w, src + r0 + p * sp, sizeof(T) * (size_t)w);                  \
+            return;                                                                             \
+        }                                                                                       \
+        for (int i = 0; i < w; i++) {                                                           \
+            if (i >= valid) {                                                                   \
+                for (int64_t p = 0; p < k; p++)                                                 \
+                    dst[p * w + i] = 0;                                                         \
+                continue;                                                                       \
+            }                                                                                   \
+            const T *row = src + (r0 + i) * sr;                                                 \
+            for (int64_t p = 0; p < k; p++)                                                     \
+                dst[p * w + i] = row[p * sp];                                                   \
+        }                                                                                       \
+    }
+DEF_PACK(uint32_t)
+DEF_PACK(uint64_t)
+
+/* Pack panel q of operand x (0: A, 1: B) of batch element `batch` into dst. */
+static void
+pack_panel(const jit_step *s, const cgeom *g, int x, const char *base, int64_t batch, int64_t q,
+           void *dst)
+{
+    int R = s->desc.rank;
+    int64_t rows_st = x == 0 ? s->mm_st[0][R - 2] : s->mm_st[1][R - 1]; /* along M or N */
+    int64_t k_st = x == 0 ? s->mm_st[0][R - 1] : s->mm_st[1][R - 2];
+    int w = x == 0 ? g->mr : g->nr;
+    int64_t n = x == 0 ? s->mm_m : s->mm_n;
+    const char *src = base + batch_offset(s, x, batch) * (int64_t)g->es;
+    if (g->es == 4)
+        pack_uint32_t(dst, (const uint32_t *)(const void *)src, q, w, n, s->mm_k, rows_st, k_st);
+    else
+        pack_uint64_t(dst, (const uint64_t *)(const void *)src, q, w, n, s->mm_k, rows_st, k_st);
+}
+
+static _Atomic uint64_t prepacked;
+
+uint64_t
+jit_contract_prepacked(void)
+{
+    return atomic_load(&prepacked);
+}
+
+kiln_status
+jit_contract_prepack(jit_step *s)
+{
+    cgeom g;
+    geom(s, &g);
+    size_t n = bytes_b(s, &g);
+    s->mm_bpacked = aligned_alloc(64, n ? n : 64);
+    if (!s->mm_bpacked)
+        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory packing a constant matmul operand (%zu bytes)", n);
+    int64_t panels = g.np / g.nr;
+    for (int64_t b = 0; b < g.bcount; b++)
+        for (int64_t q = 0; q < panels; q++)
+            pack_panel(s, &g, 1, s->mm_loc[1].cdata, b, q,
+                       (char *)s->mm_bpacked + ((size_t)(b * g.np + q * g.nr) * (size_t)s->mm_k) * g.es);
+    atomic_fetch_add(&prepacked, 1);
+    return KILN_OK;
+}
+
+typedef struct crun {
+    const jit_step *s;
+    cgeom g;
+    jit_kernel_fn fn;
+    void *const *ptrs;
+    const char *abase, *bbase;
+    char *apack, *bpack;
+    bool pack_b;
+    int64_t apanels, bpanels; /* per packed matrix */
+    int64_t mc, nc, mblocks, nblocks;
+} crun;
+
+/* Packing task i: A's panels first, then B's. */
+static void
+pack_task(void *ctx, int64_t i)
+{
+    const crun *r = ctx;
+    const jit_step *s = r->s;
+    size_t k = (size_t)s->mm_k;
+    int64_t na = r->g.acount * r->apanels;
+    if (i < na) {
+        int64_t b = i / r->apanels, q = i % r->apanels;
+        pack_panel(s, &r->g, 0, r->abase, b, q,
+                   r->apack + (size_t)(b * r->g.mp + q * r->g.mr) * k * r->g.es);
+        return;
+    }
+    i -= na;
+    int64_t b = i / r->bpanels, q = i % r->bpanels;
+    pack_panel(s, &r->g, 1, r->bbase, b, q, r->bpack + (size_t)(b * r->g.np + q * r->g.nr) * k * r->g.es);
+}
+
+/* Task i: batch element, then block of columns, then block of rows. */
+static void
+block_task(void *ctx, int64_t i)
+{
+    const crun *r = ctx;
+    const jit_step *s = r->s;
+    int64_t mb = i % r->mblocks, nb = i / r->mblocks % r->nblocks, batch = i / r->mblocks / r->nblocks;
+    jit_caux a;
+    a.k = s->mm_k;
+    a.batch = batch;
+    a.i0 = mb * r->mc;
+    a.i1 = a.i0 + r->mc < s->mm_m ? a.i0 + r->mc : s->mm_m;
+    a.j0 = nb * r->nc;
+    a.j1 = a.j0 + r->nc < s->mm_n ? a.j0 + r->nc : s->mm_n;
+    size_t k = (size_t)s->mm_k;
+    int64_t ab = s->mm_shared[0] ? 0 : batch, bb = s->mm_shared[1] ? 0 : batch;
+    a.a = r->apack + (size_t)(ab * r->g.mp + a.i0) * k * r->g.es;
+    a.b = r->bpack + (size_t)(bb * r->g.np + a.j0) * k * r->g.es;
+    r->fn(r->ptrs, s->strides, s->dims, 0, 0, &a);
+}
+
+static int64_t
+l2_bytes(void)
+{
+    static int64_t cached;
+    if (!cached) {
+        long v = -1;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+        v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+        if (v < (1 << 17) || v > (1 << 24))
+            v = 1 << 19; /* unknown: 512 KiB */
+        cached = v;
+    }
+    return cached;
+}
+
+kiln_status
+jit_contract_run(const jit_step *s, void *const *ptrs, const void *a, const void *b, void *temp)
+{
+    crun r = {0};
+    r.s = s;
+    geom(s, &r.g);
+    r.fn = jit_kernel_entry(s->kernel);
+    r.ptrs = ptrs;
+    r.abase = a;
+    r.bbase = b;
+    r.apack = (char *)temp + s->mm_pack_off;
+    r.pack_b = !s->mm_bpacked;
+    r.bpack = s->mm_bpacked ? s->mm_bpacked : r.apack + bytes_a(s, &r.g);
+    r.apanels = r.g.mp / r.g.mr;
+    r.bpanels = r.g.np / r.g.nr;
+    int64_t macs = s->mm_batch * s->mm_m * s->mm_n * (s->mm_k ? s->mm_k : 1);
+    int threads = macs < SMALL_MACS ? 1 : jit_pool_threads();
+
+    /* rows per block: the block's panels of A take at most half the L2 cache */
+    int64_t kb = (s->mm_k ? s->mm_k : 1) * (int64_t)r.g.es;
+    int64_t mc = l2_bytes() / 2 / kb / r.g.mr * r.g.mr;
+    if (mc < r.g.mr)
+        mc = r.g.mr;
+    r.mblocks = (r.g.mp + mc - 1) / mc;
+    r.mc = ((r.apanels + r.mblocks - 1) / r.mblocks) * r.g.mr;
+    r.mblocks = (r.g.mp + r.mc - 1) / r.mc;
+    /* columns: enough tasks to balance the threads */
+    r.nblocks = 1;
+    if (threads > 1) {
+        int64_t want = 6 * (int64_t)threads, have = s->mm_batch * r.mblocks;
+        r.nblocks = have >= want ? 1 : (want + have - 1) / have;
+        if (r.nblocks > r.bpanels)
+            r.nblocks = r.bpanels > 0 ? r.bpanels : 1;
+    }
+    r.nc = ((r.bpanels + r.nblocks - 1) / r.nblocks) * r.g.nr;
+    r.nblocks = r.nc ? (r.g.np + r.nc - 1) / r.nc : 1;
+
+    int64_t npack = r.g.acount * r.apanels + (r.pack_b ? r.g.bcount * r.bpanels : 0);
+    int64_t ntasks = s->mm_batch * r.mblocks * r.nblocks;
+    if (threads == 1) {
+        for (int64_t i = 0; i < npack; i++)
+            pack_task(&r, i);
+        for (int64_t i = 0; i < ntasks; i++)
+            block_task(&r, i);
+        return KILN_OK;
+    }
+    if (npack)
+        jit_pool_run(pack_task, &r, npack);
+    jit_pool_run(block_task, &r, ntasks);
+    return KILN_OK;
+}

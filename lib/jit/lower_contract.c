@@ -1,0 +1,348 @@
+/* lower_contract.c — the CONTRACTION kernel kind (matmul): one LLVM function per
+ * description (see jit.h), the macro-kernel over one block of rows and columns:
+ *
+ *   for each nr-column panel of B (j):         the panel (k x nr) stays in L1/L2
+ *     for each mr-row panel of A (i):          the A block (rows x k) stays in L2
+ *       tile:  mr x nrv accumulator vectors in registers; per step of k, nrv vector loads
+ *              of B and mr broadcasts of A, mr * nrv FMAs (ints: multiply and add,
+ *              wrapping); the k loop is unrolled by KUNROLL;
+ *       epilogue: the tile goes to a stack array, then a loop over the tile's valid rows
+ *              computes the epilogue instructions on it (emit.c's, as in an elementwise
+ *              kernel) and stores the results; a tile at the right edge does it under a
+ *              lane mask.
+ *
+ * Every element's sum runs over k in order 0..K-1 with one FMA per step, whatever tile,
+ * block or thread computes it: results do not depend on the blocking or thread count.
+ * The panels are packed by contract.c, zero beyond M and N, so the tile loop never
+ * reads outside them. */
+#include <string.h>
+
+#include <llvm-c/Core.h>
+
+#include "emit.h"
+
+typedef jit_em L;
+
+#define KUNROLL 4
+#define MAX_TILE 64 /* mr * nrv accumulators at most */
+
+void
+jit_contract_tile(kiln_dtype t, int *mr, int *nrv, int *nr)
+{
+    int bits = jit_host_info()->vector_bits;
+    int regs = bits == 512 ? 32 : 16; /* AVX-512 has 32 vector registers, AVX2 and SSE 16 */
+    int lanes = bits / 32;            /* a jit vector: vector bits / 32 lanes of any dtype */
+    /* A jit vector of an 8-byte dtype spans two registers: one per row then. */
+    int per = kiln_dtype_size(t) == 8 ? 2 : 1;
+    *nrv = per == 2 ? 1 : 2;
+    /* accumulators take all but four registers (the B vectors and A's broadcast) */
+    *mr = (regs - 4) / (*nrv * per);
+    *nr = *nrv * lanes;
+}
+
+typedef struct cstate {
+    LLVMTypeRef st, vt; /* scalar and vector type of the accumulators */
+    bool fl;
+    int mr, nrv, nr;
+    unsigned valign;
+} cstate;
+
+/* acc[r][v] += a[p][r] * b[p][v] for one step p of k. */
+static void
+kstep(L *l, const cstate *cs, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef p, LLVMValueRef *acc)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMValueRef bv[8];
+    LLVMValueRef pb = LLVMBuildMul(b, p, jit_em_i64(l, cs->nr), "");
+    for (int v = 0; v < cs->nrv; v++) {
+        LLVMValueRef idx = LLVMBuildAdd(b, pb, jit_em_i64(l, (int64_t)v * l->W), "");
+        bv[v] = LLVMBuildLoad2(b, cs->vt, LLVMBuildGEP2(b, cs->st, bp, &idx, 1, ""), "");
+        LLVMSetAlignment(bv[v], cs->valign);
+    }
+    LLVMValueRef pa = LLVMBuildMul(b, p, jit_em_i64(l, cs->mr), "");
+    for (int r = 0; r < cs->mr; r++) {
+        LLVMValueRef idx = LLVMBuildAdd(b, pa, jit_em_i64(l, r), "");
+        LLVMValueRef x = LLVMBuildLoad2(b, cs->st, LLVMBuildGEP2(b, cs->st, ap, &idx, 1, ""), "");
+        LLVMValueRef xs = jit_em_splat(l, x);
+        for (int v = 0; v < cs->nrv; v++) {
+            LLVMValueRef *a = &acc[r * cs->nrv + v];
+            if (cs->fl) {
+                LLVMValueRef args[3] = {xs, bv[v], *a};
+                LLVMTypeRef vt = cs->vt;
+                *a = jit_em_intr(l, "llvm.fma", &vt, 1, args, 3);
+            } else {
+                *a = LLVMBuildAdd(b, *a, LLVMBuildMul(b, xs, bv[v], ""), "");
+            }
+        }
+    }
+}
+
+/* A loop over k in steps of `step` while p + step <= k, carrying the accumulators. */
+static LLVMValueRef
+kloop(L *l, LLVMValueRef fn, const cstate *cs, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef k,
+      LLVMValueRef p0, int step, LLVMValueRef *acc, const char *tag)
+{
+    LLVMBuilderRef b = l->b;
+    int n = cs->mr * cs->nrv;
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+    LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(l->ctx, fn, tag);
+    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(l->ctx, fn, "k.body");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(l->ctx, fn, "k.done");
+    LLVMBuildBr(b, head);
+    LLVMPositionBuilderAtEnd(b, head);
+    LLVMValueRef p = LLVMBuildPhi(b, l->i64, "p");
+    LLVMValueRef phi[MAX_TILE], cur[MAX_TILE];
+    for (int i = 0; i < n; i++) {
+        phi[i] = LLVMBuildPhi(b, cs->vt, "acc");
+        cur[i] = phi[i];
+    }
+    LLVMValueRef pn = LLVMBuildAdd(b, p, jit_em_i64(l, step), "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, pn, k, ""), body, done);
+    LLVMPositionBuilderAtEnd(b, body);
+    for (int u = 0; u < step; u++)
+        kstep(l, cs, ap, bp, LLVMBuildAdd(b, p, jit_em_i64(l, u), ""), cur);
+    LLVMBasicBlockRef body_end = LLVMGetInsertBlock(b);
+    LLVMBuildBr(b, head);
+    LLVMBasicBlockRef bb[2] = {pre, body_end};
+    LLVMValueRef pin[2] = {p0, pn};
+    LLVMAddIncoming(p, pin, bb, 2);
+    for (int i = 0; i < n; i++) {
+        LLVMValueRef in[2] = {acc[i], cur[i]};
+        LLVMAddIncoming(phi[i], in, bb, 2);
+        acc[i] = phi[i];
+    }
+    LLVMPositionBuilderAtEnd(b, done);
+    return p;
+}
+
+/* The epilogue of tile row `row` (an absolute row index), vector v of the tile: every
+ * instruction, then the stores; mask NULL = all lanes. */
+static void
+epilogue(L *l, const jit_kdesc *d, int mi, LLVMValueRef accv, LLVMValueRef *ptr, LLVMValueRef *off,
+         LLVMValueRef *sm, LLVMValueRef *istride, LLVMValueRef row, LLVMValueRef obase,
+         LLVMValueRef c, LLVMValueRef mask, LLVMValueRef *val)
+{
+    LLVMBuilderRef b = l->b;
+    for (int32_t i = 0; i < d->ninst; i++) {
+        const jit_kinst *in = &d->inst[i];
+        if (i == mi) {
+            val[i] = accv;
+        } else if (in->kind == JIT_LOAD) {
+            LLVMValueRef o = LLVMBuildAdd(b, off[in->slot], LLVMBuildMul(b, row, sm[in->slot], ""), "");
+            val[i] = jit_em_load(l, (kiln_dtype)in->dtype, JIT_CLS(in->cls), ptr[in->slot], o, c,
+                                 istride[in->slot], mask);
+        } else {
+            val[i] = jit_em_inst(l, d, in, val);
+        }
+    }
+    for (int32_t k = 0; k < d->nstores; k++) {
+        const jit_kinst *in = &d->inst[d->stores[k]];
+        jit_em_store(l, (kiln_dtype)in->dtype, JIT_CONTIG, val[d->stores[k]], ptr[d->nloads + k],
+                     obase, c, NULL, mask);
+    }
+}
+
+kiln_status
+jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
+{
+    LLVMBuilderRef b = l->b;
+    int mi = -1;
+    for (int32_t i = 0; i < d->ninst; i++)
+        if (d->inst[i].kind == JIT_OP && d->inst[i].op == IR_OP_MATMUL)
+            mi = i;
+    IR_ASSERT(mi >= 0 && d->rank >= 2);
+    kiln_dtype t = (kiln_dtype)d->inst[mi].dtype;
+    cstate cs;
+    jit_contract_tile(t, &cs.mr, &cs.nrv, &cs.nr);
+    IR_ASSERT(cs.mr * cs.nrv <= MAX_TILE);
+    cs.st = jit_em_scalar_type(l, t);
+    cs.vt = jit_em_vec(l, cs.st);
+    cs.fl = ir_dtype_is_float(t);
+    cs.valign = (unsigned)(l->W * (int)kiln_dtype_size(t));
+    if (cs.valign > 64)
+        cs.valign = 64;
+    int R = d->rank, nslots = d->nloads + d->nstores;
+
+    LLVMTypeRef params[6] = {l->ptr, l->ptr, l->ptr, l->i64, l->i64, l->ptr};
+    LLVMValueRef fn = LLVMAddFunction(l->mod, name,
+                                      LLVMFunctionType(LLVMVoidTypeInContext(l->ctx), params, 6, 0));
+    LLVMValueRef pptrs = LLVMGetParam(fn, 0), pstrides = LLVMGetParam(fn, 1),
+                 pdims = LLVMGetParam(fn, 2), paux = LLVMGetParam(fn, 5);
+    size_t nv = (size_t)nslots * 4 + (size_t)d->ninst + 1;
+    LLVMValueRef *mem = ir_calloc(nv, sizeof(LLVMValueRef));
+    if (!mem)
+        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
+    LLVMValueRef *ptr = mem, *off = mem + nslots, *sm = mem + 2 * nslots, *istride = mem + 3 * nslots,
+                 *val = mem + 4 * nslots;
+
+    LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(l->ctx, fn, "entry");
+    LLVMPositionBuilderAtEnd(b, entry);
+    LLVMValueRef tile = LLVMBuildArrayAlloca(b, cs.vt, jit_em_i64(l, cs.mr * cs.nrv), "tile");
+    LLVMSetAlignment(tile, cs.valign);
+    for (int j = 0; j < nslots; j++) {
+        LLVMValueRef idx = jit_em_i64(l, j);
+        ptr[j] = LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->ptr, pptrs, &idx, 1, ""), "");
+    }
+    /* jit_caux: a, b, then k, batch, i0, i1, j0, j1 */
+    LLVMValueRef ap0, bp0, ax[6];
+    {
+        LLVMValueRef i0 = jit_em_i64(l, 0), i1 = jit_em_i64(l, 1);
+        ap0 = LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->ptr, paux, &i0, 1, ""), "a");
+        bp0 = LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->ptr, paux, &i1, 1, ""), "b");
+        for (int f = 0; f < 6; f++) {
+            LLVMValueRef idx = jit_em_i64(l, 2 + f);
+            ax[f] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, paux, &idx, 1, ""), "");
+        }
+    }
+    LLVMValueRef K = ax[0], batch = ax[1], I0 = ax[2], I1 = ax[3], J0 = ax[4], J1 = ax[5];
+    LLVMValueRef dims[IR_MAX_RANK] = {0};
+    for (int k = 0; k < R; k++) {
+        LLVMValueRef idx = jit_em_i64(l, k);
+        dims[k] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pdims, &idx, 1, ""), "");
+    }
+    LLVMValueRef N = dims[R - 1];
+    /* per load: the batch element's offset, the row stride and the column stride */
+    for (int j = 0; j < d->nloads; j++) {
+        LLVMValueRef idx = jit_em_i64(l, (int64_t)j * R + R - 2);
+        sm[j] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pstrides, &idx, 1, ""), "");
+        idx = jit_em_i64(l, (int64_t)j * R + R - 1);
+        istride[j] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pstrides, &idx, 1, ""), "");
+        off[j] = jit_em_i64(l, 0);
+    }
+    LLVMValueRef rem = batch;
+    for (int k = R - 3; k >= 0; k--) {
+        LLVMValueRef ik = LLVMBuildURem(b, rem, dims[k], "");
+        rem = LLVMBuildUDiv(b, rem, dims[k], "");
+        for (int j = 0; j < d->nloads; j++) {
+            LLVMValueRef idx = jit_em_i64(l, (int64_t)j * R + k);
+            LLVMValueRef st = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pstrides, &idx, 1, ""), "");
+            off[j] = LLVMBuildAdd(b, off[j], LLVMBuildMul(b, ik, st, ""), "");
+        }
+    }
+    /* first output element of the batch element: batch * M * N */
+    LLVMValueRef obatch = LLVMBuildMul(b, batch, LLVMBuildMul(b, dims[R - 2], N, ""), "");
+    LLVMValueRef apanel = LLVMBuildMul(b, K, jit_em_i64(l, cs.mr), ""); /* elements */
+    LLVMValueRef bpanel = LLVMBuildMul(b, K, jit_em_i64(l, cs.nr), "");
+
+    LLVMBasicBlockRef jhead = LLVMAppendBasicBlockInContext(l->ctx, fn, "j");
+    LLVMBasicBlockRef ipre = LLVMAppendBasicBlockInContext(l->ctx, fn, "i.pre");
+    LLVMBasicBlockRef ihead = LLVMAppendBasicBlockInContext(l->ctx, fn, "i");
+    LLVMBasicBlockRef tilebb = LLVMAppendBasicBlockInContext(l->ctx, fn, "tile");
+    LLVMBasicBlockRef jnext = LLVMAppendBasicBlockInContext(l->ctx, fn, "j.next");
+    LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(l->ctx, fn, "exit");
+    LLVMBuildBr(b, jhead);
+
+    /* j: phi j, bp */
+    LLVMPositionBuilderAtEnd(b, jhead);
+    LLVMValueRef j = LLVMBuildPhi(b, l->i64, "j");
+    LLVMValueRef bp = LLVMBuildPhi(b, l->ptr, "bp");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, j, J1, ""), ipre, exit);
+    LLVMPositionBuilderAtEnd(b, ipre);
+    LLVMValueRef jend = LLVMBuildAdd(b, j, jit_em_i64(l, cs.nr), "");
+    LLVMValueRef fullc = LLVMBuildICmp(b, LLVMIntSLE, jend, J1, "fullc");
+    LLVMBuildBr(b, ihead);
+
+    /* i: phi i, ap */
+    LLVMPositionBuilderAtEnd(b, ihead);
+    LLVMValueRef i = LLVMBuildPhi(b, l->i64, "i");
+    LLVMValueRef ap = LLVMBuildPhi(b, l->ptr, "ap");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, i, I1, ""), tilebb, jnext);
+
+    /* the tile */
+    LLVMPositionBuilderAtEnd(b, tilebb);
+    /* floats start from -0.0, so a sum of products that are all -0.0 is -0.0 (the
+     * reference starts from the first product); +0.0 when k = 0 */
+    LLVMValueRef acc[MAX_TILE], zero = LLVMConstNull(cs.vt);
+    if (cs.fl) {
+        LLVMValueRef nz = jit_em_splat(l, LLVMConstReal(cs.st, -0.0));
+        zero = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, K, jit_em_i64(l, 0), ""), nz, zero, "");
+    }
+    for (int q = 0; q < cs.mr * cs.nrv; q++)
+        acc[q] = zero;
+    LLVMValueRef p = kloop(l, fn, &cs, ap, bp, K, jit_em_i64(l, 0), KUNROLL, acc, "k.main");
+    kloop(l, fn, &cs, ap, bp, K, p, 1, acc, "k.rest");
+    for (int q = 0; q < cs.mr * cs.nrv; q++) {
+        LLVMValueRef idx = jit_em_i64(l, q);
+        LLVMValueRef s = LLVMBuildStore(b, acc[q], LLVMBuildGEP2(b, cs.vt, tile, &idx, 1, ""));
+        LLVMSetAlignment(s, cs.valign);
+    }
+    /* rows of this tile inside the block */
+    LLVMValueRef left = LLVMBuildSub(b, I1, i, "");
+    LLVMValueRef mrc = jit_em_i64(l, cs.mr);
+    LLVMValueRef rows = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, left, mrc, ""), left, mrc, "rows");
+    LLVMBasicBlockRef tile_end = LLVMGetInsertBlock(b);
+    LLVMBasicBlockRef ehead = LLVMAppendBasicBlockInContext(l->ctx, fn, "epi");
+    LLVMBasicBlockRef efull = LLVMAppendBasicBlockInContext(l->ctx, fn, "epi.full");
+    LLVMBasicBlockRef epart = LLVMAppendBasicBlockInContext(l->ctx, fn, "epi.edge");
+    LLVMBasicBlockRef elatch = LLVMAppendBasicBlockInContext(l->ctx, fn, "epi.next");
+    LLVMBasicBlockRef inext = LLVMAppendBasicBlockInContext(l->ctx, fn, "i.next");
+    LLVMBuildBr(b, ehead);
+    LLVMPositionBuilderAtEnd(b, ehead);
+    LLVMValueRef r = LLVMBuildPhi(b, l->i64, "r");
+    LLVMBasicBlockRef erow = LLVMAppendBasicBlockInContext(l->ctx, fn, "epi.row");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, r, rows, ""), erow, inext);
+    LLVMPositionBuilderAtEnd(b, erow);
+    LLVMValueRef row = LLVMBuildAdd(b, i, r, "row");
+    LLVMValueRef obase = LLVMBuildAdd(b, obatch, LLVMBuildMul(b, row, N, ""), "");
+    LLVMValueRef accv[8];
+    for (int v = 0; v < cs.nrv; v++) {
+        LLVMValueRef idx = LLVMBuildAdd(b, LLVMBuildMul(b, r, jit_em_i64(l, cs.nrv), ""), jit_em_i64(l, v), "");
+        accv[v] = LLVMBuildLoad2(b, cs.vt, LLVMBuildGEP2(b, cs.vt, tile, &idx, 1, ""), "");
+        LLVMSetAlignment(accv[v], cs.valign);
+    }
+    LLVMBuildCondBr(b, fullc, efull, epart);
+    LLVMPositionBuilderAtEnd(b, efull);
+    for (int v = 0; v < cs.nrv; v++) {
+        LLVMValueRef c = LLVMBuildAdd(b, j, jit_em_i64(l, (int64_t)v * l->W), "");
+        epilogue(l, d, mi, accv[v], ptr, off, sm, istride, row, obase, c, NULL, val);
+    }
+    LLVMBuildBr(b, elatch);
+    LLVMPositionBuilderAtEnd(b, epart);
+    for (int v = 0; v < cs.nrv; v++) {
+        LLVMValueRef c = LLVMBuildAdd(b, j, jit_em_i64(l, (int64_t)v * l->W), "");
+        /* lanes left in this vector: clamp(J1 - c, 0, W) */
+        LLVMValueRef restv = LLVMBuildSub(b, J1, c, "");
+        LLVMValueRef zero = jit_em_i64(l, 0), Wc = jit_em_i64(l, l->W);
+        restv = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, restv, zero, ""), zero, restv, "");
+        restv = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, restv, Wc, ""), Wc, restv, "");
+        epilogue(l, d, mi, accv[v], ptr, off, sm, istride, row, obase, c, jit_em_first_lanes(l, restv), val);
+    }
+    LLVMBuildBr(b, elatch);
+    LLVMPositionBuilderAtEnd(b, elatch);
+    LLVMValueRef r2 = LLVMBuildAdd(b, r, jit_em_i64(l, 1), "");
+    LLVMBuildBr(b, ehead);
+    {
+        LLVMValueRef in[2] = {jit_em_i64(l, 0), r2};
+        LLVMBasicBlockRef bb[2] = {tile_end, elatch};
+        LLVMAddIncoming(r, in, bb, 2);
+    }
+
+    /* i.next: the next panel of A */
+    LLVMPositionBuilderAtEnd(b, inext);
+    LLVMValueRef i2 = LLVMBuildAdd(b, i, mrc, "");
+    LLVMValueRef ap2 = LLVMBuildGEP2(b, cs.st, ap, &apanel, 1, "");
+    LLVMBuildBr(b, ihead);
+    {
+        LLVMValueRef in[2] = {I0, i2}, pin[2] = {ap0, ap2};
+        LLVMBasicBlockRef bb[2] = {ipre, inext};
+        LLVMAddIncoming(i, in, bb, 2);
+        LLVMAddIncoming(ap, pin, bb, 2);
+    }
+
+    /* j.next: the next panel of B */
+    LLVMPositionBuilderAtEnd(b, jnext);
+    LLVMValueRef j2 = LLVMBuildAdd(b, j, jit_em_i64(l, cs.nr), "");
+    LLVMValueRef bp2 = LLVMBuildGEP2(b, cs.st, bp, &bpanel, 1, "");
+    LLVMBuildBr(b, jhead);
+    {
+        LLVMValueRef in[2] = {J0, j2}, pin[2] = {bp0, bp2};
+        LLVMBasicBlockRef bb[2] = {entry, jnext};
+        LLVMAddIncoming(j, in, bb, 2);
+        LLVMAddIncoming(bp, pin, bb, 2);
+    }
+
+    LLVMPositionBuilderAtEnd(b, exit);
+    LLVMBuildRetVoid(b);
+    ir_free(mem);
+    return KILN_OK;
+}
