@@ -195,7 +195,15 @@ IR_HIDDEN void jit_lower_free_code(void *code);
  * all are done.  nchunks == 1 runs on the caller's thread. */
 typedef void (*jit_task_fn)(void *ctx, int64_t chunk);
 IR_HIDDEN void jit_pool_run(jit_task_fn fn, void *ctx, int64_t nchunks);
+/* The pool size; 1 on a thread that set jit_pool_single. */
 IR_HIDDEN int jit_pool_threads(void);
+/* On this thread, from now on: run every job on the calling thread alone (true), or on the
+ * whole pool again (false).  For measuring one core (kiln bench's "_1t" workloads). */
+IR_HIDDEN void jit_pool_single(bool on);
+
+/* The FMA peak of the pool (peak.c): GFLOP/s of a kiln-compiled loop of independent f32
+ * vector FMA chains, run in chunks_per_thread chunks per thread (about 15 us each). */
+IR_HIDDEN kiln_status jit_fma_peak(int chunks_per_thread, double *gflops);
 
 /* ---- plans (plan.c) ------------------------------------------------------------------------
  * A plan turns a verified graph into steps over buffers:

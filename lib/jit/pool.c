@@ -98,11 +98,19 @@ start(void)
     pthread_attr_destroy(&attr);
 }
 
+static _Thread_local bool single;
+
+void
+jit_pool_single(bool on)
+{
+    single = on;
+}
+
 int
 jit_pool_threads(void)
 {
     pthread_once(&once, start);
-    return nthreads;
+    return single ? 1 : nthreads;
 }
 
 void

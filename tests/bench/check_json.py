@@ -50,9 +50,14 @@ for w in doc.get("workloads", []):
         positive(need(w, key, where), f"{where}.{key}")
     for key in ("flops", "gflops", "error_fused", "error_eager", "error_bound", "error_unit"):
         need(w, key, where)
-    if w.get("name") == "mlp":
-        positive(w.get("flops", 0), f"{where}.flops")
-        positive(w.get("gflops", 0), f"{where}.gflops")
+    for key in ("threads", "peak_gflops", "fraction_of_peak"):
+        need(w, key, where)
+    positive(w.get("threads", 0), f"{where}.threads")
+    if w.get("name") in ("mlp", "sgemm", "sgemm_1t", "attn", "matmul_small"):
+        for key in ("flops", "gflops", "peak_gflops", "fraction_of_peak"):
+            positive(w.get(key, 0), f"{where}.{key}")
+    if w.get("name", "").endswith("_1t") and w.get("threads") != 1:
+        problems.append(f"{where}: a _1t workload ran on {w.get('threads')} threads")
     for key in ("error_fused", "error_eager"):
         if key in w and "error_bound" in w and not (w[key] <= w["error_bound"]):
             problems.append(f"{where}: {key} {w[key]} above bound {w['error_bound']}")

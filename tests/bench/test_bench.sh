@@ -14,13 +14,15 @@ if ! "$kiln" bench --scale 256 --time 0.02 --json "$tmp/bench.json" --plot "$tmp
         >"$tmp/bench.out" 2>"$tmp/bench.err"; then
     echo "FAIL: kiln bench exited non-zero"; cat "$tmp/bench.out" "$tmp/bench.err"; fail=1
 fi
-for w in chain gelu softmax layernorm bcast l2norm small mlp colsum rmsnorm logsumexp; do
+for w in chain gelu softmax layernorm bcast l2norm small mlp colsum rmsnorm logsumexp \
+         sgemm sgemm_1t attn matmul_small; do
     grep -q "^$w " "$tmp/bench.out" || { echo "FAIL: table lacks $w"; fail=1; }
 done
 grep -q "<svg" "$tmp/bench.svg" && grep -q "chain" "$tmp/bench.svg" || { echo "FAIL: no plot"; fail=1; }
 if command -v python3 >/dev/null; then
     python3 "$src/tests/bench/check_json.py" "$tmp/bench.json" \
-        chain,gelu,softmax,layernorm,bcast,l2norm,small,mlp,colsum,rmsnorm,logsumexp || fail=1
+        chain,gelu,softmax,layernorm,bcast,l2norm,small,mlp,colsum,rmsnorm,logsumexp,sgemm,sgemm_1t,attn,matmul_small \
+        || fail=1
 else
     echo "note: python3 absent, JSON fields not validated"
     grep -q '"fraction_of_bandwidth"' "$tmp/bench.json" || { echo "FAIL: JSON"; fail=1; }

@@ -102,13 +102,15 @@ void
 cmd_bench_help(FILE *f)
 {
     fprintf(f,
-            "usage: kiln bench [FILE.kiln ...] [options]\n"
+            "usage: kiln bench [FILE.kiln | WORKLOAD ...] [options]\n"
             "\n"
             "Benchmark fused against eager execution.  With no files, runs the built-in suite\n"
-            "(chain gelu softmax layernorm bcast l2norm small mlp colsum rmsnorm logsumexp;\n"
-            "see docs/benchmarking.md).\n"
+            "(chain gelu softmax layernorm bcast l2norm small mlp colsum rmsnorm logsumexp\n"
+            "sgemm sgemm_1t attn matmul_small; see docs/benchmarking.md); a WORKLOAD name runs\n"
+            "that one.  A workload whose name ends in _1t runs on one thread.\n"
             "Inputs are random with a fixed seed.  Each workload is bracketed by a STREAM-style\n"
-            "copy/triad probe on the same thread pool, so %% of bandwidth compares like with like.\n"
+            "copy/triad probe on the same thread pool, so %% of bandwidth compares like with like;\n"
+            "one with matmuls also by an FMA probe (a kiln-compiled loop of FMAs), for %%peak.\n"
             "\n"
             "options:\n"
             "  --scale S        divide the leading dimension of the main inputs by S (quick runs)\n"
@@ -389,6 +391,22 @@ done:
     return result;
 }
 
+/* ---- the FMA peak probe ------------------------------------------------------------------
+ * jit_fma_peak: a kiln-compiled loop of independent vector FMA chains on the same thread
+ * pool; best of 5 runs of about 10 ms each. */
+static double
+peak_run(void)
+{
+    double best = 0;
+    for (int k = 0; k < 5; k++) {
+        double g;
+        if (jit_fma_peak(600, &g) == KILN_OK && g > best)
+            best = g;
+    }
+    kiln_clear_error();
+    return best;
+}
+
 /* ---- one workload ------------------------------------------------------------------------- */
 
 typedef struct result {
@@ -400,6 +418,8 @@ typedef struct result {
     timing fused, eager, interp;
     bool have_eager, have_interp;
     double compile_ms, recompile_us, recapture_us, probe_gbs;
+    double peak_gflops; /* compute-bound workloads: the FMA probe around them */
+    bool single;        /* a "_1t" workload: run on the calling thread alone */
     double err_fused, err_eager;
     const char *err_unit;
     double bound;
@@ -523,6 +543,9 @@ bench_one(const char *name, kiln_graph *g, const opts *o, probe *pr, result *r)
     snprintf(r->shape, sizeof r->shape, "%s", ir_type_str(&g->nodes[g->inputs[0]].type, tb, sizeof tb));
     r->traffic = minimal_traffic(g);
     r->flops = graph_flops(g);
+    size_t nl = strlen(name);
+    r->single = nl > 3 && !strcmp(name + nl - 3, "_1t");
+    jit_pool_single(r->single);
     bool elementwise = bench_is_elementwise(g);
     r->err_unit = elementwise ? "ulp" : "rel";
     /* The bound: exact ops are exact, each vector-math op may add its documented ULP
@@ -588,6 +611,7 @@ bench_one(const char *name, kiln_graph *g, const opts *o, probe *pr, result *r)
     if ((st = kiln_graph_interpret(g, in, ref)))
         goto done;
     double p0 = probe_run(pr);
+    double f0 = r->flops > 0 ? peak_run() : 0;
     fprintf(stderr, "kiln bench: %s: fused...\n", name);
     if ((st = time_program(pf, in, fo, o->budget, &r->fused)))
         goto done;
@@ -608,6 +632,10 @@ bench_one(const char *name, kiln_graph *g, const opts *o, probe *pr, result *r)
     }
     double p1 = probe_run(pr);
     r->probe_gbs = 0.5 * (p0 + p1);
+    if (r->flops > 0) {
+        double f1 = peak_run();
+        r->peak_gflops = f0 > f1 ? f0 : f1;
+    }
     r->ok = r->err_fused <= r->bound && (!r->have_eager || r->err_eager <= r->bound);
     if (!r->ok)
         snprintf(r->error, sizeof r->error, "error above bound %g %s", r->bound, r->err_unit);
@@ -616,6 +644,7 @@ done:
         r->ok = false;
         snprintf(r->error, sizeof r->error, "%s", kiln_errmsg());
     }
+    jit_pool_single(false);
     kiln_program_free(pf);
     kiln_program_free(pe);
     kiln_program_free(pi);
@@ -639,18 +668,18 @@ gbs(const result *r, const timing *t)
 static void
 print_table(FILE *f, const result *rs, int n, const opts *o)
 {
-    fprintf(f, "\n%-10s %-22s %20s %20s %7s %8s %6s %8s %9s %9s %14s\n", "workload", "input",
+    fprintf(f, "\n%-12s %-22s %20s %20s %7s %8s %6s %8s %6s %9s %9s %14s\n", "workload", "input",
             "fused ms (min-max)", o->eager ? "eager ms (min-max)" : "", o->eager ? "f/e" : "",
-            "GB/s", "%bw", "GFLOP/s", "compile", "recapture", "error f/e");
-    fprintf(f, "%-10s %-22s %20s %20s %7s %8s %6s %8s %9s %9s %14s\n", "", "", "", "", "",
-            "", "", "", "ms", "us", "");
+            "GB/s", "%bw", "GFLOP/s", "%peak", "compile", "recapture", "error f/e");
+    fprintf(f, "%-12s %-22s %20s %20s %7s %8s %6s %8s %6s %9s %9s %14s\n", "", "", "", "", "",
+            "", "", "", "", "ms", "us", "");
     for (int i = 0; i < n; i++) {
         const result *r = &rs[i];
         if (!r->fused.runs) {
-            fprintf(f, "%-10s FAILED: %s\n", r->name, r->error);
+            fprintf(f, "%-12s FAILED: %s\n", r->name, r->error);
             continue;
         }
-        char fm[64], em[64] = "", sp[16] = "", gf[16] = "-", err[48];
+        char fm[64], em[64] = "", sp[16] = "", gf[16] = "-", pk[16] = "-", err[48];
         snprintf(fm, sizeof fm, "%.3f (%.3f-%.3f)", r->fused.median * 1e3, r->fused.min * 1e3,
                  r->fused.max * 1e3);
         if (r->have_eager) {
@@ -660,17 +689,21 @@ print_table(FILE *f, const result *rs, int n, const opts *o)
         }
         if (r->flops > 0)
             snprintf(gf, sizeof gf, "%.1f", r->flops / r->fused.median * 1e-9);
+        if (r->flops > 0 && r->peak_gflops > 0)
+            snprintf(pk, sizeof pk, "%.0f%%", 100 * r->flops / r->fused.median * 1e-9 / r->peak_gflops);
         if (r->have_eager)
             snprintf(err, sizeof err, "%.3g/%.3g %s", r->err_fused, r->err_eager, r->err_unit);
         else
             snprintf(err, sizeof err, "%.3g %s", r->err_fused, r->err_unit);
-        fprintf(f, "%-10s %-22s %20s %20s %7s %8.2f %5.0f%% %8s %9.2f %9.2f %14s%s\n", r->name,
+        fprintf(f, "%-12s %-22s %20s %20s %7s %8.2f %5.0f%% %8s %6s %9.2f %9.2f %14s%s\n", r->name,
                 r->shape, fm, em, sp, gbs(r, &r->fused),
-                r->probe_gbs > 0 ? 100 * gbs(r, &r->fused) / r->probe_gbs : 0, gf, r->compile_ms,
+                r->probe_gbs > 0 ? 100 * gbs(r, &r->fused) / r->probe_gbs : 0, gf, pk, r->compile_ms,
                 r->recapture_us, err, r->ok ? "" : "  <-- FAIL");
-        if (!strcmp(r->name, "small"))
-            fprintf(f, "%-10s   per call: fused %.2f us%s\n", "", r->fused.median * 1e6,
-                    r->have_eager ? "" : "");
+        if (!strcmp(r->name, "small") || !strcmp(r->name, "matmul_small"))
+            fprintf(f, "%-12s   per call: fused %.2f us\n", "", r->fused.median * 1e6);
+        if (r->peak_gflops > 0)
+            fprintf(f, "%-12s   FMA peak probed around it: %.1f GFLOP/s on %s\n", "",
+                    r->peak_gflops, r->single ? "1 thread" : "all threads");
     }
 }
 
@@ -734,6 +767,11 @@ write_json(const char *path, const result *rs, int n, const kiln_stats *ks)
             fprintf(f, ", ");
             json_timing(f, "interp", &r->interp);
         }
+        fprintf(f, ", \"threads\": %d, \"peak_gflops\": %.6g, \"fraction_of_peak\": %.6g",
+                r->single ? 1 : ks->threads, r->peak_gflops,
+                r->peak_gflops > 0 && r->fused.median > 0
+                    ? r->flops / r->fused.median * 1e-9 / r->peak_gflops
+                    : 0);
         fprintf(f,
                 ", \"minimal_traffic_bytes\": %.17g, \"fused_gbs\": %.6g, \"probe_gbs\": %.6g, "
                 "\"fraction_of_bandwidth\": %.6g, \"flops\": %.17g, \"gflops\": %.6g, "
@@ -885,14 +923,19 @@ cmd_bench(int argc, char **argv)
     for (int i = 0; i < n; i++) {
         kiln_graph *g = NULL;
         kiln_status st;
-        if (nfiles) {
+        /* a file, or the name of a workload of the built-in suite */
+        int w = nfiles ? -1 : i;
+        for (int k = 0; nfiles && k < bench_suite_count; k++)
+            if (!strcmp(files[i], bench_suite[k].name))
+                w = k;
+        if (w < 0) {
             st = cli_load_graph(files[i], &g);
             rs[i].name = files[i];
         } else {
             char src[64];
-            snprintf(src, sizeof src, "<bench:%s>", bench_suite[i].name);
-            st = ir_parse(bench_suite[i].text, bench_suite[i].len, src, &g);
-            rs[i].name = bench_suite[i].name;
+            snprintf(src, sizeof src, "<bench:%s>", bench_suite[w].name);
+            st = ir_parse(bench_suite[w].text, bench_suite[w].len, src, &g);
+            rs[i].name = bench_suite[w].name;
         }
         if (st) {
             snprintf(rs[i].error, sizeof rs[i].error, "%s", kiln_errmsg());
