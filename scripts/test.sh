@@ -2,7 +2,7 @@
 # test.sh — the whole test suite: install what is missing; build in build/ (Release,
 # warnings as errors) and run every CTest test; then build in build-asan/ with AddressSanitizer
 # and UndefinedBehaviorSanitizer and run them all again; then the capture and handle suites
-# under ThreadSanitizer in build-tsan/; then the libFuzzer targets, 25 s each on their seed
+# and the contraction suite's runtime cases under ThreadSanitizer in build-tsan/; then the libFuzzer targets, 25 s each on their seed
 # corpus, in build-fuzz/ (clang-19: skipped with a message where it is not installed, and
 # setup.sh does not install it; docs/fuzzing.md).  Exits non-zero if anything fails; every
 # configuration runs even when an earlier one has failing tests.
@@ -35,11 +35,15 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # handle suite's (racing frees; lock-free lookups while the live-handle sets grow) under
 # ThreadSanitizer.
 tsan=${KILN_TSAN_BUILD_DIR:-build-tsan}
-echo "== $tsan: ThreadSanitizer, check_capture and check_handles"
+echo "== $tsan: ThreadSanitizer, check_capture, check_handles and check_contract's runtime cases"
 cmake -S . -B "$tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON -DKILN_SANITIZE=thread
-cmake --build "$tsan" -j"$jobs" --target check_capture check_handles
+cmake --build "$tsan" -j"$jobs" --target check_capture check_handles check_contract
 (cd "$tsan" && TSAN_OPTIONS=halt_on_error=1 \
     ctest --output-on-failure -R '^check_(capture|handles)$') || status=1
+# The contraction suite's runtime cases (matmul packing and blocks on the pool, in child
+# processes of 1, 2 and 4 threads; constant weights packed at compile time).
+(cd "$tsan" && TSAN_OPTIONS=halt_on_error=1 CK_RUN_CASE=runtime \
+    ctest --output-on-failure -R '^check_contract$') || status=1
 
 # The libFuzzer targets (parse + compile + run; the .npy reader) for a bounded time each.
 bash tests/fuzz/run.sh "${KILN_FUZZ_BUILD_DIR:-build-fuzz}" "${KILN_FUZZ_SECONDS:-25}" || status=1

@@ -1,0 +1,1013 @@
+/*
+ * check_contract.c — matmul compiled as a CONTRACTION kernel (lib/jit/contract.c packs the
+ * operands and blocks the work, lib/jit/lower_contract.c is the register-tiled macro-kernel
+ * with its fused epilogue), against the reference interpreter.
+ *
+ * Every program is compiled in FUSED and in EAGER mode and compared with an INTERP program
+ * (the oracle) on the same inputs, with poisoned output buffers and guard areas
+ * (tests/support/oracle.h).  Public API only, plus the test support library.
+ *
+ * Tolerances.  The reference sums the products in double in increasing p and rounds once;
+ * a compiled matmul carries the sum in the dtype, one FMA per p (ints: multiply and add,
+ * wrapping).  Its documented bound is |err| <= K * eps * sum_p |a_ip * b_pj| plus the final
+ * rounding, eps = 2^-24 (f32), 2^-53 (f64).  So, with S = sum_p |a_ip * b_pj| per output
+ * element, computed in double by the interpreter on a companion graph,
+ * matmul(abs(f64(A)), abs(f64(B))) (a sum of K non-negative doubles: within K * 2^-53 of
+ * itself relative, which the bounds below do not feel):
+ *  - ints (i32, i64): byte for byte (both wrap; i32 = i64 reduced modulo 2^32);
+ *  - f32: TS_TOL_SUM32 with n = K, 1 ulp: |got - ref| <= K * 2^-24 * S + 1 ulp, the
+ *    compiled error plus the reference's (<= (K-1) * 2^-53 * S + 1/2 ulp);
+ *  - f64: TS_TOL_SUM with n = K, 0 ulp: K * 2^-52 * S covers both sums' errors (each
+ *    <= K * 2^-53 * S);
+ *  - S = 0 (K = 0, or every product ±0): the bytes must match, signs of zero included
+ *    (docs/semantics.md: the sum starts from the first product, +0 when K = 0);
+ *  - a NaN matches any NaN, an infinity only itself.
+ * A view consumer of the result adds nothing; an add after it (a permuted output added to
+ * something) may add one rounding at the result: n = K + 2 (ulp(h) <= 2^-23 * S), 1 ulp.
+ *
+ * Epilogues (elementwise consumers fused into the matmul kernel) are held three ways:
+ *  - FUSED vs EAGER byte for byte: both run the same chain (the accumulator is rounded to
+ *    the dtype before the epilogue in both, and the epilogue ops are the same code);
+ *  - on "dyadic" inputs (multiples of 1/8 in [-2, 2]) the matmul is exact in both (every
+ *    partial sum is a multiple of 1/64 below 2^11), so is a following add of dyadic values,
+ *    and the output is held to the op's own documented bound (docs/accuracy.md: gelu 4,
+ *    silu 2 (f64: 4), tanh 2 (f64: 4) ulp; add, mul, relu, cast exact; gelu plus 4K * 2^-53
+ *    absolute, the reference's own error in the negative tail); a chain of them to
+ *    64 * eps of the compute dtype + 1 ulp of the output (its values stay below 2);
+ *  - on uniform inputs in [-1, 1), to the matmul bound carried through the op:
+ *    n = L * (K + 2), L the op's Lipschitz constant (gelu 1.13, silu 1.1, tanh, relu, add
+ *    and casts 1, x*0.5: 0.5), plus the op's bound + 1 ulp, plus 16 * L * eps absolute
+ *    (the roundings of adds of values below 1); a chain: n = 1.25 * (K + 2), 32 ulp and
+ *    64 * eps * (K + 3) (loose, stated: the chain is held exactly by FUSED vs EAGER).
+ *    A cast to i32 is compared with the reference only on dyadic inputs (elsewhere a
+ *    matmul within its bound may cross an integer).
+ *
+ * The tests:
+ *  1. sizes: M, N, K in {0, 1, 2, 7, 16, 31, 33, 64, 100, 257}: every triple for f32, a
+ *     fifth of them (each size in each position) for f64, i32 and i64.
+ *  2. views: transposed and permuted operands, slices with steps (negative too), reshapes
+ *     (of a permute, of a slice), expands, an attention block's per-head q, k, v (slices
+ *     of one projection, reshaped and permuted), a scaled and a cast operand, a permuted
+ *     result and a permuted result added to; f32, f64, i32, i64.
+ *  3. batches and 1-D operands: [2,3,M,K] @ [K,N], [1,M,K] @ [4,K,N], [4,1,M,K] @ [3,K,N],
+ *     [M,K] @ [2,K,N], an expanded batch, zero-size batches and K, [K] @ [K,N],
+ *     [M,K] @ [K], [K] @ [K], [B,M,K] @ [K], [K] @ [B,K,N].
+ *  4. epilogues: bias [N], per-row [M,1], gelu, relu, silu, tanh, residual [M,N],
+ *     scale, casts (f32 <-> f64, to i32), bias + gelu (the mlp) and one chain of them all:
+ *     the plan (kiln_program_dump "plan") has exactly one step, a kernel holding the
+ *     matmul and every epilogue op, and no reference step; then the three checks above.
+ *  5. threads: [300,257] @ [257,333] (plain, and transposed W + bias + gelu), a broadcast
+ *     batched f64 and an i32 matmul give the same bytes on 1, 2 and 4 threads (child
+ *     processes: the pool size is fixed when the pool starts), and match the reference.
+ *  6. constant weights: a W that is a graph constant (kiln_constant; plain, transposed,
+ *     batched) is packed when the program is compiled: kiln_jit_stats().weights_packed
+ *     grows by exactly 1 per compiled program, by 0 per run and on a program cache hit;
+ *     results match the reference on every run.
+ *  7. special values: inf, -inf, NaN, ±0 in the operands (plain, transposed, batched, and
+ *     with a bias + relu epilogue) propagate as in the reference; sums of -0 products are
+ *     -0 and K = 0 gives +0 (docs/semantics.md).
+ *
+ * Random inputs use the base seed 0x636f6e74 unless KILN_TEST_SEED overrides it.
+ */
+#include <check.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "oracle.h"
+#include "randgraph.h"
+#include "support.h"
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+#define F32 KILN_DTYPE_F32
+#define F64 KILN_DTYPE_F64
+#define I32 KILN_DTYPE_I32
+#define I64 KILN_DTYPE_I64
+
+static uint64_t
+base_seed(void)
+{
+    const char *e = getenv("KILN_TEST_SEED");
+    if (e && *e)
+        return strtoull(e, NULL, 0);
+    return 0x636f6e74;
+}
+
+static bool
+is_float(kiln_dtype t)
+{
+    return t == F32 || t == F64;
+}
+
+/* ---- text -------------------------------------------------------------------------------- */
+
+static char *
+strf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *
+strf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        abort();
+    char *s = malloc((size_t)n + 1);
+    if (!s)
+        abort();
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+/* The dtype a case's $U stands for: another dtype the operand can be cast from. */
+static kiln_dtype
+other_dtype(kiln_dtype t)
+{
+    return t == F32 ? F64 : t == F64 ? F32 : t == I32 ? I64 : I32;
+}
+
+/* tmpl with $T (the dtype), $U (other_dtype) and $M, $N, $K replaced.  No Check calls (the
+ * threads child uses it). */
+static char *
+expand(const char *tmpl, kiln_dtype t, int64_t M, int64_t N, int64_t K)
+{
+    size_t cap = strlen(tmpl) * 4 + 64, n = 0;
+    char *s = malloc(cap);
+    if (!s)
+        abort();
+    for (const char *p = tmpl; *p; p++) {
+        char rep[32];
+        const char *r = NULL;
+        if (p[0] == '$' && p[1] && strchr("TUMNK", p[1])) {
+            switch (p[1]) {
+            case 'T': r = kiln_dtype_name(t); break;
+            case 'U': r = kiln_dtype_name(other_dtype(t)); break;
+            default:
+                snprintf(rep, sizeof rep, "%lld", (long long)(p[1] == 'M' ? M : p[1] == 'N' ? N : K));
+                r = rep;
+            }
+            p++;
+        }
+        size_t len = r ? strlen(r) : 1;
+        if (n + len + 1 > cap)
+            abort();
+        memcpy(s + n, r ? r : p, len);
+        n += len;
+    }
+    s[n] = '\0';
+    return s;
+}
+
+/* ---- cases ------------------------------------------------------------------------------- */
+
+/* One graph around one matmul: inputs `ins`, lines `pro` defining its operands a and b,
+ * h = matmul(a, b), then lines `tail` defining the output y (NULL: the output is h) of type
+ * `ytype`.  Its absum companion: the same inputs and prologue, s = matmul(|A|, |B|) in f64
+ * and `stail` (the tail's views, from s to z; NULL: the output is s) of shape `sshape`.
+ * Templates take $T $U $M $N $K. */
+typedef struct mcase {
+    const char *name;
+    const char *ins, *pro, *a, *b;
+    const char *tail, *ytype, *stail, *sshape;
+    int64_t M, N, K;
+    double extra_n; /* added to K in the bound (an add after the matmul: 2) */
+} mcase;
+
+static char *
+case_text(const mcase *c, kiln_dtype t)
+{
+    char *tmpl = strf("graph c(%s) -> (%s: %s) {\n%s  h = matmul(%s, %s)\n%s}\n", c->ins,
+                      c->tail ? "y" : "h", c->ytype, c->pro ? c->pro : "", c->a, c->b,
+                      c->tail ? c->tail : "");
+    char *s = expand(tmpl, t, c->M, c->N, c->K);
+    free(tmpl);
+    return s;
+}
+
+static char *
+absum_text(const mcase *c, kiln_dtype t)
+{
+    char *ca = t == F64 ? strf("  aa = abs(%s)\n", c->a)
+                        : strf("  a64 = cast(%s, to=f64)\n  aa = abs(a64)\n", c->a);
+    char *cb = t == F64 ? strf("  ba = abs(%s)\n", c->b)
+                        : strf("  b64 = cast(%s, to=f64)\n  ba = abs(b64)\n", c->b);
+    char *tmpl = strf("graph s(%s) -> (%s: f64%s) {\n%s%s%s  s = matmul(aa, ba)\n%s}\n", c->ins,
+                      c->stail ? "z" : "s", c->sshape, c->pro ? c->pro : "", ca, cb,
+                      c->stail ? c->stail : "");
+    char *s = expand(tmpl, t, c->M, c->N, c->K);
+    free(tmpl);
+    free(ca);
+    free(cb);
+    return s;
+}
+
+/* ---- inputs ------------------------------------------------------------------------------ */
+
+typedef enum fill_kind {
+    FILL_UNIFORM, /* floats uniform in [-1, 1); ints half small (|v| <= 100), half any */
+    FILL_DYADIC,  /* floats k/8, |k| <= 16; ints as UNIFORM */
+    FILL_SPECIAL, /* UNIFORM with 1 in 12 elements inf, -inf, NaN, -NaN, +0 or -0 */
+} fill_kind;
+
+static double
+urand(ts_rng *r)
+{
+    return (double)(ts_rng_next(r) >> 11) * 0x1p-53;
+}
+
+static void
+put_f(kiln_dtype t, void *p, size_t i, double v)
+{
+    if (t == F32) {
+        float f = (float)v;
+        memcpy((char *)p + 4 * i, &f, 4);
+    } else {
+        memcpy((char *)p + 8 * i, &v, 8);
+    }
+}
+
+static void
+fill(ts_rng *r, kiln_dtype t, void *p, size_t n, fill_kind how)
+{
+    static const double specials[6] = {INFINITY, -INFINITY, NAN, -NAN, 0.0, -0.0};
+    for (size_t i = 0; i < n; i++) {
+        if (!is_float(t)) {
+            int64_t v = ts_rng_below(r, 2) ? (int64_t)ts_rng_below(r, 201) - 100
+                                           : (int64_t)ts_rng_next(r);
+            if (t == I32) {
+                int32_t w = (int32_t)(uint32_t)(uint64_t)v;
+                memcpy((char *)p + 4 * i, &w, 4);
+            } else {
+                memcpy((char *)p + 8 * i, &v, 8);
+            }
+        } else if (how == FILL_DYADIC) {
+            put_f(t, p, i, (double)((int64_t)ts_rng_below(r, 33) - 16) / 8);
+        } else if (how == FILL_SPECIAL && ts_rng_below(r, 12) == 0) {
+            put_f(t, p, i, specials[ts_rng_below(r, 6)]);
+        } else {
+            put_f(t, p, i, 2 * urand(r) - 1);
+        }
+    }
+}
+
+/* Inputs of g, each malloc'd and filled from `seed`.  No Check calls (the threads child
+ * uses it); false if out of memory. */
+static bool
+make_inputs(const kiln_graph *g, uint64_t seed, fill_kind how, ts_bufs *in)
+{
+    ts_rng r;
+    ts_rng_seed(&r, seed);
+    in->n = kiln_graph_num_inputs(g);
+    for (int i = 0; i < in->n; i++) {
+        kiln_value_info vi;
+        if (kiln_graph_input(g, i, &vi) != KILN_OK || !(in->buf[i] = malloc(vi.bytes ? vi.bytes : 1)))
+            return false;
+        fill(&r, vi.dtype, in->buf[i], vi.count, how);
+    }
+    return true;
+}
+
+static kiln_graph *
+parse_or_null(const char *text)
+{
+    kiln_graph *g = NULL;
+    return kiln_graph_parse(text, strlen(text), &g) == KILN_OK ? g : NULL;
+}
+
+/* Per output element of the case's matmul (through its tail's views): S = sum_p |a*b|, in
+ * double, by the interpreter (malloc'd; NULL for a zero-size result). */
+static double *
+case_absum(const mcase *c, kiln_dtype t, const ts_bufs *in)
+{
+    char *text = absum_text(c, t);
+    kiln_graph *g = ts_parse(text);
+    ts_bufs out = {0};
+    char *err = ts_run_mode(g, KILN_MODE_INTERP, in, &out, 0);
+    ck_assert_msg(err == NULL, "absum graph of %s: %s\n%s", c->name, err, text);
+    double *s = out.buf[0];
+    out.buf[0] = NULL;
+    ts_bufs_free(&out);
+    kiln_graph_free(g);
+    free(text);
+    return s;
+}
+
+/* The matmul bound for a case's output (see the header); *absum to free. */
+static ts_tol
+case_tol(const mcase *c, kiln_dtype t, const ts_bufs *in, double **absum)
+{
+    *absum = NULL;
+    if (!is_float(t))
+        return (ts_tol){.kind = TS_TOL_EXACT};
+    *absum = case_absum(c, t, in);
+    double n = (double)c->K + c->extra_n;
+    if (t == F32)
+        return (ts_tol){.kind = TS_TOL_SUM32, .ulps = 1, .n = n, .absum = *absum};
+    return (ts_tol){.kind = TS_TOL_SUM, .ulps = c->extra_n > 0 ? 1 : 0, .n = n, .absum = *absum};
+}
+
+/* FUSED and EAGER against INTERP under the matmul bound. */
+static void
+check_case(const mcase *c, kiln_dtype t, uint64_t seed, fill_kind how)
+{
+    char *text = case_text(c, t);
+    kiln_graph *g = ts_parse(text);
+    ts_bufs in = {0};
+    ck_assert(make_inputs(g, seed, how, &in));
+    double *absum;
+    ts_tol tol = case_tol(c, t, &in, &absum);
+    char ctx[160];
+    snprintf(ctx, sizeof ctx, "%s, %s, M=%lld N=%lld K=%lld, seed 0x%" PRIx64, c->name,
+             kiln_dtype_name(t), (long long)c->M, (long long)c->N, (long long)c->K, seed);
+    ts_check_fused_eager(g, &in, &tol, ctx);
+    free(absum);
+    ts_bufs_free(&in);
+    kiln_graph_free(g);
+    free(text);
+}
+
+/* ---- 1. sizes ---------------------------------------------------------------------------- */
+
+static const int64_t sizes[] = {0, 1, 2, 7, 16, 31, 33, 64, 100, 257};
+#define NSIZES ((int)NELEM(sizes))
+
+static void
+check_plain(kiln_dtype t, int64_t M, int64_t N, int64_t K, uint64_t seed, fill_kind how)
+{
+    mcase c = {.name = "plain", .ins = "a: $T[$M,$K], b: $T[$K,$N]", .a = "a", .b = "b",
+               .ytype = "$T[$M,$N]", .sshape = "[$M,$N]", .M = M, .N = N, .K = K};
+    check_case(&c, t, seed, how);
+}
+
+/* Slices 0..NSIZES-1: f32, every N and K for M = sizes[slice]; then f64, i32, i64: the
+ * triples with (im + 2 in + 3 ik + dtype) % 5 == 0, which hold each size in each position. */
+START_TEST(test_sizes)
+{
+    uint64_t seed = base_seed() + 0x1000 * (uint64_t)(_i + 1);
+    if (_i < NSIZES) {
+        for (int in = 0; in < NSIZES; in++)
+            for (int ik = 0; ik < NSIZES; ik++)
+                check_plain(F32, sizes[_i], sizes[in], sizes[ik], seed + (uint64_t)(in * 16 + ik),
+                            FILL_UNIFORM);
+        return;
+    }
+    static const kiln_dtype others[3] = {F64, I32, I64};
+    int d = _i - NSIZES;
+    for (int im = 0; im < NSIZES; im++)
+        for (int in = 0; in < NSIZES; in++)
+            for (int ik = 0; ik < NSIZES; ik++)
+                if ((im + 2 * in + 3 * ik + d) % 5 == 0)
+                    check_plain(others[d], sizes[im], sizes[in], sizes[ik],
+                                seed + (uint64_t)(im * 256 + in * 16 + ik), FILL_UNIFORM);
+}
+END_TEST
+
+/* ---- 2. views, 3. batches and 1-D operands ------------------------------------------------ */
+
+static const mcase view_cases[] = {
+    {"W transposed", "x: $T[$M,$K], W: $T[$N,$K]", "  Wt = permute(W, perm=[1,0])\n", "x", "Wt",
+     NULL, "$T[$M,$N]", NULL, "[$M,$N]", 33, 100, 31, 0},
+    {"x transposed", "xt: $T[$K,$M], W: $T[$K,$N]", "  x = permute(xt, perm=[1,0])\n", "x", "W",
+     NULL, "$T[$M,$N]", NULL, "[$M,$N]", 33, 100, 31, 0},
+    {"both transposed", "xt: $T[$K,$M], W: $T[$N,$K]",
+     "  x = permute(xt, perm=[1,0])\n  Wt = permute(W, perm=[1,0])\n", "x", "Wt", NULL,
+     "$T[$M,$N]", NULL, "[$M,$N]", 17, 40, 64, 0},
+    {"slices with steps", "X: $T[70,65], Y: $T[64,210]",
+     "  A = slice(X, start=[1,2], stop=[67,64], step=[2,2])\n"
+     "  B = slice(Y, start=[62,209], stop=[0,9], step=[-2,-2])\n",
+     "A", "B", NULL, "$T[$M,$N]", NULL, "[$M,$N]", 33, 100, 31, 0},
+    {"slices of the middle", "X: $T[40,50], Y: $T[50,120]",
+     "  A = slice(X, start=[3,5], stop=[36,36])\n  B = slice(Y, start=[5,7], stop=[36,107])\n",
+     "A", "B", NULL, "$T[$M,$N]", NULL, "[$M,$N]", 33, 100, 31, 0},
+    {"reshapes", "X: $T[1023], Y: $T[31,2,50]",
+     "  A = reshape(X, shape=[33,31])\n  B = reshape(Y, shape=[31,100])\n", "A", "B", NULL,
+     "$T[$M,$N]", NULL, "[$M,$N]", 33, 100, 31, 0},
+    {"reshape of a permute", "X: $T[31,3,11], W: $T[$K,$N]",
+     "  P = permute(X, perm=[1,2,0])\n  A = reshape(P, shape=[33,31])\n", "A", "W", NULL,
+     "$T[$M,$N]", NULL, "[$M,$N]", 33, 100, 31, 0},
+    {"expands", "u: $T[1,$K], v: $T[$K,1]",
+     "  A = expand(u, shape=[$M,$K])\n  B = expand(v, shape=[$K,$N])\n", "A", "B", NULL,
+     "$T[$M,$N]", NULL, "[$M,$N]", 33, 100, 31, 0},
+    {"per-head q @ k^T", "qkv: $T[2,9,96]",
+     "  qs = slice(qkv, start=[0,0,0], stop=[2,9,32])\n  q4 = reshape(qs, shape=[2,9,4,8])\n"
+     "  q = permute(q4, perm=[0,2,1,3])\n"
+     "  ks = slice(qkv, start=[0,0,32], stop=[2,9,64])\n  k4 = reshape(ks, shape=[2,9,4,8])\n"
+     "  kt = permute(k4, perm=[0,2,3,1])\n",
+     "q", "kt", NULL, "$T[2,4,9,9]", NULL, "[2,4,9,9]", 9, 9, 8, 0},
+    {"per-head p @ v", "p: $T[2,4,9,9], qkv: $T[2,9,96]",
+     "  vs = slice(qkv, start=[0,0,64], stop=[2,9,96])\n  v4 = reshape(vs, shape=[2,9,4,8])\n"
+     "  v = permute(v4, perm=[0,2,1,3])\n",
+     "p", "v", NULL, "$T[2,4,9,8]", NULL, "[2,4,9,8]", 9, 8, 9, 0},
+    {"scaled and cast operands", "x: $T[$M,$K], W: $U[$K,$N]",
+     "  k = full(value=3) : $T[]\n  A = mul(x, k)\n  B = cast(W, to=$T)\n", "A", "B", NULL,
+     "$T[$M,$N]", NULL, "[$M,$N]", 33, 100, 31, 0},
+    {"permuted result", "x: $T[$M,$K], W: $T[$K,$N]", NULL, "x", "W",
+     "  y = permute(h, perm=[1,0])\n", "$T[$N,$M]", "  z = permute(s, perm=[1,0])\n", "[$N,$M]",
+     33, 100, 31, 0},
+    {"permuted result added to", "x: $T[$M,$K], W: $T[$K,$N], c: $T[$N,$M]", NULL, "x", "W",
+     "  ht = permute(h, perm=[1,0])\n  y = add(ht, c)\n", "$T[$N,$M]",
+     "  z = permute(s, perm=[1,0])\n", "[$N,$M]", 33, 100, 31, 2},
+};
+
+static const mcase batch_cases[] = {
+    {"[2,3,M,K] @ [K,N]", "x: $T[2,3,$M,$K], W: $T[$K,$N]", NULL, "x", "W", NULL,
+     "$T[2,3,$M,$N]", NULL, "[2,3,$M,$N]", 33, 17, 31, 0},
+    {"[1,M,K] @ [4,K,N]", "x: $T[1,$M,$K], W: $T[4,$K,$N]", NULL, "x", "W", NULL,
+     "$T[4,$M,$N]", NULL, "[4,$M,$N]", 33, 17, 31, 0},
+    {"[4,1,M,K] @ [3,K,N]", "x: $T[4,1,$M,$K], W: $T[3,$K,$N]", NULL, "x", "W", NULL,
+     "$T[4,3,$M,$N]", NULL, "[4,3,$M,$N]", 33, 17, 31, 0},
+    {"[M,K] @ [2,K,N]", "x: $T[$M,$K], W: $T[2,$K,$N]", NULL, "x", "W", NULL, "$T[2,$M,$N]",
+     NULL, "[2,$M,$N]", 33, 17, 31, 0},
+    {"expanded batch", "x: $T[$M,$K], W: $T[3,$K,$N]", "  X = expand(x, shape=[3,$M,$K])\n", "X",
+     "W", NULL, "$T[3,$M,$N]", NULL, "[3,$M,$N]", 33, 17, 31, 0},
+    {"batch of a transposed", "xt: $T[2,$K,$M], W: $T[$K,$N]", "  x = permute(xt, perm=[0,2,1])\n",
+     "x", "W", NULL, "$T[2,$M,$N]", NULL, "[2,$M,$N]", 33, 17, 31, 0},
+    {"[0,M,K] @ [K,N]", "x: $T[0,$M,$K], W: $T[$K,$N]", NULL, "x", "W", NULL, "$T[0,$M,$N]", NULL,
+     "[0,$M,$N]", 5, 4, 3, 0},
+    {"[2,M,0] @ [0,N]", "x: $T[2,$M,$K], W: $T[$K,$N]", NULL, "x", "W", NULL, "$T[2,$M,$N]", NULL,
+     "[2,$M,$N]", 5, 4, 0, 0},
+    {"[K] @ [K,N]", "v: $T[$K], W: $T[$K,$N]", NULL, "v", "W", NULL, "$T[$N]", NULL, "[$N]", 1,
+     100, 31, 0},
+    {"[M,K] @ [K]", "x: $T[$M,$K], v: $T[$K]", NULL, "x", "v", NULL, "$T[$M]", NULL, "[$M]", 33, 1,
+     31, 0},
+    {"[K] @ [K]", "u: $T[$K], v: $T[$K]", NULL, "u", "v", NULL, "$T[]", NULL, "[]", 1, 1, 257, 0},
+    {"[B,M,K] @ [K]", "x: $T[3,$M,$K], v: $T[$K]", NULL, "x", "v", NULL, "$T[3,$M]", NULL,
+     "[3,$M]", 33, 1, 31, 0},
+    {"[K] @ [B,K,N]", "v: $T[$K], W: $T[3,$K,$N]", NULL, "v", "W", NULL, "$T[3,$N]", NULL,
+     "[3,$N]", 1, 17, 31, 0},
+    {"[K] @ [K] of a slice", "u: $T[70], v: $T[$K]",
+     "  us = slice(u, start=[68], stop=[0], step=[-2])\n", "us", "v", NULL, "$T[]", NULL, "[]", 1,
+     1, 34, 0},
+};
+
+static const kiln_dtype all_dtypes[4] = {F32, F64, I32, I64};
+
+START_TEST(test_views)
+{
+    for (int d = 0; d < 4; d++)
+        check_case(&view_cases[_i], all_dtypes[d], base_seed() + 0x20000 + (uint64_t)(_i * 4 + d),
+                   FILL_UNIFORM);
+}
+END_TEST
+
+START_TEST(test_batches)
+{
+    for (int d = 0; d < 4; d++)
+        check_case(&batch_cases[_i], all_dtypes[d], base_seed() + 0x30000 + (uint64_t)(_i * 4 + d),
+                   FILL_UNIFORM);
+}
+END_TEST
+
+/* ---- 4. epilogues ------------------------------------------------------------------------ */
+
+typedef struct ecase {
+    const char *name;
+    const char *ins;  /* inputs besides x and W */
+    const char *tail; /* from h to y */
+    const char *ytype;
+    const char *ops;  /* the epilogue ops the kernel must hold, space-separated */
+    double L;         /* Lipschitz constant of the tail */
+    double ulps32, ulps64; /* the tail's own bound on exact inputs */
+    bool chain;
+} ecase;
+
+static const ecase epi_cases[] = {
+    {"bias", ", b: $T[$N]", "  y = add(h, b)\n", "$T[$M,$N]", "add", 1, 0, 0, false},
+    {"per-row add", ", r: $T[$M,1]", "  y = add(h, r)\n", "$T[$M,$N]", "add", 1, 0, 0, false},
+    {"gelu", "", "  y = gelu(h)\n", "$T[$M,$N]", "gelu", 1.13, 4, 4, false},
+    {"relu", "", "  y = relu(h)\n", "$T[$M,$N]", "relu", 1, 0, 0, false},
+    {"silu", "", "  y = silu(h)\n", "$T[$M,$N]", "silu", 1.1, 2, 4, false},
+    {"tanh", "", "  y = tanh(h)\n", "$T[$M,$N]", "tanh", 1, 2, 4, false},
+    {"residual", ", res: $T[$M,$N]", "  y = add(h, res)\n", "$T[$M,$N]", "add", 1, 0, 0, false},
+    {"scale", "", "  k = full(value=0.5) : $T[]\n  y = mul(h, k)\n", "$T[$M,$N]", "mul", 0.5, 0, 0,
+     false},
+    {"cast to $U", "", "  y = cast(h, to=$U)\n", "$U[$M,$N]", "cast", 1, 1, 0, false},
+    {"cast to i32", "", "  y = cast(h, to=i32)\n", "i32[$M,$N]", "cast", 1, 0, 0, false},
+    {"bias + gelu", ", b: $T[$N]", "  z = add(h, b)\n  y = gelu(z)\n", "$T[$M,$N]", "add gelu",
+     1.13, 4, 4, false},
+    {"chain", ", b: $T[$N], r: $T[$M,1], res: $T[$M,$N]",
+     "  z1 = add(h, b)\n  z2 = add(z1, r)\n  g = gelu(z2)\n  s1 = silu(g)\n  t = tanh(s1)\n"
+     "  u = relu(t)\n  v = add(u, res)\n  k = full(value=0.5) : $T[]\n  w = mul(v, k)\n"
+     "  y = cast(w, to=$U)\n",
+     "$U[$M,$N]", "add gelu silu tanh relu mul cast", 1.25, 16, 16, true},
+};
+
+static const int64_t epi_shapes[2][3] = {{33, 100, 31}, {7, 257, 64}}; /* M, N, K */
+
+/* Does the plan line hold op `op` as a word? */
+static bool
+line_has_op(const char *line, size_t len, const char *op)
+{
+    size_t n = strlen(op);
+    for (size_t i = 0; i + n <= len; i++)
+        if (memcmp(line + i, op, n) == 0 && (i == 0 || line[i - 1] == ' ') &&
+            (i + n == len || line[i + n] == ' '))
+            return true;
+    return false;
+}
+
+/* The fused plan of g: one step, a kernel holding matmul and every op of `ops`. */
+static void
+check_epilogue_plan(const kiln_graph *g, const char *ops, const char *ctx)
+{
+    kiln_options o = {0};
+    o.mode = KILN_MODE_FUSED;
+    kiln_program *p = NULL;
+    ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s: %s", ctx, kiln_errmsg());
+    char *plan = ts_plan_text(p);
+    int steps = -1, kernels = -1;
+    ck_assert_msg(sscanf(plan, "plan: %d steps, %d kernels", &steps, &kernels) == 2,
+                  "%s: plan header:\n%s", ctx, plan);
+    ck_assert_msg(steps == 1 && kernels == 1, "%s: %d steps, %d kernels, want 1 and 1:\n%s", ctx,
+                  steps, kernels, plan);
+    ck_assert_msg(ts_plan_reference_steps(plan) == 0, "%s: a reference step:\n%s", ctx, plan);
+    const char *line = strstr(plan, "\nstep 0: ");
+    ck_assert_msg(line != NULL, "%s: no step 0:\n%s", ctx, plan);
+    line++;
+    size_t len = strcspn(line, "\n");
+    ck_assert_msg(line_has_op(line, len, "kernel"), "%s: step 0 is not a kernel:\n%s", ctx, plan);
+    ck_assert_msg(line_has_op(line, len, "matmul"), "%s: step 0 lacks the matmul:\n%s", ctx, plan);
+    char *want = strdup(ops);
+    for (char *save = NULL, *op = strtok_r(want, " ", &save); op; op = strtok_r(NULL, " ", &save))
+        ck_assert_msg(line_has_op(line, len, op), "%s: the matmul kernel lacks %s:\n%s", ctx, op,
+                      plan);
+    free(want);
+    free(plan);
+    kiln_program_free(p);
+}
+
+/* Slice i: case i / 4, dtype F32 or F64 (i % 2), shape (i / 2) % 2. */
+START_TEST(test_epilogues)
+{
+    const ecase *e = &epi_cases[_i / 4];
+    kiln_dtype t = _i % 2 ? F64 : F32;
+    const int64_t *sh = epi_shapes[(_i / 2) % 2];
+    int64_t M = sh[0], N = sh[1], K = sh[2];
+    char *ins = strf("x: $T[$M,$K], W: $T[$K,$N]%s", e->ins);
+    mcase c = {.name = e->name, .ins = ins, .a = "x", .b = "W", .tail = e->tail, .ytype = e->ytype,
+               .sshape = "[$M,$N]", .M = M, .N = N, .K = K};
+    char *text = case_text(&c, t);
+    kiln_graph *g = ts_parse(text);
+    char *name = expand(e->name, t, M, N, K);
+    char ctx[200];
+    snprintf(ctx, sizeof ctx, "epilogue %s, %s, M=%lld N=%lld K=%lld", name, kiln_dtype_name(t),
+             (long long)M, (long long)N, (long long)K);
+    check_epilogue_plan(g, e->ops, ctx);
+
+    kiln_value_info yi;
+    kiln_graph_output(g, 0, &yi);
+    double eps = t == F32 ? 0x1p-24 : 0x1p-53;
+    for (int how = 0; how < 2; how++) {
+        fill_kind fk = how ? FILL_UNIFORM : FILL_DYADIC;
+        uint64_t seed = base_seed() + 0x40000 + (uint64_t)(_i * 2 + how);
+        ts_bufs in = {0}, fused = {0}, eager = {0}, want = {0};
+        ck_assert(make_inputs(g, seed, fk, &in));
+        char *err = ts_run_mode(g, KILN_MODE_FUSED, &in, &fused, 0xa5);
+        ck_assert_msg(err == NULL, "%s: fused: %s", ctx, err);
+        err = ts_run_mode(g, KILN_MODE_EAGER, &in, &eager, 0x5a);
+        ck_assert_msg(err == NULL, "%s: eager: %s", ctx, err);
+        err = ts_run_mode(g, KILN_MODE_INTERP, &in, &want, 0x3c);
+        ck_assert_msg(err == NULL, "%s: interp: %s", ctx, err);
+        char *msg = NULL;
+        size_t mlen = 0;
+        FILE *f = open_memstream(&msg, &mlen);
+        /* fused and eager: the same chain, the same bytes */
+        size_t bad = ts_compare(f, "fused vs eager", yi.dtype, yi.count, fused.buf[0], eager.buf[0],
+                                NULL);
+        ts_tol tol;
+        double *absum = NULL;
+        double ulps = t == F32 ? e->ulps32 : e->ulps64;
+        if (!is_float(yi.dtype)) {
+            tol = (ts_tol){.kind = fk == FILL_DYADIC ? TS_TOL_EXACT : TS_TOL_SKIP};
+        } else if (fk == FILL_DYADIC) {
+            /* the reference evaluates gelu's literal formula in double, which loses its
+             * relative accuracy in the negative tail (docs/accuracy.md) but not its
+             * absolute: |h| * 2^-53, |h| <= 4K */
+            double tail = strstr(e->ops, "gelu") ? 4 * (double)K * 0x1p-53 : 0;
+            tol = (ts_tol){.kind = TS_TOL_ULPS, .ulps = e->chain ? 1 : ulps,
+                           .abs = e->chain ? 64 * eps : tail};
+        } else {
+            absum = case_absum(&c, t, &in);
+            tol = (ts_tol){.kind = t == F32 ? TS_TOL_SUM32 : TS_TOL_SUM,
+                           .n = e->L * (double)(K + 2),
+                           .ulps = e->chain ? 32 : ulps + 1,
+                           .abs = e->chain ? 64 * eps * (double)(K + 3) : 16 * e->L * eps,
+                           .absum = absum};
+        }
+        bad += ts_compare(f, fk == FILL_DYADIC ? "vs reference, dyadic inputs"
+                                               : "vs reference, uniform inputs",
+                          yi.dtype, yi.count, fused.buf[0], want.buf[0], &tol);
+        fclose(f);
+        ck_assert_msg(bad == 0, "%s, seed 0x%" PRIx64 ":\n%s%s", ctx, seed, msg, text);
+        free(msg);
+        free(absum);
+        ts_bufs_free(&in);
+        ts_bufs_free(&fused);
+        ts_bufs_free(&eager);
+        ts_bufs_free(&want);
+    }
+    free(name);
+    kiln_graph_free(g);
+    free(text);
+    free(ins);
+}
+END_TEST
+
+/* ---- 5. threads -------------------------------------------------------------------------- */
+
+#define THREADS_SEED (base_seed() + 0x50000)
+
+static const mcase thread_cases[] = {
+    {"[300,257] @ [257,333]", "x: $T[$M,$K], W: $T[$K,$N]", NULL, "x", "W", NULL, "$T[$M,$N]",
+     NULL, "[$M,$N]", 300, 333, 257, 0},
+    {"gelu(x @ W^T + b)", "x: $T[$M,$K], W: $T[$N,$K], b: $T[$N]",
+     "  Wt = permute(W, perm=[1,0])\n", "x", "Wt", "  z = add(h, b)\n  y = gelu(z)\n",
+     "$T[$M,$N]", NULL, "[$M,$N]", 300, 333, 257, 0},
+    {"[3,1,70,129] @ [2,129,90]", "x: $T[3,1,$M,$K], W: $T[2,$K,$N]", NULL, "x", "W", NULL,
+     "$T[3,2,$M,$N]", NULL, "[3,2,$M,$N]", 70, 90, 129, 0},
+    {"[200,150] @ [150,120]", "x: $T[$M,$K], W: $T[$K,$N]", NULL, "x", "W", NULL, "$T[$M,$N]",
+     NULL, "[$M,$N]", 200, 120, 150, 0},
+};
+static const kiln_dtype thread_dtypes[NELEM(thread_cases)] = {F32, F32, F64, I32};
+
+/* Child: every case in FUSED then EAGER, the output's bytes after the pool size.  No Check
+ * calls: it runs outside any test. */
+static int
+threads_child(const char *path)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return 2;
+    kiln_stats st;
+    kiln_jit_stats(&st);
+    int32_t threads = st.threads;
+    fwrite(&threads, sizeof threads, 1, f);
+    for (size_t k = 0; k < NELEM(thread_cases); k++)
+        for (int m = 0; m < 2; m++) {
+            char *text = case_text(&thread_cases[k], thread_dtypes[k]);
+            kiln_graph *g = parse_or_null(text);
+            ts_bufs in = {0};
+            if (!g || !make_inputs(g, THREADS_SEED + k, FILL_UNIFORM, &in))
+                return 3;
+            kiln_value_info vi;
+            kiln_graph_output(g, 0, &vi);
+            void *out = malloc(vi.bytes);
+            if (!out)
+                return 4;
+            memset(out, 0xa5, vi.bytes);
+            kiln_options o = {0};
+            o.mode = m ? KILN_MODE_EAGER : KILN_MODE_FUSED;
+            kiln_program *p = NULL;
+            if (kiln_program_compile(g, &o, &p) != KILN_OK ||
+                kiln_program_run(p, (const void *const *)in.buf, &out) != KILN_OK) {
+                fprintf(stderr, "threads child: %s\n", kiln_errmsg());
+                return 5;
+            }
+            fwrite(out, 1, vi.bytes, f);
+            free(out);
+            kiln_program_free(p);
+            ts_bufs_free(&in);
+            kiln_graph_free(g);
+            free(text);
+        }
+    kiln_jit_stats(&st);
+    if (st.threads != threads)
+        return 6;
+    return fclose(f) == 0 ? 0 : 7;
+}
+
+START_TEST(test_threads_bit_identical)
+{
+    char dir[] = "/tmp/kiln-contract-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    static const char *const counts[3] = {"1", "2", "4"};
+    char *bytes[3];
+    size_t len[3];
+    for (int k = 0; k < 3; k++) {
+        char path[64], env[64];
+        snprintf(path, sizeof path, "%s/t%s", dir, counts[k]);
+        snprintf(env, sizeof env, "KILN_NUM_THREADS=%s", counts[k]);
+        const char *args[] = {"--threads-child", path, NULL};
+        int rc = ts_spawn_self(args, env);
+        ck_assert_msg(rc == 0, "child with %s failed (exit %d)", env, rc);
+        bytes[k] = ts_slurp(path, &len[k]);
+        ck_assert_ptr_nonnull(bytes[k]);
+        unlink(path);
+        int32_t t;
+        ck_assert_uint_ge(len[k], 4);
+        memcpy(&t, bytes[k], 4);
+        ck_assert_int_eq(t, atoi(counts[k]));
+    }
+    rmdir(dir);
+    for (int k = 1; k < 3; k++) {
+        ck_assert_uint_eq(len[k], len[0]);
+        size_t first = len[0];
+        for (size_t i = 4; i < len[0] && first == len[0]; i++)
+            if (bytes[k][i] != bytes[0][i])
+                first = i;
+        ck_assert_msg(first == len[0], "1 and %s threads differ at byte %zu of %zu", counts[k],
+                      first, len[0]);
+    }
+    /* and the results are the reference's, within the bounds */
+    size_t off = 4;
+    for (size_t k = 0; k < NELEM(thread_cases); k++) {
+        const mcase *c = &thread_cases[k];
+        kiln_dtype t = thread_dtypes[k];
+        char *text = case_text(c, t);
+        kiln_graph *g = ts_parse(text);
+        ts_bufs in = {0}, want = {0};
+        ck_assert(make_inputs(g, THREADS_SEED + k, FILL_UNIFORM, &in));
+        char *err = ts_run_mode(g, KILN_MODE_INTERP, &in, &want, 0x5a);
+        ck_assert_msg(err == NULL, "%s", err);
+        double *absum;
+        ts_tol tol = case_tol(c, t, &in, &absum);
+        if (c->tail) { /* + b, gelu: the epilogue rule (L 1.13, 5 ulp, 16 L eps) */
+            tol.n = 1.13 * (double)(c->K + 2);
+            tol.ulps = 5;
+            tol.abs = 16 * 1.13 * 0x1p-24;
+        }
+        kiln_value_info vi;
+        kiln_graph_output(g, 0, &vi);
+        for (int m = 0; m < 2; m++) {
+            ck_assert_uint_le(off + vi.bytes, len[0]);
+            char what[96];
+            snprintf(what, sizeof what, "%s %s, %s", c->name, kiln_dtype_name(t),
+                     m ? "eager" : "fused");
+            ck_assert_msg(ts_compare(stderr, what, vi.dtype, vi.count, bytes[0] + off, want.buf[0],
+                                     &tol) == 0,
+                          "%s: differs from the reference", what);
+            off += vi.bytes;
+        }
+        free(absum);
+        ts_bufs_free(&in);
+        ts_bufs_free(&want);
+        kiln_graph_free(g);
+        free(text);
+    }
+    ck_assert_uint_eq(off, len[0]);
+    for (int k = 0; k < 3; k++)
+        free(bytes[k]);
+}
+END_TEST
+
+/* ---- 6. constant weights ----------------------------------------------------------------- */
+
+/* x [B?, M, K] (an input) @ W (a constant: [K,N], or its transpose [N,K] permuted, or
+ * [B,K,N]), captured through the tensor API.  The constant's values are new on every call
+ * (a process-wide counter), so no program of it is in the cache yet. */
+typedef enum wkind { W_PLAIN, W_TRANSPOSED, W_BATCHED } wkind;
+enum { CM = 33, CN = 100, CK = 64, CB = 3 };
+
+static kiln_graph *
+const_graph(wkind w, float *x, float *W)
+{
+    static unsigned calls;
+    ts_rng r;
+    ts_rng_seed(&r, base_seed() + 0x60000 + calls++);
+    int64_t B = w == W_BATCHED ? CB : 1;
+    fill(&r, F32, x, (size_t)(B * CM * CK), FILL_UNIFORM);
+    fill(&r, F32, W, (size_t)(B * CK * CN), FILL_UNIFORM);
+    kiln_device *dev = kiln_device_new();
+    ck_assert_ptr_nonnull(dev);
+    kiln_scope s = kiln_scope_begin(dev);
+    int64_t xd[3] = {CB, CM, CK}, wd[3] = {CB, CK, CN}, td[2] = {CN, CK};
+    kiln_tensor xt = w == W_BATCHED ? kiln_input(dev, "x", F32, 3, xd)
+                                    : kiln_input(dev, "x", F32, 2, xd + 1);
+    kiln_tensor Wt;
+    if (w == W_TRANSPOSED) {
+        /* the constant holds W transposed: Wc[n][k] = W[k][n] */
+        float *wc = malloc(sizeof(float) * CK * CN);
+        ck_assert_ptr_nonnull(wc);
+        for (int k = 0; k < CK; k++)
+            for (int n = 0; n < CN; n++)
+                wc[n * CK + k] = W[k * CN + n];
+        static const int perm[2] = {1, 0};
+        Wt = kiln_permute(kiln_constant(dev, F32, 2, td, wc), 2, perm);
+        free(wc);
+    } else {
+        Wt = w == W_BATCHED ? kiln_constant(dev, F32, 3, wd, W)
+                            : kiln_constant(dev, F32, 2, wd + 1, W);
+    }
+    kiln_tensor h = kiln_matmul(xt, Wt);
+    kiln_graph *g = NULL;
+    ck_assert_msg(kiln_scope_end_graph(s, 1, &h, NULL, &g) == KILN_OK, "%s", kiln_errmsg());
+    ck_assert_int_eq(kiln_device_free(dev), KILN_OK);
+    return g;
+}
+
+static kiln_program *
+compile_mode(const kiln_graph *g, kiln_mode mode)
+{
+    kiln_options o = {0};
+    o.mode = mode;
+    kiln_program *p = NULL;
+    ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s", kiln_errmsg());
+    return p;
+}
+
+static uint64_t
+packed_now(void)
+{
+    kiln_stats st;
+    kiln_jit_stats(&st);
+    return st.weights_packed;
+}
+
+/* Run p and compare with x @ W computed here in double (the reference's own way: products
+ * and sum in double, rounded once) under the f32 matmul bound. */
+static void
+run_const(kiln_program *p, wkind w, const float *x, const float *W, const char *ctx)
+{
+    int64_t B = w == W_BATCHED ? CB : 1;
+    size_t n = (size_t)(B * CM * CN);
+    float *y = malloc(sizeof(float) * n), *want = malloc(sizeof(float) * n);
+    double *absum = malloc(sizeof(double) * n);
+    ck_assert(y && want && absum);
+    memset(y, 0xa5, sizeof(float) * n);
+    for (int64_t b = 0; b < B; b++)
+        for (int i = 0; i < CM; i++)
+            for (int j = 0; j < CN; j++) {
+                double s = -0.0, a = 0;
+                for (int k = 0; k < CK; k++) {
+                    double t = (double)x[(b * CM + i) * CK + k] * (double)W[(b * CK + k) * CN + j];
+                    s += t;
+                    a += fabs(t);
+                }
+                size_t o = (size_t)((b * CM + i) * CN + j);
+                want[o] = (float)s;
+                absum[o] = a;
+            }
+    const void *in[1] = {x};
+    void *out[1] = {y};
+    ck_assert_msg(kiln_program_run(p, in, out) == KILN_OK, "%s: %s", ctx, kiln_errmsg());
+    ts_tol tol = {.kind = TS_TOL_SUM32, .ulps = 1, .n = CK, .absum = absum};
+    ck_assert_msg(ts_compare(stderr, ctx, F32, n, y, want, &tol) == 0, "%s: wrong result", ctx);
+    free(y);
+    free(want);
+    free(absum);
+}
+
+START_TEST(test_constant_packed_once)
+{
+    static const char *const names[3] = {"constant W", "constant W transposed",
+                                         "constant batched W"};
+    wkind w = (wkind)_i;
+    float *x = malloc(sizeof(float) * CB * CM * CK), *W = malloc(sizeof(float) * CB * CK * CN);
+    ck_assert(x && W);
+    kiln_graph *g = const_graph(w, x, W);
+    kiln_stats s0;
+    kiln_jit_stats(&s0);
+    kiln_program *p = compile_mode(g, KILN_MODE_FUSED);
+    kiln_stats s1;
+    kiln_jit_stats(&s1);
+    ck_assert_msg(s1.plan_misses == s0.plan_misses + 1, "%s: the program was not compiled afresh",
+                  names[w]);
+    ck_assert_msg(s1.weights_packed == s0.weights_packed + 1,
+                  "%s: compiling packed %" PRIu64 " constant operands, want 1", names[w],
+                  s1.weights_packed - s0.weights_packed);
+    for (int run = 0; run < 3; run++)
+        run_const(p, w, x, W, names[w]);
+    ck_assert_msg(packed_now() == s1.weights_packed, "%s: running packed the constant again",
+                  names[w]);
+    /* the same graph again: the cached program, nothing packed */
+    kiln_program *p2 = compile_mode(g, KILN_MODE_FUSED);
+    kiln_stats s2;
+    kiln_jit_stats(&s2);
+    ck_assert_msg(s2.plan_hits == s1.plan_hits + 1, "%s: no program cache hit", names[w]);
+    ck_assert_msg(s2.weights_packed == s1.weights_packed,
+                  "%s: a program cache hit packed %" PRIu64 " constant operands", names[w],
+                  s2.weights_packed - s1.weights_packed);
+    run_const(p2, w, x, W, names[w]);
+    /* another program of it (eager): packed once for that program.  Except a transposed
+     * constant: eager mode materialises the permute (one kernel per op), so B is a
+     * temporary, packed on every run like any other operand, and the counter stays. */
+    kiln_program *pe = compile_mode(g, KILN_MODE_EAGER);
+    uint64_t after = packed_now(), want = w == W_TRANSPOSED ? 0 : 1;
+    char *plan = ts_plan_text(pe);
+    ck_assert_msg(after == s2.weights_packed + want,
+                  "%s, eager: compiling packed %" PRIu64 " constant operands, want %" PRIu64
+                  ":\n%s",
+                  names[w], after - s2.weights_packed, want, plan);
+    free(plan);
+    for (int run = 0; run < 2; run++)
+        run_const(pe, w, x, W, names[w]);
+    ck_assert_uint_eq(packed_now(), after);
+    kiln_program_free(p);
+    kiln_program_free(p2);
+    kiln_program_free(pe);
+    kiln_graph_free(g);
+    free(x);
+    free(W);
+}
+END_TEST
+
+/* ---- 7. special values ------------------------------------------------------------------- */
+
+static const mcase special_cases[] = {
+    {"plain", "a: $T[$M,$K], b: $T[$K,$N]", NULL, "a", "b", NULL, "$T[$M,$N]", NULL, "[$M,$N]",
+     17, 35, 19, 0},
+    {"W transposed", "x: $T[$M,$K], W: $T[$N,$K]", "  Wt = permute(W, perm=[1,0])\n", "x", "Wt",
+     NULL, "$T[$M,$N]", NULL, "[$M,$N]", 33, 40, 31, 0},
+    {"batched", "x: $T[2,1,$M,$K], W: $T[3,$K,$N]", NULL, "x", "W", NULL, "$T[2,3,$M,$N]", NULL,
+     "[2,3,$M,$N]", 15, 33, 7, 0},
+    {"bias + relu", "x: $T[$M,$K], W: $T[$K,$N], b: $T[$N]", NULL, "x", "W",
+     "  z = add(h, b)\n  y = relu(z)\n", "$T[$M,$N]", NULL, "[$M,$N]", 33, 100, 31, 2},
+};
+
+START_TEST(test_special_values)
+{
+    for (int d = 0; d < 2; d++)
+        check_case(&special_cases[_i], d ? F64 : F32, base_seed() + 0x70000 + (uint64_t)(_i * 2 + d),
+                   FILL_SPECIAL);
+}
+END_TEST
+
+/* Sums of -0 products are -0 (the sum starts from the first product), K = 0 gives +0. */
+static const struct {
+    const char *text;
+    float a, b; /* every element of the inputs */
+} zero_cases[] = {
+    {"graph z(a: $T[1,1], b: $T[1,1]) -> (h: $T[1,1]) {\n  h = matmul(a, b)\n}\n", -0.0f, 1},
+    {"graph z(a: $T[3,4], b: $T[4,37]) -> (h: $T[3,37]) {\n  h = matmul(a, b)\n}\n", 0, -2},
+    {"graph z(a: $T[17,5], b: $T[5,33]) -> (h: $T[17,33]) {\n  h = matmul(a, b)\n}\n", -0.0f,
+     -0.0f},
+    {"graph z(a: $T[40], b: $T[40]) -> (h: $T[]) {\n  h = matmul(a, b)\n}\n", -0.0f, 3},
+    {"graph z(a: $T[2,3,0], b: $T[0,5]) -> (h: $T[2,3,5]) {\n  h = matmul(a, b)\n}\n", 0, 0},
+};
+
+/* The compiled sum must start from -0, not +0, or [[-0.0]] @ [[1]] comes out +0 (as it did
+ * when this test was written).  Both dtypes are checked before the test fails. */
+START_TEST(test_signed_zero)
+{
+    char *reports[2] = {NULL, NULL};
+    for (int d = 0; d < 2; d++) {
+        kiln_dtype t = d ? F64 : F32;
+        char *text = expand(zero_cases[_i].text, t, 0, 0, 0);
+        kiln_graph *g = ts_parse(text);
+        ts_bufs in = {0};
+        ts_bufs_for_inputs(g, &in);
+        for (int k = 0; k < 2; k++) {
+            kiln_value_info vi;
+            kiln_graph_input(g, k, &vi);
+            for (size_t e = 0; e < vi.count; e++)
+                put_f(t, in.buf[k], e, k ? zero_cases[_i].b : zero_cases[_i].a);
+        }
+        /* all exact: every |product| is 0 */
+        static const kiln_mode modes[2] = {KILN_MODE_FUSED, KILN_MODE_EAGER};
+        reports[d] = ts_check_modes(g, &in, NULL, 2, modes);
+        ts_bufs_free(&in);
+        kiln_graph_free(g);
+        free(text);
+    }
+    ck_assert_msg(!reports[0] && !reports[1], "signed zeros, case %d:\nf32: %s\nf64: %s", _i,
+                  reports[0] ? reports[0] : "ok\n", reports[1] ? reports[1] : "ok\n");
+}
+END_TEST
+
+static Suite *
+contract_suite(void)
+{
+    Suite *s = suite_create("contract");
+    TCase *tc = tcase_create("sizes");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, test_sizes, 0, NSIZES + 3);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("views");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, test_views, 0, (int)NELEM(view_cases));
+    tcase_add_loop_test(tc, test_batches, 0, (int)NELEM(batch_cases));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("epilogues");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, test_epilogues, 0, 4 * (int)NELEM(epi_cases));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("runtime");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_threads_bit_identical);
+    tcase_add_loop_test(tc, test_constant_packed_once, 0, 3);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("special");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, test_special_values, 0, (int)NELEM(special_cases));
+    tcase_add_loop_test(tc, test_signed_zero, 0, (int)NELEM(zero_cases));
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--threads-child") == 0)
+        return threads_child(argv[2]);
+    return ts_run(contract_suite());
+}
