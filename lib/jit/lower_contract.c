@@ -5,11 +5,12 @@
  *     for each mr-row panel of A (i):          the A block (rows x k) stays in L2
  *       tile:  mr x nrv accumulator vectors in registers; per step of k, nrv vector loads
  *              of B and mr broadcasts of A, mr * nrv FMAs (ints: multiply and add,
- *              wrapping); the k loop is unrolled by KUNROLL;
- *       epilogue: the tile goes to a stack array, then a loop over the tile's valid rows
- *              computes the epilogue instructions on it (emit.c's, as in an elementwise
- *              kernel) and stores the results; a tile at the right edge does it under a
- *              lane mask.
+ *              wrapping); the k loop is not unrolled (KUNROLL 1: unrolling by 4 ran no
+ *              faster on znver4 and cost 30% more compile time);
+ *       epilogue: the tile goes to a stack array, then a loop over the vectors of its valid
+ *              rows computes the epilogue instructions (emit.c's, as in an elementwise
+ *              kernel) and stores the results, under the mask of the lanes inside the
+ *              block (all but at the right edge): one copy of the epilogue's code.
  *
  * Every element's sum runs over k in order 0..K-1 with one FMA per step, whatever tile,
  * block or thread computes it: results do not depend on the blocking or thread count.
@@ -23,7 +24,7 @@
 
 typedef jit_em L;
 
-#define KUNROLL 4
+#define KUNROLL 1
 #define MAX_TILE 64 /* mr * nrv accumulators at most */
 
 void
@@ -238,8 +239,6 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
     LLVMValueRef bp = LLVMBuildPhi(b, l->ptr, "bp");
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, j, J1, ""), ipre, exit);
     LLVMPositionBuilderAtEnd(b, ipre);
-    LLVMValueRef jend = LLVMBuildAdd(b, j, jit_em_i64(l, cs.nr), "");
-    LLVMValueRef fullc = LLVMBuildICmp(b, LLVMIntSLE, jend, J1, "fullc");
     LLVMBuildBr(b, ihead);
 
     /* i: phi i, ap */
@@ -260,7 +259,8 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
     for (int q = 0; q < cs.mr * cs.nrv; q++)
         acc[q] = zero;
     LLVMValueRef p = kloop(l, fn, &cs, ap, bp, K, jit_em_i64(l, 0), KUNROLL, acc, "k.main");
-    kloop(l, fn, &cs, ap, bp, K, p, 1, acc, "k.rest");
+    if (KUNROLL > 1)
+        kloop(l, fn, &cs, ap, bp, K, p, 1, acc, "k.rest");
     for (int q = 0; q < cs.mr * cs.nrv; q++) {
         LLVMValueRef idx = jit_em_i64(l, q);
         LLVMValueRef s = LLVMBuildStore(b, acc[q], LLVMBuildGEP2(b, cs.vt, tile, &idx, 1, ""));
@@ -270,51 +270,38 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
     LLVMValueRef left = LLVMBuildSub(b, I1, i, "");
     LLVMValueRef mrc = jit_em_i64(l, cs.mr);
     LLVMValueRef rows = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, left, mrc, ""), left, mrc, "rows");
+    /* the epilogue: one vector of the tile per iteration, q = r * nrv + v over the valid
+     * rows, under the mask of the lanes left of the block (all of them but at the right
+     * edge); one copy of the epilogue's code keeps compile time down */
+    LLVMValueRef nq = LLVMBuildMul(b, rows, jit_em_i64(l, cs.nrv), "");
     LLVMBasicBlockRef tile_end = LLVMGetInsertBlock(b);
     LLVMBasicBlockRef ehead = LLVMAppendBasicBlockInContext(l->ctx, fn, "epi");
-    LLVMBasicBlockRef efull = LLVMAppendBasicBlockInContext(l->ctx, fn, "epi.full");
-    LLVMBasicBlockRef epart = LLVMAppendBasicBlockInContext(l->ctx, fn, "epi.edge");
-    LLVMBasicBlockRef elatch = LLVMAppendBasicBlockInContext(l->ctx, fn, "epi.next");
+    LLVMBasicBlockRef ebody = LLVMAppendBasicBlockInContext(l->ctx, fn, "epi.vec");
     LLVMBasicBlockRef inext = LLVMAppendBasicBlockInContext(l->ctx, fn, "i.next");
     LLVMBuildBr(b, ehead);
     LLVMPositionBuilderAtEnd(b, ehead);
-    LLVMValueRef r = LLVMBuildPhi(b, l->i64, "r");
-    LLVMBasicBlockRef erow = LLVMAppendBasicBlockInContext(l->ctx, fn, "epi.row");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, r, rows, ""), erow, inext);
-    LLVMPositionBuilderAtEnd(b, erow);
-    LLVMValueRef row = LLVMBuildAdd(b, i, r, "row");
+    LLVMValueRef q = LLVMBuildPhi(b, l->i64, "q");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, q, nq, ""), ebody, inext);
+    LLVMPositionBuilderAtEnd(b, ebody);
+    LLVMValueRef nrvc = jit_em_i64(l, cs.nrv);
+    LLVMValueRef row = LLVMBuildAdd(b, i, LLVMBuildUDiv(b, q, nrvc, ""), "row");
+    LLVMValueRef c = LLVMBuildAdd(b, j, LLVMBuildMul(b, LLVMBuildURem(b, q, nrvc, ""), jit_em_i64(l, l->W), ""), "c");
     LLVMValueRef obase = LLVMBuildAdd(b, obatch, LLVMBuildMul(b, row, N, ""), "");
-    LLVMValueRef accv[8];
-    for (int v = 0; v < cs.nrv; v++) {
-        LLVMValueRef idx = LLVMBuildAdd(b, LLVMBuildMul(b, r, jit_em_i64(l, cs.nrv), ""), jit_em_i64(l, v), "");
-        accv[v] = LLVMBuildLoad2(b, cs.vt, LLVMBuildGEP2(b, cs.vt, tile, &idx, 1, ""), "");
-        LLVMSetAlignment(accv[v], cs.valign);
-    }
-    LLVMBuildCondBr(b, fullc, efull, epart);
-    LLVMPositionBuilderAtEnd(b, efull);
-    for (int v = 0; v < cs.nrv; v++) {
-        LLVMValueRef c = LLVMBuildAdd(b, j, jit_em_i64(l, (int64_t)v * l->W), "");
-        epilogue(l, d, mi, accv[v], ptr, off, sm, istride, row, obase, c, NULL, val);
-    }
-    LLVMBuildBr(b, elatch);
-    LLVMPositionBuilderAtEnd(b, epart);
-    for (int v = 0; v < cs.nrv; v++) {
-        LLVMValueRef c = LLVMBuildAdd(b, j, jit_em_i64(l, (int64_t)v * l->W), "");
-        /* lanes left in this vector: clamp(J1 - c, 0, W) */
-        LLVMValueRef restv = LLVMBuildSub(b, J1, c, "");
-        LLVMValueRef zero = jit_em_i64(l, 0), Wc = jit_em_i64(l, l->W);
-        restv = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, restv, zero, ""), zero, restv, "");
-        restv = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, restv, Wc, ""), Wc, restv, "");
-        epilogue(l, d, mi, accv[v], ptr, off, sm, istride, row, obase, c, jit_em_first_lanes(l, restv), val);
-    }
-    LLVMBuildBr(b, elatch);
-    LLVMPositionBuilderAtEnd(b, elatch);
-    LLVMValueRef r2 = LLVMBuildAdd(b, r, jit_em_i64(l, 1), "");
+    LLVMValueRef accv = LLVMBuildLoad2(b, cs.vt, LLVMBuildGEP2(b, cs.vt, tile, &q, 1, ""), "");
+    LLVMSetAlignment(accv, cs.valign);
+    /* lanes left in this vector: clamp(J1 - c, 0, W) */
+    LLVMValueRef restv = LLVMBuildSub(b, J1, c, "");
+    LLVMValueRef zero0 = jit_em_i64(l, 0), Wc = jit_em_i64(l, l->W);
+    restv = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, restv, zero0, ""), zero0, restv, "");
+    restv = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, restv, Wc, ""), Wc, restv, "");
+    epilogue(l, d, mi, accv, ptr, off, sm, istride, row, obase, c, jit_em_first_lanes(l, restv), val);
+    LLVMValueRef q2 = LLVMBuildAdd(b, q, jit_em_i64(l, 1), "");
+    LLVMBasicBlockRef ebody_end = LLVMGetInsertBlock(b);
     LLVMBuildBr(b, ehead);
     {
-        LLVMValueRef in[2] = {jit_em_i64(l, 0), r2};
-        LLVMBasicBlockRef bb[2] = {tile_end, elatch};
-        LLVMAddIncoming(r, in, bb, 2);
+        LLVMValueRef in[2] = {jit_em_i64(l, 0), q2};
+        LLVMBasicBlockRef bb[2] = {tile_end, ebody_end};
+        LLVMAddIncoming(q, in, bb, 2);
     }
 
     /* i.next: the next panel of A */
