@@ -542,6 +542,36 @@ check_epilogue_plan(const kiln_graph *g, const char *ops, const char *ctx)
     kiln_program_free(p);
 }
 
+/* A cast to a float dtype and a product with a scalar full, read by the matmul alone, are
+ * computed while packing (one kernel; their values: the "scaled and cast operands" case).
+ * Read by anything else too, the cast is a kernel of its own. */
+START_TEST(test_packing_folds)
+{
+    static const char *const text[2] = {
+        "graph f(x: f64[33,31], W: f32[31,100]) -> (h: f32[33,100]) {\n"
+        "  a = cast(x, to=f32)\n  k = full(value=0.5) : f32[]\n  b = mul(W, k)\n"
+        "  h = matmul(a, b)\n}\n",
+        "graph f(x: f64[33,31], W: f32[31,100]) -> (h: f32[33,100], a: f32[33,31]) {\n"
+        "  a = cast(x, to=f32)\n  h = matmul(a, W)\n}\n",
+    };
+    kiln_graph *g = ts_parse(text[0]);
+    check_epilogue_plan(g, "", "a folded cast and scale");
+    kiln_graph_free(g);
+    g = ts_parse(text[1]);
+    kiln_options o = {0};
+    kiln_program *p = NULL;
+    ck_assert_int_eq(kiln_program_compile(g, &o, &p), KILN_OK);
+    char *plan = ts_plan_text(p);
+    int steps = -1, kernels = -1;
+    ck_assert(sscanf(plan, "plan: %d steps, %d kernels", &steps, &kernels) == 2);
+    ck_assert_msg(kernels == 2 && !strstr(plan, "packing computes"),
+                  "a cast that is also an output is folded:\n%s", plan);
+    free(plan);
+    kiln_program_free(p);
+    kiln_graph_free(g);
+}
+END_TEST
+
 /* Slice i: case i / 4, dtype F32 or F64 (i % 2), shape (i / 2) % 2. */
 START_TEST(test_epilogues)
 {
@@ -983,6 +1013,7 @@ contract_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_views, 0, (int)NELEM(view_cases));
     tcase_add_loop_test(tc, test_batches, 0, (int)NELEM(batch_cases));
+    tcase_add_test(tc, test_packing_folds);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("epilogues");

@@ -112,6 +112,32 @@ batch_offset(const jit_step *s, int x, int64_t batch)
 DEF_PACK(uint32_t)
 DEF_PACK(uint64_t)
 
+/* Element si of src (dtype st) as dtype dt, times scale (a folded cast or scale: each
+ * conversion rounds once, as the op it replaces does). */
+static void
+cvt(kiln_dtype dt, void *dst, size_t di, kiln_dtype st, const char *src, int64_t si, double scale)
+{
+    float f;
+    double d;
+    int32_t i4;
+    int64_t i8;
+    switch (st) {
+    case KILN_DTYPE_F32: memcpy(&f, src + si * 4, 4); d = f; break;
+    case KILN_DTYPE_F64: memcpy(&d, src + si * 8, 8); f = (float)d; break;
+    case KILN_DTYPE_I32: memcpy(&i4, src + si * 4, 4); d = i4; f = (float)i4; break;
+    case KILN_DTYPE_I64: memcpy(&i8, src + si * 8, 8); d = (double)i8; f = (float)i8; break;
+    default: IR_ASSERT(!"cvt: dtype"); return;
+    }
+    if (scale != 1) { /* a product in the operand's own dtype: exact in double, rounded once */
+        d *= scale;
+        f = (float)d;
+    }
+    if (dt == KILN_DTYPE_F32)
+        memcpy((char *)dst + di * 4, &f, 4);
+    else
+        memcpy((char *)dst + di * 8, &d, 8);
+}
+
 /* Pack panel q of operand x (0: A, 1: B) of batch element `batch` into dst. */
 static void
 pack_panel(const jit_step *s, const cgeom *g, int x, const char *base, int64_t batch, int64_t q,
@@ -122,6 +148,20 @@ pack_panel(const jit_step *s, const cgeom *g, int x, const char *base, int64_t b
     int64_t k_st = x == 0 ? s->mm_st[0][R - 1] : s->mm_st[1][R - 2];
     int w = x == 0 ? g->mr : g->nr;
     int64_t n = x == 0 ? s->mm_m : s->mm_n;
+    kiln_dtype dt = mm_dtype(s), st = (kiln_dtype)s->mm_src[x];
+    if (st != dt || s->mm_scale[x] != 1) {
+        const char *src = base + batch_offset(s, x, batch) * (int64_t)kiln_dtype_size(st);
+        int64_t r0 = q * w, k = s->mm_k;
+        for (int i = 0; i < w; i++)
+            for (int64_t p = 0; p < k; p++) {
+                size_t di = (size_t)(p * w + i);
+                if (r0 + i < n)
+                    cvt(dt, dst, di, st, src, (r0 + i) * rows_st + p * k_st, s->mm_scale[x]);
+                else
+                    memset((char *)dst + di * g->es, 0, g->es);
+            }
+        return;
+    }
     const char *src = base + batch_offset(s, x, batch) * (int64_t)g->es;
     if (g->es == 4)
         pack_uint32_t(dst, (const uint32_t *)(const void *)src, q, w, n, s->mm_k, rows_st, k_st);

@@ -330,11 +330,14 @@ jit_explain_cluster(planner *p, int32_t c, FILE *f)
         char ta[IR_TYPE_STR_MAX], tbb[IR_TYPE_STR_MAX];
         int mr, nrv, nr;
         jit_contract_tile(mm->type.dtype, &mr, &nrv, &nr);
-        fprintf(f, "contraction kernel %s @ %s -> %s, %dx%d register tiles%s:",
+        fprintf(f, "contraction kernel %s @ %s -> %s, %dx%d register tiles",
                 ir_type_str(&g->nodes[mm->in[0]].type, ta, sizeof ta),
                 ir_shape_str(&g->nodes[mm->in[1]].type.shape, tbb, sizeof tbb),
-                ir_shape_str(&cl->shape, tb, sizeof tb), mr, nr,
-                cl->nmembers > 1 ? ", the rest an epilogue on the tile" : "");
+                ir_shape_str(&cl->shape, tb, sizeof tb), mr, nr);
+        for (int x = 0; x < 2; x++)
+            if (p->ni[mm->in[x]].folded)
+                fprintf(f, ", packing computes %%%d %s", (int)mm->in[x], ir_ops[g->nodes[mm->in[x]].op].name);
+        fprintf(f, "%s:", cl->nmembers > 1 ? ", the rest an epilogue on the tile" : "");
     } else if (cl->reduce) {
         fprintf(f, "reduction kernel over %s, axes [", ir_shape_str(&cl->shape, tb, sizeof tb));
         for (int i = 0, first = 1; i < cl->shape.rank; i++)
@@ -417,9 +420,17 @@ describe_matmul(kbuild *k, int32_t n, jit_step *s)
     const ir_node *nd = &p->g->nodes[n];
     int R = k->R, nb = R - 2;
     for (int x = 0; x < 2; x++) {
-        const ir_shape *xs = &p->g->nodes[nd->in[x]].type.shape;
+        int32_t opnd = nd->in[x], fold = p->ni[opnd].folded - 1;
+        const ir_shape *xs = &p->g->nodes[opnd].type.shape;
+        s->mm_src[x] = (uint8_t)p->g->nodes[fold >= 0 ? fold : opnd].type.dtype;
+        s->mm_scale[x] = 1;
+        if (fold >= 0 && p->g->nodes[opnd].op == IR_OP_MUL) {
+            const ir_node *od = &p->g->nodes[opnd];
+            int32_t f = od->in[0] == fold ? od->in[1] : od->in[0];
+            s->mm_scale[x] = ir_scalar_f64(p->g->nodes[f].type.dtype, &p->g->nodes[f].at.value);
+        }
         view tmp;
-        const view *v = jit_load_source(p, nd->in[x], k->c, &tmp);
+        const view *v = jit_load_source(p, fold >= 0 ? fold : opnd, k->c, &tmp);
         int64_t *st = s->mm_st[x];
         int xb = xs->rank >= 2 ? xs->rank - 2 : 0;
         bool shared = true;

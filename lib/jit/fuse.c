@@ -242,6 +242,10 @@ operands_in_memory(planner *p, int32_t n, const char *what, bool views)
     const ir_node *nd = &p->g->nodes[n];
     for (int k = 0; k < nd->nin; k++) {
         int32_t x = nd->in[k];
+        if (p->ni[x].folded) { /* computed while packing, from a buffer or a view */
+            refresh_lastdep(p, n);
+            continue;
+        }
         char why[160];
         snprintf(why, sizeof why, "read by %s %%%d (%s)", ir_ops[nd->op].name, (int)n, what);
         kiln_status st = settle(p, x);
@@ -257,6 +261,41 @@ operands_in_memory(planner *p, int32_t n, const char *what, bool views)
         refresh_lastdep(p, n);
     }
     return KILN_OK;
+}
+
+/* Operand x of matmul n folds into packing when it is a cast to a float dtype, or a float
+ * product with a scalar full, of a buffer or a view (same shape), read by n alone and not
+ * an output: packing converts or scales each element as the op would (fused mode only).
+ * Returns the node packing reads instead, or -1. */
+static int32_t
+pack_fold(planner *p, int32_t n, int32_t x)
+{
+    const kiln_graph *g = p->g;
+    const ir_node *xd = &g->nodes[x];
+    if (p->mode == KILN_MODE_EAGER || !p->ni[x].pending || !ir_dtype_is_float(xd->type.dtype))
+        return -1;
+    int32_t src = -1;
+    if (xd->op == IR_OP_CAST) {
+        src = xd->in[0];
+        if (g->nodes[src].type.dtype == KILN_DTYPE_BOOL)
+            return -1;
+    } else if (xd->op == IR_OP_MUL) {
+        for (int k = 0; k < 2; k++)
+            if (p->ni[xd->in[k]].cls == C_FULL && ir_shape_count(&g->nodes[xd->in[k]].type.shape) == 1 &&
+                p->ni[xd->in[1 - k]].cls != C_FULL)
+                src = xd->in[1 - k];
+    }
+    if (src < 0 || (p->ni[src].cls != C_BUF && p->ni[src].cls != C_VIEW) ||
+        !ir_shape_equal(&g->nodes[src].type.shape, &xd->type.shape))
+        return -1;
+    for (int32_t i = 0; i < g->noutputs; i++)
+        if (g->outputs[i].node == x)
+            return -1;
+    for (int32_t u = x + 1; u < g->nnodes; u++)
+        for (int k = 0; k < g->nodes[u].nin; k++)
+            if (g->nodes[u].in[k] == x && u != n)
+                return -1;
+    return src;
 }
 
 /* ---- reduction clusters --------------------------------------------------------------- */
@@ -470,7 +509,15 @@ jit_fuse(planner *p)
         }
         if (nd->op == IR_OP_MATMUL) {
             /* a contraction kernel of its own: the operands are read from memory through
-             * their views (packing folds slices, permutes, expands and reshapes) */
+             * their views (packing folds slices, permutes, expands and reshapes, and a
+             * cast or a scale of a buffer) */
+            for (int k = 0; k < nd->nin; k++) {
+                int32_t x = nd->in[k], src = pack_fold(p, n, x);
+                if (src >= 0) {
+                    p->ni[x].pending = false;
+                    p->ni[x].folded = src + 1;
+                }
+            }
             kiln_status st = operands_in_memory(p, n, "a matmul operand", false);
             if (st)
                 return st;
@@ -686,6 +733,8 @@ jit_step_reads(planner *p, int32_t c, int32_t r, ivec *out)
         const ir_node *nd = &g->nodes[cl->members[i]];
         for (int k = 0; k < nd->nin; k++) {
             int32_t x = nd->in[k];
+            if (p->ni[x].folded)
+                x = p->ni[x].folded - 1; /* packing reads it */
             if ((p->ni[x].cls == C_ELEM && p->ni[x].cluster == c) ||
                 (p->ni[x].cls == C_FULL && !jit_op_is_indexing(nd->op)))
                 continue;

@@ -252,6 +252,10 @@ typedef struct jit_step {
     int64_t mm_st[2][IR_MAX_RANK];
     int64_t mm_m, mm_n, mm_k, mm_batch;
     bool mm_shared[2];
+    /* packing converts: an operand that is a cast (from mm_src[x], a kiln_dtype) or a
+     * product with a scalar (mm_scale[x], else 1) of the buffer it reads */
+    uint8_t mm_src[2];
+    double mm_scale[2];
     void *mm_bpacked;
     size_t mm_pack_off;
     /* REF */

@@ -45,6 +45,8 @@ typedef struct nodeinfo {
     int32_t last_use; /* last step index reading the buffer */
     uint8_t role;     /* in a reduction cluster: R_SPACE (shape of the space) or R_ROW */
     int32_t alias;    /* an output view that is the whole buffer of node alias - 1 (0: none) */
+    int32_t folded;   /* a matmul operand computed while packing (a cast to a float dtype or
+                       * a product with a scalar full) of node folded - 1 (0: none) */
     char why[160];    /* why it is stored / a boundary */
 } nodeinfo;
 
