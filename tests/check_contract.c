@@ -407,6 +407,14 @@ static const mcase view_cases[] = {
     {"scaled and cast operands", "x: $T[$M,$K], W: $U[$K,$N]",
      "  k = full(value=3) : $T[]\n  A = mul(x, k)\n  B = cast(W, to=$T)\n", "A", "B", NULL,
      "$T[$M,$N]", NULL, "[$M,$N]", 33, 100, 31, 0},
+    /* k longer than any slice (contract.c splits k so that 64 rows of A fit half the L2:
+     * 2048 f32 or 1024 f64 with a 1 MiB L2, 8192 f32 with 4 MiB): partial sums go through
+     * memory between slices, the epilogue runs after the last */
+    {"long k, k blocked", "x: $T[$M,$K], W: $T[$K,$N]", NULL, "x", "W", NULL, "$T[$M,$N]", NULL,
+     "[$M,$N]", 9, 37, 9001, 0},
+    {"long k, k blocked, transposed W and a bias", "x: $T[$M,$K], W: $T[$N,$K], c: $T[$N]",
+     "  Wt = permute(W, perm=[1,0])\n", "x", "Wt", "  y = add(h, c)\n", "$T[$M,$N]", NULL,
+     "[$M,$N]", 20, 33, 8500, 2},
     {"permuted result", "x: $T[$M,$K], W: $T[$K,$N]", NULL, "x", "W",
      "  y = permute(h, perm=[1,0])\n", "$T[$N,$M]", "  z = permute(s, perm=[1,0])\n", "[$N,$M]",
      33, 100, 31, 0},
@@ -663,8 +671,10 @@ static const mcase thread_cases[] = {
      "$T[3,2,$M,$N]", NULL, "[3,2,$M,$N]", 70, 90, 129, 0},
     {"[200,150] @ [150,120]", "x: $T[$M,$K], W: $T[$K,$N]", NULL, "x", "W", NULL, "$T[$M,$N]",
      NULL, "[$M,$N]", 200, 120, 150, 0},
+    {"[70,9001] @ [9001,50], k blocked", "x: $T[$M,$K], W: $T[$K,$N]", NULL, "x", "W", NULL,
+     "$T[$M,$N]", NULL, "[$M,$N]", 70, 50, 9001, 0},
 };
-static const kiln_dtype thread_dtypes[NELEM(thread_cases)] = {F32, F32, F64, I32};
+static const kiln_dtype thread_dtypes[NELEM(thread_cases)] = {F32, F32, F64, I32, F32};
 
 /* Child: every case in FUSED then EAGER, the output's bytes after the pool size.  No Check
  * calls: it runs outside any test. */

@@ -7,9 +7,11 @@
  *           operand the same for every batch element is packed once; a constant B when the
  *           plan is built (jit_contract_prepack), not on every run.
  *   block:  tasks of one batch element x a block of rows x a block of columns, on the
- *           thread pool; a block of rows is as tall as lets its panels (rows x k) share
- *           the L2 cache with one panel of B.  K is never split: each element's sum runs
- *           in one order, so results do not depend on the thread count.
+ *           thread pool; a block of rows is as tall as lets its panels (rows x a slice of
+ *           k) share the L2 cache with one panel of B.  K is never split across threads:
+ *           a long k is cut into slices that one task runs in order, its partial sums kept
+ *           in the temporaries between them, so each element's sum runs in one order and
+ *           results do not depend on the thread count.
  *   kernel: lower_contract.c's macro-kernel runs one task's tiles and epilogue.
  */
 #include <stdatomic.h>
@@ -27,7 +29,10 @@ typedef struct cgeom {
     size_t es;
     int64_t mp, np;       /* M and N rounded up to whole panels */
     int64_t acount, bcount; /* distinct packed A and B matrices */
+    int64_t kc, nslices;  /* k blocking: slices of kc (the last shorter) */
 } cgeom;
+
+static int64_t l2_bytes(void);
 
 static kiln_dtype
 mm_dtype(const jit_step *s)
@@ -49,6 +54,19 @@ geom(const jit_step *s, cgeom *g)
     g->np = (s->mm_n + g->nr - 1) / g->nr * g->nr;
     g->acount = s->mm_shared[0] ? 1 : s->mm_batch;
     g->bcount = s->mm_shared[1] ? 1 : s->mm_batch;
+    /* k in slices short enough that a block of at least 64 rows of A fits half the L2 */
+    int64_t kmax = l2_bytes() / 2 / (64 * (int64_t)g->es);
+    g->nslices = s->mm_k > kmax ? (s->mm_k + kmax - 1) / kmax : 1;
+    g->kc = (s->mm_k + g->nslices - 1) / g->nslices;
+}
+
+/* The partial sums of a k-blocked contraction: [batch][mp][np] of the dtype. */
+static size_t
+bytes_c(const jit_step *s, const cgeom *g)
+{
+    if (g->nslices <= 1)
+        return 0;
+    return ((size_t)s->mm_batch * (size_t)g->mp * (size_t)g->np * g->es + 63) & ~(size_t)63;
 }
 
 static size_t
@@ -68,7 +86,7 @@ jit_contract_temp_bytes(const jit_step *s)
 {
     cgeom g;
     geom(s, &g);
-    return bytes_a(s, &g) + (s->mm_bpacked ? 0 : bytes_b(s, &g));
+    return bytes_a(s, &g) + (s->mm_bpacked ? 0 : bytes_b(s, &g)) + bytes_c(s, &g);
 }
 
 /* Element offset of operand x's matrix for batch element `batch` (row-major over the
@@ -201,7 +219,7 @@ typedef struct crun {
     jit_kernel_fn fn;
     void *const *ptrs;
     const char *abase, *bbase;
-    char *apack, *bpack;
+    char *apack, *bpack, *cpart;
     bool pack_b;
     int64_t apanels, bpanels; /* per packed matrix */
     int64_t mc, nc, mblocks, nblocks;
@@ -234,7 +252,6 @@ block_task(void *ctx, int64_t i)
     const jit_step *s = r->s;
     int64_t mb = i % r->mblocks, nb = i / r->mblocks % r->nblocks, batch = i / r->mblocks / r->nblocks;
     jit_caux a;
-    a.k = s->mm_k;
     a.batch = batch;
     a.i0 = mb * r->mc;
     a.i1 = a.i0 + r->mc < s->mm_m ? a.i0 + r->mc : s->mm_m;
@@ -242,9 +259,21 @@ block_task(void *ctx, int64_t i)
     a.j1 = a.j0 + r->nc < s->mm_n ? a.j0 + r->nc : s->mm_n;
     size_t k = (size_t)s->mm_k;
     int64_t ab = s->mm_shared[0] ? 0 : batch, bb = s->mm_shared[1] ? 0 : batch;
-    a.a = r->apack + (size_t)(ab * r->g.mp + a.i0) * k * r->g.es;
-    a.b = r->bpack + (size_t)(bb * r->g.np + a.j0) * k * r->g.es;
-    r->fn(r->ptrs, s->strides, s->dims, 0, 0, &a);
+    const char *pa = r->apack + (size_t)(ab * r->g.mp + a.i0) * k * r->g.es;
+    const char *pb = r->bpack + (size_t)(bb * r->g.np + a.j0) * k * r->g.es;
+    a.kstride = s->mm_k;
+    a.ldc = r->g.np;
+    a.c = r->cpart ? r->cpart + ((size_t)(batch * r->g.mp + a.i0) * (size_t)r->g.np + (size_t)a.j0) * r->g.es
+                   : NULL;
+    /* the slices of k in order: every element's sum still runs k = 0..K-1 */
+    for (int64_t sl = 0; sl < r->g.nslices; sl++) {
+        int64_t p0 = sl * r->g.kc;
+        a.k = s->mm_k - p0 < r->g.kc ? s->mm_k - p0 : r->g.kc;
+        a.a = pa + (size_t)(p0 * r->g.mr) * r->g.es;
+        a.b = pb + (size_t)(p0 * r->g.nr) * r->g.es;
+        a.kflags = (sl > 0 ? JIT_K_ACCUMULATE : 0) | (sl + 1 == r->g.nslices ? JIT_K_FINAL : 0);
+        r->fn(r->ptrs, s->strides, s->dims, 0, 0, &a);
+    }
 }
 
 static int64_t
@@ -276,13 +305,14 @@ jit_contract_run(const jit_step *s, void *const *ptrs, const void *a, const void
     r.apack = (char *)temp + s->mm_pack_off;
     r.pack_b = !s->mm_bpacked;
     r.bpack = s->mm_bpacked ? s->mm_bpacked : r.apack + bytes_a(s, &r.g);
+    r.cpart = bytes_c(s, &r.g) ? r.apack + bytes_a(s, &r.g) + (s->mm_bpacked ? 0 : bytes_b(s, &r.g)) : NULL;
     r.apanels = r.g.mp / r.g.mr;
     r.bpanels = r.g.np / r.g.nr;
     int64_t macs = s->mm_batch * s->mm_m * s->mm_n * (s->mm_k ? s->mm_k : 1);
     int threads = macs < SMALL_MACS ? 1 : jit_pool_threads();
 
-    /* rows per block: the block's panels of A take at most half the L2 cache */
-    int64_t kb = (s->mm_k ? s->mm_k : 1) * (int64_t)r.g.es;
+    /* rows per block: the block's panels of A (one slice of k) take at most half the L2 */
+    int64_t kb = (r.g.kc ? r.g.kc : 1) * (int64_t)r.g.es;
     int64_t mc = l2_bytes() / 2 / kb / r.g.mr * r.g.mr;
     if (mc < r.g.mr)
         mc = r.g.mr;

@@ -124,7 +124,15 @@ typedef struct jit_kdesc {
 typedef struct jit_caux {
     const void *a, *b;
     int64_t k, batch, i0, i1, j0, j1;
+    /* k blocking: this call sums k = [p0, p0 + k) of panels kstride long (a and b point
+     * at row p0 of the first panels); with JIT_K_ACCUMULATE it continues the sums in c
+     * (tile element (i, j) at c[(i - i0) * ldc + j - j0], whole padded tiles), without
+     * JIT_K_FINAL it stores them back there instead of running the epilogue. */
+    int64_t kstride;
+    void *c;
+    int64_t ldc, kflags;
 } jit_caux;
+enum { JIT_K_ACCUMULATE = 1, JIT_K_FINAL = 2 };
 /* The register tile of a contraction of dtype t on this host: mr rows x nrv vectors of
  * jit lanes (vector bits / 32 lanes of t), chosen from the register count and width. */
 IR_HIDDEN void jit_contract_tile(kiln_dtype t, int *mr, int *nrv, int *nr);

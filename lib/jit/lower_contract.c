@@ -184,18 +184,27 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
         LLVMValueRef idx = jit_em_i64(l, j);
         ptr[j] = LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->ptr, pptrs, &idx, 1, ""), "");
     }
-    /* jit_caux: a, b, then k, batch, i0, i1, j0, j1 */
-    LLVMValueRef ap0, bp0, ax[6];
+    /* jit_caux, 8-byte fields: a, b, then k, batch, i0, i1, j0, j1, kstride, then c, then
+     * ldc, kflags */
+    LLVMValueRef ap0, bp0, cbuf, ax[10];
     {
-        LLVMValueRef i0 = jit_em_i64(l, 0), i1 = jit_em_i64(l, 1);
+        LLVMValueRef i0 = jit_em_i64(l, 0), i1 = jit_em_i64(l, 1), i9 = jit_em_i64(l, 9);
         ap0 = LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->ptr, paux, &i0, 1, ""), "a");
         bp0 = LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->ptr, paux, &i1, 1, ""), "b");
-        for (int f = 0; f < 6; f++) {
+        cbuf = LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->ptr, paux, &i9, 1, ""), "c");
+        for (int f = 0; f < 10; f++) {
+            if (f == 7)
+                continue; /* c */
             LLVMValueRef idx = jit_em_i64(l, 2 + f);
             ax[f] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, paux, &idx, 1, ""), "");
         }
     }
     LLVMValueRef K = ax[0], batch = ax[1], I0 = ax[2], I1 = ax[3], J0 = ax[4], J1 = ax[5];
+    LLVMValueRef KS = ax[6], LDC = ax[8], KF = ax[9];
+    LLVMValueRef accumulate = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, KF, jit_em_i64(l, JIT_K_ACCUMULATE), ""),
+                                            jit_em_i64(l, 0), "");
+    LLVMValueRef final = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, KF, jit_em_i64(l, JIT_K_FINAL), ""),
+                                       jit_em_i64(l, 0), "");
     LLVMValueRef dims[IR_MAX_RANK] = {0};
     for (int k = 0; k < R; k++) {
         LLVMValueRef idx = jit_em_i64(l, k);
@@ -222,8 +231,8 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
     }
     /* first output element of the batch element: batch * M * N */
     LLVMValueRef obatch = LLVMBuildMul(b, batch, LLVMBuildMul(b, dims[R - 2], N, ""), "");
-    LLVMValueRef apanel = LLVMBuildMul(b, K, jit_em_i64(l, cs.mr), ""); /* elements */
-    LLVMValueRef bpanel = LLVMBuildMul(b, K, jit_em_i64(l, cs.nr), "");
+    LLVMValueRef apanel = LLVMBuildMul(b, KS, jit_em_i64(l, cs.mr), ""); /* elements */
+    LLVMValueRef bpanel = LLVMBuildMul(b, KS, jit_em_i64(l, cs.nr), "");
 
     LLVMBasicBlockRef jhead = LLVMAppendBasicBlockInContext(l->ctx, fn, "j");
     LLVMBasicBlockRef ipre = LLVMAppendBasicBlockInContext(l->ctx, fn, "i.pre");
@@ -256,11 +265,47 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
         LLVMValueRef nz = jit_em_splat(l, LLVMConstReal(cs.st, -0.0));
         zero = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, K, jit_em_i64(l, 0), ""), nz, zero, "");
     }
-    for (int q = 0; q < cs.mr * cs.nrv; q++)
-        acc[q] = zero;
+    /* a later slice of k: the sums so far from c (tile element (r, v) at
+     * c[(i - i0 + r) * ldc + j - j0 + v * W]) */
+    int ntile = cs.mr * cs.nrv;
+    LLVMValueRef cti = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildSub(b, i, I0, ""), LDC, ""),
+                                    LLVMBuildSub(b, j, J0, ""), "");
+    LLVMBasicBlockRef tzero = LLVMGetInsertBlock(b);
+    LLVMBasicBlockRef tload = LLVMAppendBasicBlockInContext(l->ctx, fn, "tile.load");
+    LLVMBasicBlockRef tk = LLVMAppendBasicBlockInContext(l->ctx, fn, "tile.k");
+    LLVMBuildCondBr(b, accumulate, tload, tk);
+    LLVMPositionBuilderAtEnd(b, tload);
+    LLVMValueRef loaded[MAX_TILE];
+    for (int q = 0; q < ntile; q++) {
+        LLVMValueRef idx = LLVMBuildAdd(b, cti, LLVMBuildAdd(b, LLVMBuildMul(b, jit_em_i64(l, q / cs.nrv), LDC, ""),
+                                                             jit_em_i64(l, (int64_t)(q % cs.nrv) * l->W), ""), "");
+        loaded[q] = LLVMBuildLoad2(b, cs.vt, LLVMBuildGEP2(b, cs.st, cbuf, &idx, 1, ""), "");
+        LLVMSetAlignment(loaded[q], (unsigned)kiln_dtype_size(t));
+    }
+    LLVMBuildBr(b, tk);
+    LLVMPositionBuilderAtEnd(b, tk);
+    for (int q = 0; q < ntile; q++) {
+        acc[q] = LLVMBuildPhi(b, cs.vt, "acc0");
+        LLVMValueRef in[2] = {zero, loaded[q]};
+        LLVMBasicBlockRef bb[2] = {tzero, tload};
+        LLVMAddIncoming(acc[q], in, bb, 2);
+    }
     LLVMValueRef p = kloop(l, fn, &cs, ap, bp, K, jit_em_i64(l, 0), KUNROLL, acc, "k.main");
     if (KUNROLL > 1)
         kloop(l, fn, &cs, ap, bp, K, p, 1, acc, "k.rest");
+    /* not the last slice: the sums go back to c, no epilogue */
+    LLVMBasicBlockRef tpart = LLVMAppendBasicBlockInContext(l->ctx, fn, "tile.partial");
+    LLVMBasicBlockRef tfinal = LLVMAppendBasicBlockInContext(l->ctx, fn, "tile.final");
+    LLVMBuildCondBr(b, final, tfinal, tpart);
+    LLVMPositionBuilderAtEnd(b, tpart);
+    for (int q = 0; q < ntile; q++) {
+        LLVMValueRef idx = LLVMBuildAdd(b, cti, LLVMBuildAdd(b, LLVMBuildMul(b, jit_em_i64(l, q / cs.nrv), LDC, ""),
+                                                             jit_em_i64(l, (int64_t)(q % cs.nrv) * l->W), ""), "");
+        LLVMValueRef st = LLVMBuildStore(b, acc[q], LLVMBuildGEP2(b, cs.st, cbuf, &idx, 1, ""));
+        LLVMSetAlignment(st, (unsigned)kiln_dtype_size(t));
+    }
+    LLVMBasicBlockRef tpart_end = LLVMGetInsertBlock(b);
+    LLVMPositionBuilderAtEnd(b, tfinal);
     for (int q = 0; q < cs.mr * cs.nrv; q++) {
         LLVMValueRef idx = jit_em_i64(l, q);
         LLVMValueRef s = LLVMBuildStore(b, acc[q], LLVMBuildGEP2(b, cs.vt, tile, &idx, 1, ""));
@@ -279,6 +324,8 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
     LLVMBasicBlockRef ebody = LLVMAppendBasicBlockInContext(l->ctx, fn, "epi.vec");
     LLVMBasicBlockRef inext = LLVMAppendBasicBlockInContext(l->ctx, fn, "i.next");
     LLVMBuildBr(b, ehead);
+    LLVMPositionBuilderAtEnd(b, tpart_end);
+    LLVMBuildBr(b, inext);
     LLVMPositionBuilderAtEnd(b, ehead);
     LLVMValueRef q = LLVMBuildPhi(b, l->i64, "q");
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, q, nq, ""), ebody, inext);
