@@ -222,7 +222,7 @@ typedef struct crun {
     char *apack, *bpack, *cpart;
     bool pack_b;
     int64_t apanels, bpanels; /* per packed matrix */
-    int64_t mc, nc, mblocks, nblocks;
+    int64_t mblocks, nblocks; /* the panels of A and of B, shared out evenly */
 } crun;
 
 /* Packing task i: A's panels first, then B's. */
@@ -253,10 +253,12 @@ block_task(void *ctx, int64_t i)
     int64_t mb = i % r->mblocks, nb = i / r->mblocks % r->nblocks, batch = i / r->mblocks / r->nblocks;
     jit_caux a;
     a.batch = batch;
-    a.i0 = mb * r->mc;
-    a.i1 = a.i0 + r->mc < s->mm_m ? a.i0 + r->mc : s->mm_m;
-    a.j0 = nb * r->nc;
-    a.j1 = a.j0 + r->nc < s->mm_n ? a.j0 + r->nc : s->mm_n;
+    a.i0 = mb * r->apanels / r->mblocks * r->g.mr;
+    a.i1 = (mb + 1) * r->apanels / r->mblocks * r->g.mr;
+    a.i1 = a.i1 < s->mm_m ? a.i1 : s->mm_m;
+    a.j0 = nb * r->bpanels / r->nblocks * r->g.nr;
+    a.j1 = (nb + 1) * r->bpanels / r->nblocks * r->g.nr;
+    a.j1 = a.j1 < s->mm_n ? a.j1 : s->mm_n;
     size_t k = (size_t)s->mm_k;
     int64_t ab = s->mm_shared[0] ? 0 : batch, bb = s->mm_shared[1] ? 0 : batch;
     const char *pa = r->apack + (size_t)(ab * r->g.mp + a.i0) * k * r->g.es;
@@ -313,12 +315,12 @@ jit_contract_run(const jit_step *s, void *const *ptrs, const void *a, const void
 
     /* rows per block: the block's panels of A (one slice of k) take at most half the L2 */
     int64_t kb = (r.g.kc ? r.g.kc : 1) * (int64_t)r.g.es;
-    int64_t mc = l2_bytes() / 2 / kb / r.g.mr * r.g.mr;
-    if (mc < r.g.mr)
-        mc = r.g.mr;
-    r.mblocks = (r.g.mp + mc - 1) / mc;
-    r.mc = ((r.apanels + r.mblocks - 1) / r.mblocks) * r.g.mr;
-    r.mblocks = (r.g.mp + r.mc - 1) / r.mc;
+    int64_t mcp = l2_bytes() / 2 / kb / r.g.mr; /* panels */
+    if (mcp < 1)
+        mcp = 1;
+    r.mblocks = (r.apanels + mcp - 1) / mcp;
+    if (r.mblocks < 1)
+        r.mblocks = 1;
     /* columns: enough tasks to balance the threads */
     r.nblocks = 1;
     if (threads > 1) {
@@ -327,8 +329,6 @@ jit_contract_run(const jit_step *s, void *const *ptrs, const void *a, const void
         if (r.nblocks > r.bpanels)
             r.nblocks = r.bpanels > 0 ? r.bpanels : 1;
     }
-    r.nc = ((r.bpanels + r.nblocks - 1) / r.nblocks) * r.g.nr;
-    r.nblocks = r.nc ? (r.g.np + r.nc - 1) / r.nc : 1;
 
     int64_t npack = r.g.acount * r.apanels + (r.pack_b ? r.g.bcount * r.bpanels : 0);
     int64_t ntasks = s->mm_batch * r.mblocks * r.nblocks;
