@@ -28,6 +28,9 @@
 
 typedef LLVMValueRef val;
 
+/* Emitted like the functions of JIT_VM_LIST, but not one of them: float rem. */
+#define VM_FMOD JIT_VM_COUNT
+
 /* ---- the function table and the accuracy bounds -------------------------------------- */
 
 /* Bounds in ULP of the result's dtype, against the exact result (the reference rounded to
@@ -36,7 +39,7 @@ static const struct {
     const char *name;
     int arity;
     double ulp_f32, ulp_f64;
-} vm_info[JIT_VM_COUNT] = {
+} vm_info[VM_FMOD + 1] = {
     [JIT_VM_EXP] = {"exp", 1, 2, 4},     [JIT_VM_EXP2] = {"exp2", 1, 2, 4},
     [JIT_VM_EXPM1] = {"expm1", 1, 2, 4}, [JIT_VM_LOG] = {"log", 1, 2, 4},
     [JIT_VM_LOG2] = {"log2", 1, 2, 4},   [JIT_VM_LOG1P] = {"log1p", 1, 2, 4},
@@ -46,6 +49,7 @@ static const struct {
     [JIT_VM_SIN] = {"sin", 1, 4, 4},     [JIT_VM_COS] = {"cos", 1, 4, 4},
     [JIT_VM_TAN] = {"tan", 1, 4, 4},     [JIT_VM_POW] = {"pow", 2, 4, 4},
     [JIT_VM_ATAN2] = {"atan2", 2, 4, 4},
+    [VM_FMOD] = {"fmod", 2, 0, 0}, /* exact; not an op of its own (float rem) */
 };
 
 const char *
@@ -1195,6 +1199,72 @@ b_pow(em *e, val *args)
     return sel(e, fcmp(e, LLVMRealOEQ, x, one), one, res); /* even for NaN y */
 }
 
+/* ---- fmod (f64; f32 widened: exact both ways) -------------------------------------------- */
+
+/* floor(log2 |x|) for x > 0 finite, subnormals included (0 gives about -bias - 54). */
+static val
+ilogb_(em *e, val x)
+{
+    val tiny = fcmp(e, LLVMRealOLT, x, K(e, 0x1p-1022));
+    x = sel(e, tiny, mul(e, x, K(e, 0x1p54)), x);
+    val ex = LLVMBuildAnd(e->b, ilshr(e, bits(e, x), e->mant), KI(e, 2 * e->bias + 1), "");
+    return isub(e, ex, sel(e, tiny, KI(e, e->bias + 54), KI(e, e->bias)));
+}
+
+/* fmod(x, y) exactly, as C's fmod on x86, bit for bit: the sign of x; x for |x| < |y| (±0
+ * and y = ±inf included); for a NaN operand x's NaN, else y's, quieted; for x = ±inf or
+ * y = 0 x86's default NaN.  Long division in steps of up to 51 bits of
+ * quotient, on A = |x|, B = |y|: with k = max(ilogb A - ilogb B - 51, 0) and Bk = B 2^k
+ * (exact), q = trunc(A / Bk) is the integer part n of A/Bk or n + 1 (the rounded quotient
+ * cannot pass the representable n or n + 1, and A/Bk < 2^52), so R = A - q Bk lies in
+ * (-Bk, Bk), is a multiple of Bk's or A's last place, and comes out of one FMA exactly;
+ * R + Bk for R < 0 is exact too.  A = R then has at least 51 fewer bits of quotient left:
+ * the loop runs until every lane has A < B (once for quotients below 2^52, at most 42
+ * times for doubles, 6 for widened floats). */
+static val
+b_fmod(em *e, val *args)
+{
+    val x = args[0], y = args[1];
+    val ax = fabs_(e, x), ay = fabs_(e, y);
+    val nan = or_(e, or_(e, is_nan(e, x), is_nan(e, y)),
+                  or_(e, is_inf(e, x), fcmp(e, LLVMRealOEQ, ay, K(e, 0))));
+    val keep = fcmp(e, LLVMRealOLT, ax, ay); /* false for NaNs */
+    val work = not_(e, or_(e, nan, keep));
+    val a0 = sel(e, work, ax, K(e, 0));
+    val b = sel(e, work, ay, K(e, 1));
+    val eb = ilogb_(e, b);
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(e->b);
+    LLVMBasicBlockRef loop = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "fmod_step");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "fmod_done");
+    LLVMBuildBr(e->b, loop);
+    LLVMPositionBuilderAtEnd(e->b, loop);
+    val a = LLVMBuildPhi(e->b, e->ft, "");
+    val k = isub(e, isub(e, ilogb_(e, a), eb), KI(e, 51));
+    k = sel(e, icmp(e, LLVMIntSGT, k, KI(e, 0)), k, KI(e, 0));
+    val bk = scale2(e, b, k);
+    val q = intrinsic(e, "llvm.trunc", (val[]){dvd(e, a, bk)}, 1);
+    val r = fma_(e, neg(e, q), bk, a);
+    r = sel(e, fcmp(e, LLVMRealOLT, r, K(e, 0)), add(e, r, bk), r);
+    val more = fcmp(e, LLVMRealOGE, r, b);
+    if (e->lanes)
+        more = intrinsic(e, "llvm.vector.reduce.or", &more, 1);
+    LLVMBasicBlockRef end = LLVMGetInsertBlock(e->b);
+    LLVMBuildCondBr(e->b, more, loop, done);
+    val in[2] = {a0, r};
+    LLVMBasicBlockRef from[2] = {pre, end};
+    LLVMAddIncoming(a, in, from, 2);
+    LLVMPositionBuilderAtEnd(e->b, done);
+    val res = copysign_(e, r, x);
+    res = sel(e, keep, x, res);
+    /* NaNs as the C library's (x y)/(x y) gives them on x86: x's NaN, else y's, quieted;
+     * x86's default NaN (negative) for x = ±inf or y = 0 */
+    val quiet = KI(e, e->dbl ? 0x0008000000000000ll : 0x00400000);
+    val dflt = fbits(e, KI(e, e->dbl ? (long long)0xfff8000000000000ull : (long long)0xffc00000));
+    res = sel(e, nan, dflt, res);
+    res = sel(e, is_nan(e, y), fbits(e, or_(e, bits(e, y), quiet)), res);
+    return sel(e, is_nan(e, x), fbits(e, or_(e, bits(e, x), quiet)), res);
+}
+
 /* ---- functions, types, calls ------------------------------------------------------------------ */
 
 typedef val (*body_fn)(em *e, val *args);
@@ -1204,7 +1274,7 @@ static val b_widen(em *e, val *args);
 /* f32 bodies: NULL for "widen to f64". */
 static const struct {
     body_fn f32, f64;
-} bodies[JIT_VM_COUNT] = {
+} bodies[VM_FMOD + 1] = {
     [JIT_VM_EXP] = {b_exp, b_exp},       [JIT_VM_EXP2] = {b_exp2, b_exp2},
     [JIT_VM_EXPM1] = {b_expm1, b_expm1}, [JIT_VM_LOG] = {b_log, b_log},
     [JIT_VM_LOG2] = {b_log2, b_log2},    [JIT_VM_LOG1P] = {b_log1p, b_log1p},
@@ -1213,7 +1283,7 @@ static const struct {
     [JIT_VM_ERF] = {NULL, b_erf},        [JIT_VM_GELU_ERF] = {NULL, b_gelu_erf},
     [JIT_VM_SIN] = {NULL, b_sin},        [JIT_VM_COS] = {NULL, b_cos},
     [JIT_VM_TAN] = {NULL, b_tan},        [JIT_VM_POW] = {NULL, b_pow},
-    [JIT_VM_ATAN2] = {NULL, b_atan2},
+    [JIT_VM_ATAN2] = {NULL, b_atan2},   [VM_FMOD] = {NULL, b_fmod},
 };
 
 static void
@@ -1255,8 +1325,9 @@ get_fn(LLVMContextRef ctx, LLVMModuleRef mod, jit_vm_fn fn, bool dbl, unsigned l
     body_fn body = dbl ? bodies[fn].f64 : bodies[fn].f32;
     val r = (body ? body : b_widen)(&e, args);
     /* One NaN for every NaN result: which operand's NaN an instruction passes on depends on
-     * operand order, which may differ between a vector body and a scalar tail. */
-    LLVMBuildRet(e.b, sel(&e, is_nan(&e, r), K(&e, NAN), r));
+     * operand order, which may differ between a vector body and a scalar tail.  (fmod
+     * chooses its NaNs itself, as the C library's.) */
+    LLVMBuildRet(e.b, fn == VM_FMOD ? r : sel(&e, is_nan(&e, r), K(&e, NAN), r));
     LLVMDisposeBuilder(e.b);
     return f;
 }
@@ -1275,14 +1346,11 @@ b_widen(em *e, val *args)
     return LLVMBuildFPTrunc(e->b, r, e->ft, "");
 }
 
-LLVMValueRef
-jit_vm_emit(jit_vm *vm, jit_vm_fn fn, LLVMValueRef x, LLVMValueRef y)
+/* jit_vm_emit for fn in JIT_VM_LIST or VM_FMOD. */
+static LLVMValueRef
+emit_call(jit_vm *vm, jit_vm_fn fn, LLVMValueRef x, LLVMValueRef y)
 {
     const char *api = "jit_vm_emit";
-    if ((unsigned)fn >= JIT_VM_COUNT) {
-        ir_error(KILN_ERR_INTERNAL, "%s: internal error: unknown function %d", api, (int)fn);
-        return NULL;
-    }
     if (!vm || !vm->ctx || !vm->mod || !vm->b || !x) {
         ir_error(KILN_ERR_INTERNAL,
                  "%s: internal error: %s: missing context, module, builder or operand", api,
@@ -1315,6 +1383,22 @@ jit_vm_emit(jit_vm *vm, jit_vm_fn fn, LLVMValueRef x, LLVMValueRef y)
     LLVMValueRef f = get_fn(vm->ctx, vm->mod, fn, k == LLVMDoubleTypeKind, lanes, &fty);
     LLVMValueRef args[2] = {x, y};
     return LLVMBuildCall2(vm->b, fty, f, args, (unsigned)arity, "");
+}
+
+LLVMValueRef
+jit_vm_emit(jit_vm *vm, jit_vm_fn fn, LLVMValueRef x, LLVMValueRef y)
+{
+    if ((unsigned)fn >= JIT_VM_COUNT) {
+        ir_error(KILN_ERR_INTERNAL, "jit_vm_emit: internal error: unknown function %d", (int)fn);
+        return NULL;
+    }
+    return emit_call(vm, fn, x, y);
+}
+
+LLVMValueRef
+jit_vm_fmod(jit_vm *vm, LLVMValueRef x, LLVMValueRef y)
+{
+    return emit_call(vm, VM_FMOD, x, y);
 }
 
 #define JIT_VM_DEF1(e, n, a)                                                                       \

@@ -70,6 +70,14 @@ typedef struct jit_vm {
  * them of at most JIT_VM_MAX_LANES lanes, or when y's type differs from x's. */
 IR_HIDDEN LLVMValueRef jit_vm_emit(jit_vm *vm, jit_vm_fn fn, LLVMValueRef x, LLVMValueRef y);
 
+/* fmod(x, y) exactly, as C's fmod on x86 (float `rem`), bit for bit: the sign of x, x
+ * itself for |x| < |y|, x's NaN (else y's) quieted for a NaN operand, x86's default NaN
+ * (0xffc00000, 0xfff8000000000000) for x = ±inf or y = 0: not the one NaN of the other
+ * functions, so that compiled rem equals the reference interpreter's fmod exactly.  A vector
+ * loop of long-division steps (each exact by FMA), run while any lane has quotient bits
+ * left: once for quotients below 2^52.  Types and errors as jit_vm_emit. */
+IR_HIDDEN LLVMValueRef jit_vm_fmod(jit_vm *vm, LLVMValueRef x, LLVMValueRef y);
+
 /* One wrapper per function, for readability at call sites. */
 #define JIT_VM_DECL1(e, n, a) IR_HIDDEN LLVMValueRef jit_vm_##n(jit_vm *vm, LLVMValueRef x);
 #define JIT_VM_DECL(e, n, a) JIT_VM_DECL##a(e, n, a)
