@@ -10,7 +10,10 @@
  *    arithmetic, weighted by the error of the final function, rounded to the target
  *    precision one coefficient at a time with the rest refitted);
  *  - 2^n scaling by building the power of two from exponent bits, in two factors so that
- *    overflow gives inf and results in the subnormal range are rounded once;
+ *    overflow gives inf and results in the subnormal range are rounded once (on AVX-512
+ *    hosts one vscalef, which rounds the same way);
+ *  - on AVX-512 hosts, vrcp14 and a correction step instead of divisions where a quotient
+ *    is corrected anyway (f32 tanh, sigmoid, silu);
  *  - explicit selects for NaN, ±inf, ±0 and the other special cases.
  * Integers are taken out of floats with the "magic number" addition (x + 1.5*2^mant) and a
  * bitcast, never fptosi, so NaN and inf lanes give defined garbage instead of poison, and
@@ -22,6 +25,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "vmath.h"
@@ -40,12 +44,12 @@ static const struct {
     int arity;
     double ulp_f32, ulp_f64;
 } vm_info[VM_FMOD + 1] = {
-    [JIT_VM_EXP] = {"exp", 1, 2, 4},     [JIT_VM_EXP2] = {"exp2", 1, 2, 4},
-    [JIT_VM_EXPM1] = {"expm1", 1, 2, 4}, [JIT_VM_LOG] = {"log", 1, 2, 4},
+    [JIT_VM_EXP] = {"exp", 1, 1, 1},     [JIT_VM_EXP2] = {"exp2", 1, 2, 4},
+    [JIT_VM_EXPM1] = {"expm1", 1, 2, 4}, [JIT_VM_LOG] = {"log", 1, 1, 1},
     [JIT_VM_LOG2] = {"log2", 1, 2, 4},   [JIT_VM_LOG1P] = {"log1p", 1, 2, 4},
-    [JIT_VM_TANH] = {"tanh", 1, 2, 4},   [JIT_VM_SIGMOID] = {"sigmoid", 1, 2, 4},
-    [JIT_VM_SILU] = {"silu", 1, 2, 4},   [JIT_VM_GELU] = {"gelu", 1, 4, 4},
-    [JIT_VM_ERF] = {"erf", 1, 4, 4},     [JIT_VM_GELU_ERF] = {"gelu_erf", 1, 4, 4},
+    [JIT_VM_TANH] = {"tanh", 1, 2, 2},   [JIT_VM_SIGMOID] = {"sigmoid", 1, 2, 2},
+    [JIT_VM_SILU] = {"silu", 1, 2, 4},   [JIT_VM_GELU] = {"gelu", 1, 3, 3},
+    [JIT_VM_ERF] = {"erf", 1, 2, 2},     [JIT_VM_GELU_ERF] = {"gelu_erf", 1, 3, 3},
     [JIT_VM_SIN] = {"sin", 1, 4, 4},     [JIT_VM_COS] = {"cos", 1, 4, 4},
     [JIT_VM_TAN] = {"tan", 1, 4, 4},     [JIT_VM_POW] = {"pow", 2, 4, 4},
     [JIT_VM_ATAN2] = {"atan2", 2, 4, 4},
@@ -123,9 +127,11 @@ static const double log_r_f64[] = {0x1.5555555555592p-1, 0x1.999999997ff63p-2, 0
 static const double pow_w_f64[] = {0x1.9999999999b3p-2,  0x1.2492492457d6cp-2, 0x1.c71c722d64d18p-3,
                                    0x1.745ce9e3e9d4bp-3, 0x1.3b1eebf18714fp-3, 0x1.0f7febd90e668p-3,
                                    0x1.0e429877f8dc4p-3};
-/* tanh(a) = a + a^3 T(a^2), a < 0.625: 2^-27.7 / 2^-56.4 */
-static const double tanh_t_f32[] = {-0x1.555532p-2, 0x1.1106f6p-3, -0x1.b835a4p-5, 0x1.51f8cep-6,
-                                    -0x1.750ce2p-8};
+/* e^r - 1 = r + r^2 Q(r), r in [0, ln2] (a little wider for the rounding of n), for tanh:
+ * 2^-31.5 */
+static const double expm1_q01_f32[] = {0x1.fffffep-2,  0x1.5555c6p-3,  0x1.5544fap-5,
+                                       0x1.1225fep-7,  0x1.59ce6p-10,  0x1.19f65p-12};
+/* tanh(a) = a + a^3 T(a^2), a < 0.625: 2^-56.4 */
 static const double tanh_t_f64[] = {
     -0x1.55555555554ffp-2,  0x1.111111110ac94p-3,  -0x1.ba1ba1b503af2p-5,  0x1.664f477a634c2p-6,
     -0x1.226e161fbf7d7p-7,  0x1.d6cf2684d5b62p-9,  -0x1.7d68936413787p-10, 0x1.3365ab66d1479p-11,
@@ -216,6 +222,7 @@ typedef struct em {
     LLVMTypeRef fe, ft; /* float element type, value type */
     LLVMTypeRef ie, it; /* integer of the same size: element, value */
     int mant, bias;     /* 23, 127 or 52, 1023 */
+    bool avx512;        /* the host has AVX-512 F and VL: vrcp14, vscalef (x86_lanewise) */
 } em;
 
 static LLVMTypeRef
@@ -503,12 +510,127 @@ pow2i(em *e, val n)
     return fbits(e, ishl(e, iadd(e, n, KI(e, e->bias)), e->mant));
 }
 
+/* Does the host have AVX-512 F and VL (vrcp14 and vscalef at 128, 256 and 512 bits)?  Unless
+ * KILN_VMATH_PORTABLE is set (the tests use it to run the generic form on such hosts). */
+static bool
+host_has_avx512(void)
+{
+    const char *pv = getenv("KILN_VMATH_PORTABLE");
+    if (pv && *pv && strcmp(pv, "0") != 0)
+        return false;
+    const char *f = jit_host_info()->features;
+    bool f512 = false, vl = false;
+    for (const char *p = f; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+        size_t n = strcspn(p, ",");
+        f512 |= n == 8 && strncmp(p, "+avx512f", 8) == 0;
+        vl |= n == 9 && strncmp(p, "+avx512vl", 9) == 0;
+    }
+    return f512 && vl;
+}
+
+/* The shuffle of a and b (NULL: poison) taking lanes from[0..n-1]; from[i] < 0 for a one. */
+static val
+shuffle(em *e, val a, val b, const int *from, unsigned n)
+{
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(e->ctx);
+    val idx[JIT_VM_MAX_LANES];
+    for (unsigned i = 0; i < n; i++)
+        idx[i] = from[i] < 0 ? LLVMGetPoison(i32) : LLVMConstInt(i32, (unsigned)from[i], 0);
+    return LLVMBuildShuffleVector(e->b, a, b ? b : LLVMGetPoison(LLVMTypeOf(a)),
+                                  LLVMConstVector(idx, n), "");
+}
+
+/* An AVX-512 intrinsic "llvm.x86.avx512.<base>.{ps,pd}.{512,256,128}" applied lane by
+ * lane to nargs (1 or 2) operands of e's type, for any lane count: the operands are cut
+ * into 512-, 256- or 128-bit pieces (a power of two of them, the last padded with ones; a
+ * scalar goes in lane 0 of a 128-bit one) and the results joined again.  The intrinsic
+ * takes (operands..., passthru, mask) and, at 512 bits where `rounding`, a rounding
+ * argument (4: the current mode).  Each lane goes through the same instruction, so vector
+ * lanes and scalars get the same bits. */
+static val
+x86_lanewise(em *e, const char *base, bool rounding, val *x, int nargs)
+{
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(e->ctx);
+    unsigned w = e->dbl ? 2 : 4, n = e->lanes ? e->lanes : 1; /* w: lanes of 128 bits */
+    unsigned pw = n >= 4 * w ? 4 * w : n > w ? 2 * w : w;     /* lanes of a piece */
+    unsigned np = 1;
+    while (np * pw < n)
+        np *= 2;
+    char nm[64];
+    snprintf(nm, sizeof nm, "llvm.x86.avx512.%s.%s.%u", base, e->dbl ? "pd" : "ps",
+             pw * (e->dbl ? 64 : 32));
+    unsigned id = LLVMLookupIntrinsicID(nm, strlen(nm));
+    val f = LLVMGetIntrinsicDeclaration(e->mod, id, NULL, 0);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(e->ctx, id, NULL, 0);
+    LLVMTypeRef pt = LLVMVectorType(e->fe, pw);
+    LLVMTypeRef mt = LLVMIntTypeInContext(e->ctx, pw == 16 ? 16 : 8);
+    int from[JIT_VM_MAX_LANES];
+    val ones[JIT_VM_MAX_LANES];
+    for (unsigned i = 0; i < JIT_VM_MAX_LANES; i++)
+        ones[i] = LLVMConstReal(e->fe, 1.0);
+    val piece[8][2] = {{0}}; /* np <= 8: n <= 64 lanes in pieces of 4w */
+    for (int k = 0; k < nargs; k++) {
+        val wide; /* np * pw lanes */
+        if (!e->lanes) {
+            wide = LLVMBuildInsertElement(e->b, LLVMConstVector(ones, pw), x[k],
+                                          LLVMConstInt(i32, 0, 0), "");
+        } else if (n == np * pw) {
+            wide = x[k];
+        } else {
+            for (unsigned i = 0; i < np * pw; i++)
+                from[i] = (int)(i < n ? i : n);
+            wide = shuffle(e, x[k], LLVMConstVector(ones, n), from, np * pw);
+        }
+        for (unsigned p = 0; p < np; p++) {
+            for (unsigned i = 0; i < pw; i++)
+                from[i] = (int)(p * pw + i);
+            piece[p][k] = np == 1 ? wide : shuffle(e, wide, NULL, from, pw);
+        }
+    }
+    val out[8] = {0};
+    for (unsigned p = 0; p < np; p++) {
+        val args[5];
+        int na = 0;
+        for (int k = 0; k < nargs; k++)
+            args[na++] = piece[p][k];
+        args[na++] = LLVMConstNull(pt);
+        args[na++] = LLVMConstAllOnes(mt);
+        if (rounding && pw * (e->dbl ? 64 : 32) == 512)
+            args[na++] = LLVMConstInt(i32, 4, 0);
+        out[p] = LLVMBuildCall2(e->b, fty, f, args, (unsigned)na, "");
+    }
+    for (unsigned m = np, len = pw; m > 1; m /= 2, len *= 2) /* join pairs */
+        for (unsigned p = 0; p < m / 2; p++) {
+            for (unsigned i = 0; i < 2 * len; i++)
+                from[i] = (int)i;
+            out[p] = shuffle(e, out[2 * p], out[2 * p + 1], from, 2 * len);
+        }
+    if (!e->lanes)
+        return LLVMBuildExtractElement(e->b, out[0], LLVMConstInt(i32, 0, 0), "");
+    if (n == np * pw)
+        return out[0];
+    for (unsigned i = 0; i < n; i++)
+        from[i] = (int)i;
+    return shuffle(e, out[0], NULL, from, n);
+}
+
+/* vrcp14: 1/x with a relative error below 2^-14 (AVX-512 hosts only). */
+static val
+rcp14(em *e, val x)
+{
+    return x86_lanewise(e, "rcp14", false, &x, 1);
+}
+
 /* y * 2^n for |n| up to about 2 * bias, rounded once: y * 2^n1 is exact (n1 = n/2 keeps it
  * normal), the second factor rounds into the subnormals or overflows to inf as an exact
  * product would. */
 static val
 scale2(em *e, val y, val n)
 {
+    if (e->avx512) { /* vscalef: y 2^n rounded once, inf and subnormals as IEEE multiplies */
+        val args[2] = {y, itof(e, n)};
+        return x86_lanewise(e, "mask.scalef", true, args, 2);
+    }
     val n1 = iashr(e, n, 1);
     return mul(e, mul(e, y, pow2i(e, n1)), pow2i(e, isub(e, n, n1)));
 }
@@ -609,7 +731,9 @@ b_expm1(em *e, val *a)
  * e^t applied last: x e^t is representable where e^t alone would already be subnormal.
  * For t < -uf the result underflows to 0 (x * 0: NaN for x = -inf, as ops.def's formulas
  * give).  `precise` adds one correction step to the quotient that takes the roundings of
- * x e^t and of 1 + e^-|t| into account (one more division), for the 2-ULP functions. */
+ * x e^t and of 1 + e^-|t| into account (one more division; for f32 on AVX-512 hosts no
+ * division at all, vrcp14 instead), for the 2-ULP functions and f64 gelu.  On AVX-512 the
+ * 2^n scalings are vscalef. */
 static val
 xsig(em *e, val x, val th, val tl, double uf, bool precise)
 {
@@ -622,22 +746,30 @@ xsig(em *e, val x, val th, val tl, double uf, bool precise)
     val p = exp_core(e, ah, al, &n);
     /* e^-|t| for 1 + e^-|t|: where it is below the normal range it does not matter */
     val nmin = KI(e, 1 - e->bias);
-    val ea = mul(e, p, pow2i(e, sel(e, icmp(e, LLVMIntSLT, n, nmin), nmin, n)));
+    val ea = e->avx512 ? scale2(e, p, n)
+                       : mul(e, p, pow2i(e, sel(e, icmp(e, LLVMIntSLT, n, nmin), nmin, n)));
     val num = sel(e, tneg, mul(e, x, p), x);
     val d = add(e, K(e, 1), ea);
-    val q = dvd(e, num, d);
+    /* precise f32 on AVX-512: q from vrcp14's 1/d (2^-14), which the correction below
+     * removes (its term is itself ~2^-14 q, computed to 2^-14 of itself: 2^-28 q, far below
+     * f32's ULP, not f64's): no division at all */
+    val rd = precise && e->avx512 && !e->dbl ? rcp14(e, d) : NULL;
+    val q = rd ? mul(e, num, rd) : dvd(e, num, d);
     if (precise) {
         /* (num + nl)/(d + dl) = q + (num - q d + nl - q dl)/d, num - q d exact by FMA */
         val nl = sel(e, tneg, fma_(e, x, p, neg(e, num)), K(e, 0));
         val dl = add(e, sub(e, K(e, 1), d), ea);
         val rho = fma_(e, neg(e, q), d, num);
-        val q1 = add(e, q, dvd(e, fma_(e, neg(e, q), dl, add(e, rho, nl)), d));
+        val corr = fma_(e, neg(e, q), dl, add(e, rho, nl));
+        val q1 = rd ? fma_(e, corr, rd, q) : add(e, q, dvd(e, corr, d));
         q = sel(e, or_(e, is_inf(e, q), fcmp(e, LLVMRealOEQ, q, K(e, 0))), q, q1);
     }
-    /* t < 0: q 2^n in two steps, q 2^(n+c) exact (normal: n >= -uf/ln2 - 1), then one rounding
-     * by 2^-c (|q| is at most ~1.5 uf here) */
+    /* t < 0: q 2^n rounded once (|q| is at most ~1.5 uf here): by vscalef, or in two steps,
+     * q 2^(n+c) exact (normal: n >= -uf/ln2 - 1), then one rounding by 2^-c */
     int c = e->dbl ? 100 : 48;
-    val scaled = mul(e, mul(e, q, pow2i(e, iadd(e, n, KI(e, c)))), K(e, ldexp(1.0, -c)));
+    val scaled = e->avx512
+                     ? scale2(e, q, n)
+                     : mul(e, mul(e, q, pow2i(e, iadd(e, n, KI(e, c)))), K(e, ldexp(1.0, -c)));
     val res = sel(e, tneg, scaled, q);
     return sel(e, fcmp(e, LLVMRealOLT, th, K(e, -uf)), mul(e, x, K(e, 0)), res);
 }
@@ -681,22 +813,64 @@ b_gelu(em *e, val *a)
         gl = add(e, gl, K(e, GELU_C_LO_F32));
     val th = mul(e, xc, gh);
     val tl = fma_(e, xc, gl, fma_(e, xc, gh, neg(e, th)));
-    return xsig(e, x, th, tl, d ? 770.0 : 120.0, false);
+    /* the quotient's correction step only for f64, where without it the error reaches
+     * ~3 ULP (f32: ~2.9 without, 1.5 with, and a quarter slower) */
+    return xsig(e, x, th, tl, d ? 770.0 : 120.0, d);
 }
 
-/* tanh: a + a^3 T(a^2) below 0.625, 1 - 2/(e^2a + 1) above (no cancellation there:
+/* tanh f32: E/D with E = e^2a - 1 = 2^n (1 + u) - 1 and D = E + 2, a = |x|, for every a
+ * (no cancellation anywhere, no second branch): n = round(2a/ln2 - 1/2) puts r = 2a - n ln2
+ * in [0, ln2], where u = e^r - 1 = rh + (r^2 Q(r) + rl) keeps its relative accuracy down to
+ * 0; E = fma(2^n, u, 2^n - 1) and D = fma(2^n, u, 2^n + 1) round once each, and u's error
+ * reaches E damped by 2^n u / E <= 2/3 for n >= 1 (u >= 0).  D's rounding error dl (exact:
+ * 2^n + 1 - D is) would be a whole ULP of the quotient for small a, so the quotient is
+ * corrected for it: q = E/D', q1 = q + (E - q D - q dl)/D with the residual exact by FMA,
+ * where 1/D' is vrcp14's estimate (the correction removes its 2^-14 error too) or, on
+ * hosts without it, a division.  For 2a >= 4, 1 - 2/D instead. */
+static val
+tanh_f32(em *e, val x)
+{
+    val ax = fabs_(e, x);
+    val a2 = add(e, ax, ax);
+    a2 = clamp(e, a2, 0, 20.0); /* tanh rounds to 1 beyond 9.01 */
+    val kf;
+    val n = magic_int(e, add(e, fma_(e, a2, K(e, LOG2E_HI_F32), K(e, -0.5)), K(e, magic(e))), &kf);
+    val nk = neg(e, kf);
+    val rh = fma_(e, nk, K(e, LN2_HI_F32), a2); /* exact */
+    val rl = mul(e, nk, K(e, LN2_LO_F32));
+    val r = add(e, rh, rl);
+    val q = estrin(e, r, expm1_q01_f32, NCOEF(expm1_q01_f32));
+    val u = add(e, rh, fma_(e, mul(e, r, r), q, rl));
+    val p = pow2i(e, n);
+    val em1 = fma_(e, p, u, sub(e, p, K(e, 1)));
+    val p1 = add(e, p, K(e, 1));
+    val d = fma_(e, p, u, p1);
+    val dl = fma_(e, p, u, sub(e, p1, d)); /* d + dl = 2^n (1 + u) + 1 exactly */
+    val rd = e->avx512 ? rcp14(e, d) : dvd(e, K(e, 1), d);
+    val t = mul(e, em1, rd);
+    val rho = fma_(e, neg(e, t), d, em1);
+    t = fma_(e, fma_(e, neg(e, t), dl, rho), rd, t);
+    /* 2a >= 4: 1 - 2/D (2/D < 0.04: its errors are damped 25 times, the result is within
+     * ~0.55 ULP, and 1 + tanh near -1 keeps what accuracy it can), with vrcp14's estimate
+     * refined by one Newton step; this also covers n >= 23, where 2^n +- 1 are not exact */
+    val rd1 = e->avx512 ? fma_(e, rd, fma_(e, neg(e, d), rd, K(e, 1)), rd) : rd;
+    t = sel(e, fcmp(e, LLVMRealOGE, a2, K(e, 4.0)), fma_(e, K(e, -2), rd1, K(e, 1)), t);
+    return copysign_(e, t, x);
+}
+
+/* tanh f64: a + a^3 T(a^2) below 0.625, 1 - 2/(e^2a + 1) above (no cancellation there:
  * tanh >= 0.55). */
 static val
 b_tanh(em *e, val *a)
 {
-    bool d = e->dbl;
+    if (!e->dbl)
+        return tanh_f32(e, a[0]);
     val x = a[0];
     val ax = fabs_(e, x);
     val z = mul(e, ax, ax);
-    val t = d ? estrin(e, z, tanh_t_f64, NCOEF(tanh_t_f64))
-              : estrin(e, z, tanh_t_f32, NCOEF(tanh_t_f32));
+    val t = estrin(e, z, tanh_t_f64, NCOEF(tanh_t_f64));
     val small = fma_(e, mul(e, ax, z), t, ax);
-    val ac = clamp(e, ax, 0, d ? 20.0 : 10.0); /* tanh is 1 to the last bit beyond */
+    val ac = clamp(e, ax, 0, 20.0); /* tanh is 1 to the last bit beyond */
     val n;
     val p = exp_core(e, add(e, ac, ac), NULL, &n);
     val ee = mul(e, p, pow2i(e, n));
@@ -1299,7 +1473,7 @@ static LLVMValueRef
 get_fn(LLVMContextRef ctx, LLVMModuleRef mod, jit_vm_fn fn, bool dbl, unsigned lanes,
        LLVMTypeRef *fty)
 {
-    em e = {.mod = mod, .which = fn};
+    em e = {.mod = mod, .which = fn, .avx512 = host_has_avx512()};
     em_types(&e, ctx, dbl, lanes);
     int arity = vm_info[fn].arity;
     LLVMTypeRef params[2] = {e.ft, e.ft};

@@ -4,7 +4,9 @@
  * slow for kiln's kernels, so kiln emits its own vector math: range reduction, a minimax
  * polynomial evaluated with llvm.fma, 2^n scaling through exponent bits, and explicit
  * selects for the special values, all branch-free except the rare huge-argument path of
- * sin/cos/tan.  Methods, bounds and measured errors: docs/accuracy.md.
+ * sin/cos/tan and fmod's loop.  On hosts with AVX-512 F and VL the 2^n scalings are vscalef
+ * and some quotients start from vrcp14 (KILN_VMATH_PORTABLE=1 turns that off); results
+ * stay within the same bounds.  Methods, bounds and measured errors: docs/accuracy.md.
  *
  * Use: fill a jit_vm with the unit's context and module and a builder positioned where the
  * value is needed, then call jit_vm_emit (or one of the named wrappers) on a value `x` of
