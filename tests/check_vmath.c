@@ -621,6 +621,51 @@ load(const void *buf, size_t i, bool dbl)
     return dbl ? ((const double *)buf)[i] : (double)((const float *)buf)[i];
 }
 
+/* The inputs in the dtype, both kernels compiled and run on them; the optimised module must
+ * call no library function (every call an LLVM intrinsic). */
+typedef struct run {
+    size_t n;
+    void *x, *y, *ov, *os; /* inputs, vector kernel's and scalar kernel's outputs */
+    kernels k;
+} run;
+
+static run
+run_kernels(const inputs *in, jit_vm_fn fn, bool dbl)
+{
+    size_t n = in->n, es = dbl ? 8 : 4;
+    run r = {.n = n, .x = malloc(n * es), .y = malloc(n * es), .ov = malloc(n * es),
+             .os = malloc(n * es)};
+    ck_assert(r.x && r.y && r.ov && r.os);
+    for (size_t i = 0; i < n; i++) {
+        if (dbl) {
+            ((double *)r.x)[i] = in->x[i];
+            ((double *)r.y)[i] = in->y[i];
+        } else {
+            ((float *)r.x)[i] = (float)in->x[i];
+            ((float *)r.y)[i] = (float)in->y[i];
+        }
+    }
+    r.k = compile(fn, dbl);
+    r.k.vec(r.x, r.y, r.ov, (int64_t)n);
+    r.k.scl(r.x, r.y, r.os, (int64_t)n);
+    for (const char *p = r.k.opt; (p = strstr(p, " call ")) != NULL; p++) {
+        const char *at = strchr(p, '@');
+        ck_assert_msg(at && strncmp(at, "@llvm.", 6) == 0,
+                      "%s: a call that is not an intrinsic: %.80s", fn_name(fn), p);
+    }
+    return r;
+}
+
+static void
+run_free(run *r)
+{
+    release(&r->k);
+    free(r->x);
+    free(r->y);
+    free(r->ov);
+    free(r->os);
+}
+
 static void
 check_function(jit_vm_fn fn, bool dbl)
 {
@@ -638,28 +683,10 @@ check_function(jit_vm_fn fn, bool dbl)
     specials(&in, fn, dbl);
     in.nspecial = in.n;
     sweep(&in, fn, dbl);
-    size_t n = in.n, es = dbl ? 8 : 4;
-    void *x = malloc(n * es), *y = malloc(n * es), *ov = malloc(n * es), *os = malloc(n * es);
-    ck_assert(x && y && ov && os);
-    for (size_t i = 0; i < n; i++) {
-        if (dbl) {
-            ((double *)x)[i] = in.x[i];
-            ((double *)y)[i] = in.y[i];
-        } else {
-            ((float *)x)[i] = (float)in.x[i];
-            ((float *)y)[i] = (float)in.y[i];
-        }
-    }
-    kernels k = compile(fn, dbl);
-    k.vec(x, y, ov, (int64_t)n);
-    k.scl(x, y, os, (int64_t)n);
-
-    /* the optimised module calls no library function: every call is an LLVM intrinsic */
-    for (const char *p = k.opt; (p = strstr(p, " call ")) != NULL; p++) {
-        const char *at = strchr(p, '@');
-        ck_assert_msg(at && strncmp(at, "@llvm.", 6) == 0,
-                      "%s: a call that is not an intrinsic: %.80s", jit_vm_name(fn), p);
-    }
+    run r = run_kernels(&in, fn, dbl);
+    size_t n = r.n, es = dbl ? 8 : 4;
+    void *x = r.x, *y = r.y, *ov = r.ov, *os = r.os;
+    kernels k = r.k;
     char vt[32];
     snprintf(vt, sizeof vt, "<%u x %s>", host_lanes(dbl), dbl ? "double" : "float");
     ck_assert_msg(strstr(k.opt, vt) != NULL, "%s: no %s in the optimised kernel", jit_vm_name(fn),
@@ -716,11 +743,7 @@ check_function(jit_vm_fn fn, bool dbl)
     printf("vmath:          worst: x=%a y=%a got %a want %La\n", res.worst_x, res.worst_y,
            res.worst_got, res.worst_ref);
     fflush(stdout);
-    release(&k);
-    free(x);
-    free(y);
-    free(ov);
-    free(os);
+    run_free(&r);
     free(in.x);
     free(in.y);
     ck_assert_msg(bad == 0, "%s %s: %zu of %zu results out of bounds, first: %s", jit_vm_name(fn),
@@ -801,26 +824,9 @@ check_fmod(bool dbl)
             for (size_t j = 0; j < sizeof ys / sizeof ys[0]; j++)
                 push(&in, f32_of_bits((uint32_t)(b + (b >> 12) % 4096)), ys[j]);
     }
-    size_t n = in.n, es = dbl ? 8 : 4;
-    void *x = malloc(n * es), *y = malloc(n * es), *ov = malloc(n * es), *os = malloc(n * es);
-    ck_assert(x && y && ov && os);
-    for (size_t i = 0; i < n; i++) {
-        if (dbl) {
-            ((double *)x)[i] = in.x[i];
-            ((double *)y)[i] = in.y[i];
-        } else {
-            ((float *)x)[i] = (float)in.x[i];
-            ((float *)y)[i] = (float)in.y[i];
-        }
-    }
-    kernels k = compile(FMOD, dbl);
-    k.vec(x, y, ov, (int64_t)n);
-    k.scl(x, y, os, (int64_t)n);
-    for (const char *p = k.opt; (p = strstr(p, " call ")) != NULL; p++) {
-        const char *at = strchr(p, '@');
-        ck_assert_msg(at && strncmp(at, "@llvm.", 6) == 0, "fmod: a call that is not an intrinsic: %.80s",
-                      p);
-    }
+    run r = run_kernels(&in, FMOD, dbl);
+    size_t n = r.n;
+    void *x = r.x, *y = r.y, *ov = r.ov, *os = r.os;
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t want, got[2];
@@ -851,11 +857,7 @@ check_fmod(bool dbl)
     }
     printf("vmath: fmod     %s  exact on %zu of %zu pairs (vector and scalar)\n", dbl ? "f64" : "f32",
            n - bad, n);
-    release(&k);
-    free(x);
-    free(y);
-    free(ov);
-    free(os);
+    run_free(&r);
     free(in.x);
     free(in.y);
     ck_assert_msg(bad == 0, "fmod %s: %zu results differ from the C library's", dbl ? "f64" : "f32",
