@@ -26,6 +26,16 @@ math_op(L *l, ir_op op, LLVMValueRef *a)
     return r;
 }
 
+/* Float rem: vmath's exact vector fmod (LLVM's frem is a libm call per lane). */
+static LLVMValueRef
+fmod_op(L *l, LLVMValueRef *a)
+{
+    jit_vm vm = {l->ctx, l->mod, l->b};
+    LLVMValueRef r = jit_vm_fmod(&vm, a[0], a[1]);
+    IR_ASSERT(r != NULL);
+    return r;
+}
+
 LLVMTypeRef
 jit_em_scalar_type(L *l, kiln_dtype t)
 {
@@ -258,7 +268,7 @@ lower_op(L *l, ir_op op, kiln_dtype t, LLVMValueRef *a)
     case IR_OP_SUB: return fl ? LLVMBuildFSub(b, a[0], a[1], "") : LLVMBuildSub(b, a[0], a[1], "");
     case IR_OP_MUL: return fl ? LLVMBuildFMul(b, a[0], a[1], "") : LLVMBuildMul(b, a[0], a[1], "");
     case IR_OP_DIV: return fl ? LLVMBuildFDiv(b, a[0], a[1], "") : int_divrem(l, a[0], a[1], false);
-    case IR_OP_REM: return fl ? LLVMBuildFRem(b, a[0], a[1], "") : int_divrem(l, a[0], a[1], true);
+    case IR_OP_REM: return fl ? fmod_op(l, a) : int_divrem(l, a[0], a[1], true);
     case IR_OP_MAX: return jit_em_intr2(l, fl ? "llvm.maximum" : "llvm.smax", a[0], a[1]);
     case IR_OP_MIN: return jit_em_intr2(l, fl ? "llvm.minimum" : "llvm.smin", a[0], a[1]);
     case IR_OP_EQ: return fl ? LLVMBuildFCmp(b, LLVMRealOEQ, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntEQ, a[0], a[1], "");

@@ -10,7 +10,10 @@
  *    arithmetic, weighted by the error of the final function, rounded to the target
  *    precision one coefficient at a time with the rest refitted);
  *  - 2^n scaling by building the power of two from exponent bits, in two factors so that
- *    overflow gives inf and results in the subnormal range are rounded once;
+ *    overflow gives inf and results in the subnormal range are rounded once (on AVX-512
+ *    hosts one vscalef, which rounds the same way);
+ *  - on AVX-512 hosts, vrcp14 and a correction step instead of divisions where a quotient
+ *    is corrected anyway (f32 tanh, sigmoid, silu);
  *  - explicit selects for NaN, ±inf, ±0 and the other special cases.
  * Integers are taken out of floats with the "magic number" addition (x + 1.5*2^mant) and a
  * bitcast, never fptosi, so NaN and inf lanes give defined garbage instead of poison, and
@@ -22,11 +25,15 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "vmath.h"
 
 typedef LLVMValueRef val;
+
+/* Emitted like the functions of JIT_VM_LIST, but not one of them: float rem. */
+#define VM_FMOD JIT_VM_COUNT
 
 /* ---- the function table and the accuracy bounds -------------------------------------- */
 
@@ -36,16 +43,17 @@ static const struct {
     const char *name;
     int arity;
     double ulp_f32, ulp_f64;
-} vm_info[JIT_VM_COUNT] = {
-    [JIT_VM_EXP] = {"exp", 1, 2, 4},     [JIT_VM_EXP2] = {"exp2", 1, 2, 4},
-    [JIT_VM_EXPM1] = {"expm1", 1, 2, 4}, [JIT_VM_LOG] = {"log", 1, 2, 4},
+} vm_info[VM_FMOD + 1] = {
+    [JIT_VM_EXP] = {"exp", 1, 1, 1},     [JIT_VM_EXP2] = {"exp2", 1, 2, 4},
+    [JIT_VM_EXPM1] = {"expm1", 1, 2, 4}, [JIT_VM_LOG] = {"log", 1, 1, 1},
     [JIT_VM_LOG2] = {"log2", 1, 2, 4},   [JIT_VM_LOG1P] = {"log1p", 1, 2, 4},
-    [JIT_VM_TANH] = {"tanh", 1, 2, 4},   [JIT_VM_SIGMOID] = {"sigmoid", 1, 2, 4},
-    [JIT_VM_SILU] = {"silu", 1, 2, 4},   [JIT_VM_GELU] = {"gelu", 1, 4, 4},
-    [JIT_VM_ERF] = {"erf", 1, 4, 4},     [JIT_VM_GELU_ERF] = {"gelu_erf", 1, 4, 4},
+    [JIT_VM_TANH] = {"tanh", 1, 2, 2},   [JIT_VM_SIGMOID] = {"sigmoid", 1, 2, 2},
+    [JIT_VM_SILU] = {"silu", 1, 2, 4},   [JIT_VM_GELU] = {"gelu", 1, 3, 3},
+    [JIT_VM_ERF] = {"erf", 1, 2, 2},     [JIT_VM_GELU_ERF] = {"gelu_erf", 1, 3, 3},
     [JIT_VM_SIN] = {"sin", 1, 4, 4},     [JIT_VM_COS] = {"cos", 1, 4, 4},
     [JIT_VM_TAN] = {"tan", 1, 4, 4},     [JIT_VM_POW] = {"pow", 2, 4, 4},
     [JIT_VM_ATAN2] = {"atan2", 2, 4, 4},
+    [VM_FMOD] = {"fmod", 2, 0, 0}, /* exact; not an op of its own (float rem) */
 };
 
 const char *
@@ -119,9 +127,11 @@ static const double log_r_f64[] = {0x1.5555555555592p-1, 0x1.999999997ff63p-2, 0
 static const double pow_w_f64[] = {0x1.9999999999b3p-2,  0x1.2492492457d6cp-2, 0x1.c71c722d64d18p-3,
                                    0x1.745ce9e3e9d4bp-3, 0x1.3b1eebf18714fp-3, 0x1.0f7febd90e668p-3,
                                    0x1.0e429877f8dc4p-3};
-/* tanh(a) = a + a^3 T(a^2), a < 0.625: 2^-27.7 / 2^-56.4 */
-static const double tanh_t_f32[] = {-0x1.555532p-2, 0x1.1106f6p-3, -0x1.b835a4p-5, 0x1.51f8cep-6,
-                                    -0x1.750ce2p-8};
+/* e^r - 1 = r + r^2 Q(r), r in [0, ln2] (a little wider for the rounding of n), for tanh:
+ * 2^-31.5 */
+static const double expm1_q01_f32[] = {0x1.fffffep-2,  0x1.5555c6p-3,  0x1.5544fap-5,
+                                       0x1.1225fep-7,  0x1.59ce6p-10,  0x1.19f65p-12};
+/* tanh(a) = a + a^3 T(a^2), a < 0.625: 2^-56.4 */
 static const double tanh_t_f64[] = {
     -0x1.55555555554ffp-2,  0x1.111111110ac94p-3,  -0x1.ba1ba1b503af2p-5,  0x1.664f477a634c2p-6,
     -0x1.226e161fbf7d7p-7,  0x1.d6cf2684d5b62p-9,  -0x1.7d68936413787p-10, 0x1.3365ab66d1479p-11,
@@ -212,6 +222,7 @@ typedef struct em {
     LLVMTypeRef fe, ft; /* float element type, value type */
     LLVMTypeRef ie, it; /* integer of the same size: element, value */
     int mant, bias;     /* 23, 127 or 52, 1023 */
+    bool avx512;        /* the host has AVX-512 F and VL: vrcp14, vscalef (x86_lanewise) */
 } em;
 
 static LLVMTypeRef
@@ -499,12 +510,127 @@ pow2i(em *e, val n)
     return fbits(e, ishl(e, iadd(e, n, KI(e, e->bias)), e->mant));
 }
 
+/* Does the host have AVX-512 F and VL (vrcp14 and vscalef at 128, 256 and 512 bits)?  Unless
+ * KILN_VMATH_PORTABLE is set (the tests use it to run the generic form on such hosts). */
+static bool
+host_has_avx512(void)
+{
+    const char *pv = getenv("KILN_VMATH_PORTABLE");
+    if (pv && *pv && strcmp(pv, "0") != 0)
+        return false;
+    const char *f = jit_host_info()->features;
+    bool f512 = false, vl = false;
+    for (const char *p = f; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+        size_t n = strcspn(p, ",");
+        f512 |= n == 8 && strncmp(p, "+avx512f", 8) == 0;
+        vl |= n == 9 && strncmp(p, "+avx512vl", 9) == 0;
+    }
+    return f512 && vl;
+}
+
+/* The shuffle of a and b (NULL: poison) taking lanes from[0..n-1]; from[i] < 0 for a one. */
+static val
+shuffle(em *e, val a, val b, const int *from, unsigned n)
+{
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(e->ctx);
+    val idx[JIT_VM_MAX_LANES];
+    for (unsigned i = 0; i < n; i++)
+        idx[i] = from[i] < 0 ? LLVMGetPoison(i32) : LLVMConstInt(i32, (unsigned)from[i], 0);
+    return LLVMBuildShuffleVector(e->b, a, b ? b : LLVMGetPoison(LLVMTypeOf(a)),
+                                  LLVMConstVector(idx, n), "");
+}
+
+/* An AVX-512 intrinsic "llvm.x86.avx512.<base>.{ps,pd}.{512,256,128}" applied lane by
+ * lane to nargs (1 or 2) operands of e's type, for any lane count: the operands are cut
+ * into 512-, 256- or 128-bit pieces (a power of two of them, the last padded with ones; a
+ * scalar goes in lane 0 of a 128-bit one) and the results joined again.  The intrinsic
+ * takes (operands..., passthru, mask) and, at 512 bits where `rounding`, a rounding
+ * argument (4: the current mode).  Each lane goes through the same instruction, so vector
+ * lanes and scalars get the same bits. */
+static val
+x86_lanewise(em *e, const char *base, bool rounding, val *x, int nargs)
+{
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(e->ctx);
+    unsigned w = e->dbl ? 2 : 4, n = e->lanes ? e->lanes : 1; /* w: lanes of 128 bits */
+    unsigned pw = n >= 4 * w ? 4 * w : n > w ? 2 * w : w;     /* lanes of a piece */
+    unsigned np = 1;
+    while (np * pw < n)
+        np *= 2;
+    char nm[64];
+    snprintf(nm, sizeof nm, "llvm.x86.avx512.%s.%s.%u", base, e->dbl ? "pd" : "ps",
+             pw * (e->dbl ? 64 : 32));
+    unsigned id = LLVMLookupIntrinsicID(nm, strlen(nm));
+    val f = LLVMGetIntrinsicDeclaration(e->mod, id, NULL, 0);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(e->ctx, id, NULL, 0);
+    LLVMTypeRef pt = LLVMVectorType(e->fe, pw);
+    LLVMTypeRef mt = LLVMIntTypeInContext(e->ctx, pw == 16 ? 16 : 8);
+    int from[JIT_VM_MAX_LANES];
+    val ones[JIT_VM_MAX_LANES];
+    for (unsigned i = 0; i < JIT_VM_MAX_LANES; i++)
+        ones[i] = LLVMConstReal(e->fe, 1.0);
+    val piece[8][2] = {{0}}; /* np <= 8: n <= 64 lanes in pieces of 4w */
+    for (int k = 0; k < nargs; k++) {
+        val wide; /* np * pw lanes */
+        if (!e->lanes) {
+            wide = LLVMBuildInsertElement(e->b, LLVMConstVector(ones, pw), x[k],
+                                          LLVMConstInt(i32, 0, 0), "");
+        } else if (n == np * pw) {
+            wide = x[k];
+        } else {
+            for (unsigned i = 0; i < np * pw; i++)
+                from[i] = (int)(i < n ? i : n);
+            wide = shuffle(e, x[k], LLVMConstVector(ones, n), from, np * pw);
+        }
+        for (unsigned p = 0; p < np; p++) {
+            for (unsigned i = 0; i < pw; i++)
+                from[i] = (int)(p * pw + i);
+            piece[p][k] = np == 1 ? wide : shuffle(e, wide, NULL, from, pw);
+        }
+    }
+    val out[8] = {0};
+    for (unsigned p = 0; p < np; p++) {
+        val args[5];
+        int na = 0;
+        for (int k = 0; k < nargs; k++)
+            args[na++] = piece[p][k];
+        args[na++] = LLVMConstNull(pt);
+        args[na++] = LLVMConstAllOnes(mt);
+        if (rounding && pw * (e->dbl ? 64 : 32) == 512)
+            args[na++] = LLVMConstInt(i32, 4, 0);
+        out[p] = LLVMBuildCall2(e->b, fty, f, args, (unsigned)na, "");
+    }
+    for (unsigned m = np, len = pw; m > 1; m /= 2, len *= 2) /* join pairs */
+        for (unsigned p = 0; p < m / 2; p++) {
+            for (unsigned i = 0; i < 2 * len; i++)
+                from[i] = (int)i;
+            out[p] = shuffle(e, out[2 * p], out[2 * p + 1], from, 2 * len);
+        }
+    if (!e->lanes)
+        return LLVMBuildExtractElement(e->b, out[0], LLVMConstInt(i32, 0, 0), "");
+    if (n == np * pw)
+        return out[0];
+    for (unsigned i = 0; i < n; i++)
+        from[i] = (int)i;
+    return shuffle(e, out[0], NULL, from, n);
+}
+
+/* vrcp14: 1/x with a relative error below 2^-14 (AVX-512 hosts only). */
+static val
+rcp14(em *e, val x)
+{
+    return x86_lanewise(e, "rcp14", false, &x, 1);
+}
+
 /* y * 2^n for |n| up to about 2 * bias, rounded once: y * 2^n1 is exact (n1 = n/2 keeps it
  * normal), the second factor rounds into the subnormals or overflows to inf as an exact
  * product would. */
 static val
 scale2(em *e, val y, val n)
 {
+    if (e->avx512) { /* vscalef: y 2^n rounded once, inf and subnormals as IEEE multiplies */
+        val args[2] = {y, itof(e, n)};
+        return x86_lanewise(e, "mask.scalef", true, args, 2);
+    }
     val n1 = iashr(e, n, 1);
     return mul(e, mul(e, y, pow2i(e, n1)), pow2i(e, isub(e, n, n1)));
 }
@@ -605,7 +731,9 @@ b_expm1(em *e, val *a)
  * e^t applied last: x e^t is representable where e^t alone would already be subnormal.
  * For t < -uf the result underflows to 0 (x * 0: NaN for x = -inf, as ops.def's formulas
  * give).  `precise` adds one correction step to the quotient that takes the roundings of
- * x e^t and of 1 + e^-|t| into account (one more division), for the 2-ULP functions. */
+ * x e^t and of 1 + e^-|t| into account (one more division; for f32 on AVX-512 hosts no
+ * division at all, vrcp14 instead), for the 2-ULP functions and f64 gelu.  On AVX-512 the
+ * 2^n scalings are vscalef. */
 static val
 xsig(em *e, val x, val th, val tl, double uf, bool precise)
 {
@@ -618,22 +746,30 @@ xsig(em *e, val x, val th, val tl, double uf, bool precise)
     val p = exp_core(e, ah, al, &n);
     /* e^-|t| for 1 + e^-|t|: where it is below the normal range it does not matter */
     val nmin = KI(e, 1 - e->bias);
-    val ea = mul(e, p, pow2i(e, sel(e, icmp(e, LLVMIntSLT, n, nmin), nmin, n)));
+    val ea = e->avx512 ? scale2(e, p, n)
+                       : mul(e, p, pow2i(e, sel(e, icmp(e, LLVMIntSLT, n, nmin), nmin, n)));
     val num = sel(e, tneg, mul(e, x, p), x);
     val d = add(e, K(e, 1), ea);
-    val q = dvd(e, num, d);
+    /* precise f32 on AVX-512: q from vrcp14's 1/d (2^-14), which the correction below
+     * removes (its term is itself ~2^-14 q, computed to 2^-14 of itself: 2^-28 q, far below
+     * f32's ULP, not f64's): no division at all */
+    val rd = precise && e->avx512 && !e->dbl ? rcp14(e, d) : NULL;
+    val q = rd ? mul(e, num, rd) : dvd(e, num, d);
     if (precise) {
         /* (num + nl)/(d + dl) = q + (num - q d + nl - q dl)/d, num - q d exact by FMA */
         val nl = sel(e, tneg, fma_(e, x, p, neg(e, num)), K(e, 0));
         val dl = add(e, sub(e, K(e, 1), d), ea);
         val rho = fma_(e, neg(e, q), d, num);
-        val q1 = add(e, q, dvd(e, fma_(e, neg(e, q), dl, add(e, rho, nl)), d));
+        val corr = fma_(e, neg(e, q), dl, add(e, rho, nl));
+        val q1 = rd ? fma_(e, corr, rd, q) : add(e, q, dvd(e, corr, d));
         q = sel(e, or_(e, is_inf(e, q), fcmp(e, LLVMRealOEQ, q, K(e, 0))), q, q1);
     }
-    /* t < 0: q 2^n in two steps, q 2^(n+c) exact (normal: n >= -uf/ln2 - 1), then one rounding
-     * by 2^-c (|q| is at most ~1.5 uf here) */
+    /* t < 0: q 2^n rounded once (|q| is at most ~1.5 uf here): by vscalef, or in two steps,
+     * q 2^(n+c) exact (normal: n >= -uf/ln2 - 1), then one rounding by 2^-c */
     int c = e->dbl ? 100 : 48;
-    val scaled = mul(e, mul(e, q, pow2i(e, iadd(e, n, KI(e, c)))), K(e, ldexp(1.0, -c)));
+    val scaled = e->avx512
+                     ? scale2(e, q, n)
+                     : mul(e, mul(e, q, pow2i(e, iadd(e, n, KI(e, c)))), K(e, ldexp(1.0, -c)));
     val res = sel(e, tneg, scaled, q);
     return sel(e, fcmp(e, LLVMRealOLT, th, K(e, -uf)), mul(e, x, K(e, 0)), res);
 }
@@ -677,22 +813,64 @@ b_gelu(em *e, val *a)
         gl = add(e, gl, K(e, GELU_C_LO_F32));
     val th = mul(e, xc, gh);
     val tl = fma_(e, xc, gl, fma_(e, xc, gh, neg(e, th)));
-    return xsig(e, x, th, tl, d ? 770.0 : 120.0, false);
+    /* the quotient's correction step only for f64, where without it the error reaches
+     * ~3 ULP (f32: ~2.9 without, 1.5 with, and a quarter slower) */
+    return xsig(e, x, th, tl, d ? 770.0 : 120.0, d);
 }
 
-/* tanh: a + a^3 T(a^2) below 0.625, 1 - 2/(e^2a + 1) above (no cancellation there:
+/* tanh f32: E/D with E = e^2a - 1 = 2^n (1 + u) - 1 and D = E + 2, a = |x|, for every a
+ * (no cancellation anywhere, no second branch): n = round(2a/ln2 - 1/2) puts r = 2a - n ln2
+ * in [0, ln2], where u = e^r - 1 = rh + (r^2 Q(r) + rl) keeps its relative accuracy down to
+ * 0; E = fma(2^n, u, 2^n - 1) and D = fma(2^n, u, 2^n + 1) round once each, and u's error
+ * reaches E damped by 2^n u / E <= 2/3 for n >= 1 (u >= 0).  D's rounding error dl (exact:
+ * 2^n + 1 - D is) would be a whole ULP of the quotient for small a, so the quotient is
+ * corrected for it: q = E/D', q1 = q + (E - q D - q dl)/D with the residual exact by FMA,
+ * where 1/D' is vrcp14's estimate (the correction removes its 2^-14 error too) or, on
+ * hosts without it, a division.  For 2a >= 4, 1 - 2/D instead. */
+static val
+tanh_f32(em *e, val x)
+{
+    val ax = fabs_(e, x);
+    val a2 = add(e, ax, ax);
+    a2 = clamp(e, a2, 0, 20.0); /* tanh rounds to 1 beyond 9.01 */
+    val kf;
+    val n = magic_int(e, add(e, fma_(e, a2, K(e, LOG2E_HI_F32), K(e, -0.5)), K(e, magic(e))), &kf);
+    val nk = neg(e, kf);
+    val rh = fma_(e, nk, K(e, LN2_HI_F32), a2); /* exact */
+    val rl = mul(e, nk, K(e, LN2_LO_F32));
+    val r = add(e, rh, rl);
+    val q = estrin(e, r, expm1_q01_f32, NCOEF(expm1_q01_f32));
+    val u = add(e, rh, fma_(e, mul(e, r, r), q, rl));
+    val p = pow2i(e, n);
+    val em1 = fma_(e, p, u, sub(e, p, K(e, 1)));
+    val p1 = add(e, p, K(e, 1));
+    val d = fma_(e, p, u, p1);
+    val dl = fma_(e, p, u, sub(e, p1, d)); /* d + dl = 2^n (1 + u) + 1 exactly */
+    val rd = e->avx512 ? rcp14(e, d) : dvd(e, K(e, 1), d);
+    val t = mul(e, em1, rd);
+    val rho = fma_(e, neg(e, t), d, em1);
+    t = fma_(e, fma_(e, neg(e, t), dl, rho), rd, t);
+    /* 2a >= 4: 1 - 2/D (2/D < 0.04: its errors are damped 25 times, the result is within
+     * ~0.55 ULP, and 1 + tanh near -1 keeps what accuracy it can), with vrcp14's estimate
+     * refined by one Newton step; this also covers n >= 23, where 2^n +- 1 are not exact */
+    val rd1 = e->avx512 ? fma_(e, rd, fma_(e, neg(e, d), rd, K(e, 1)), rd) : rd;
+    t = sel(e, fcmp(e, LLVMRealOGE, a2, K(e, 4.0)), fma_(e, K(e, -2), rd1, K(e, 1)), t);
+    return copysign_(e, t, x);
+}
+
+/* tanh f64: a + a^3 T(a^2) below 0.625, 1 - 2/(e^2a + 1) above (no cancellation there:
  * tanh >= 0.55). */
 static val
 b_tanh(em *e, val *a)
 {
-    bool d = e->dbl;
+    if (!e->dbl)
+        return tanh_f32(e, a[0]);
     val x = a[0];
     val ax = fabs_(e, x);
     val z = mul(e, ax, ax);
-    val t = d ? estrin(e, z, tanh_t_f64, NCOEF(tanh_t_f64))
-              : estrin(e, z, tanh_t_f32, NCOEF(tanh_t_f32));
+    val t = estrin(e, z, tanh_t_f64, NCOEF(tanh_t_f64));
     val small = fma_(e, mul(e, ax, z), t, ax);
-    val ac = clamp(e, ax, 0, d ? 20.0 : 10.0); /* tanh is 1 to the last bit beyond */
+    val ac = clamp(e, ax, 0, 20.0); /* tanh is 1 to the last bit beyond */
     val n;
     val p = exp_core(e, add(e, ac, ac), NULL, &n);
     val ee = mul(e, p, pow2i(e, n));
@@ -1195,6 +1373,72 @@ b_pow(em *e, val *args)
     return sel(e, fcmp(e, LLVMRealOEQ, x, one), one, res); /* even for NaN y */
 }
 
+/* ---- fmod (f64; f32 widened: exact both ways) -------------------------------------------- */
+
+/* floor(log2 |x|) for x > 0 finite, subnormals included (0 gives about -bias - 54). */
+static val
+ilogb_(em *e, val x)
+{
+    val tiny = fcmp(e, LLVMRealOLT, x, K(e, 0x1p-1022));
+    x = sel(e, tiny, mul(e, x, K(e, 0x1p54)), x);
+    val ex = LLVMBuildAnd(e->b, ilshr(e, bits(e, x), e->mant), KI(e, 2 * e->bias + 1), "");
+    return isub(e, ex, sel(e, tiny, KI(e, e->bias + 54), KI(e, e->bias)));
+}
+
+/* fmod(x, y) exactly, as C's fmod on x86, bit for bit: the sign of x; x for |x| < |y| (±0
+ * and y = ±inf included); for a NaN operand x's NaN, else y's, quieted; for x = ±inf or
+ * y = 0 x86's default NaN.  Long division in steps of up to 51 bits of
+ * quotient, on A = |x|, B = |y|: with k = max(ilogb A - ilogb B - 51, 0) and Bk = B 2^k
+ * (exact), q = trunc(A / Bk) is the integer part n of A/Bk or n + 1 (the rounded quotient
+ * cannot pass the representable n or n + 1, and A/Bk < 2^52), so R = A - q Bk lies in
+ * (-Bk, Bk), is a multiple of Bk's or A's last place, and comes out of one FMA exactly;
+ * R + Bk for R < 0 is exact too.  A = R then has at least 51 fewer bits of quotient left:
+ * the loop runs until every lane has A < B (once for quotients below 2^52, at most 42
+ * times for doubles, 6 for widened floats). */
+static val
+b_fmod(em *e, val *args)
+{
+    val x = args[0], y = args[1];
+    val ax = fabs_(e, x), ay = fabs_(e, y);
+    val nan = or_(e, or_(e, is_nan(e, x), is_nan(e, y)),
+                  or_(e, is_inf(e, x), fcmp(e, LLVMRealOEQ, ay, K(e, 0))));
+    val keep = fcmp(e, LLVMRealOLT, ax, ay); /* false for NaNs */
+    val work = not_(e, or_(e, nan, keep));
+    val a0 = sel(e, work, ax, K(e, 0));
+    val b = sel(e, work, ay, K(e, 1));
+    val eb = ilogb_(e, b);
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(e->b);
+    LLVMBasicBlockRef loop = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "fmod_step");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->ctx, e->fn, "fmod_done");
+    LLVMBuildBr(e->b, loop);
+    LLVMPositionBuilderAtEnd(e->b, loop);
+    val a = LLVMBuildPhi(e->b, e->ft, "");
+    val k = isub(e, isub(e, ilogb_(e, a), eb), KI(e, 51));
+    k = sel(e, icmp(e, LLVMIntSGT, k, KI(e, 0)), k, KI(e, 0));
+    val bk = scale2(e, b, k);
+    val q = intrinsic(e, "llvm.trunc", (val[]){dvd(e, a, bk)}, 1);
+    val r = fma_(e, neg(e, q), bk, a);
+    r = sel(e, fcmp(e, LLVMRealOLT, r, K(e, 0)), add(e, r, bk), r);
+    val more = fcmp(e, LLVMRealOGE, r, b);
+    if (e->lanes)
+        more = intrinsic(e, "llvm.vector.reduce.or", &more, 1);
+    LLVMBasicBlockRef end = LLVMGetInsertBlock(e->b);
+    LLVMBuildCondBr(e->b, more, loop, done);
+    val in[2] = {a0, r};
+    LLVMBasicBlockRef from[2] = {pre, end};
+    LLVMAddIncoming(a, in, from, 2);
+    LLVMPositionBuilderAtEnd(e->b, done);
+    val res = copysign_(e, r, x);
+    res = sel(e, keep, x, res);
+    /* NaNs as the C library's (x y)/(x y) gives them on x86: x's NaN, else y's, quieted;
+     * x86's default NaN (negative) for x = ±inf or y = 0 */
+    val quiet = KI(e, e->dbl ? 0x0008000000000000ll : 0x00400000);
+    val dflt = fbits(e, KI(e, e->dbl ? (long long)0xfff8000000000000ull : (long long)0xffc00000));
+    res = sel(e, nan, dflt, res);
+    res = sel(e, is_nan(e, y), fbits(e, or_(e, bits(e, y), quiet)), res);
+    return sel(e, is_nan(e, x), fbits(e, or_(e, bits(e, x), quiet)), res);
+}
+
 /* ---- functions, types, calls ------------------------------------------------------------------ */
 
 typedef val (*body_fn)(em *e, val *args);
@@ -1204,7 +1448,7 @@ static val b_widen(em *e, val *args);
 /* f32 bodies: NULL for "widen to f64". */
 static const struct {
     body_fn f32, f64;
-} bodies[JIT_VM_COUNT] = {
+} bodies[VM_FMOD + 1] = {
     [JIT_VM_EXP] = {b_exp, b_exp},       [JIT_VM_EXP2] = {b_exp2, b_exp2},
     [JIT_VM_EXPM1] = {b_expm1, b_expm1}, [JIT_VM_LOG] = {b_log, b_log},
     [JIT_VM_LOG2] = {b_log2, b_log2},    [JIT_VM_LOG1P] = {b_log1p, b_log1p},
@@ -1213,7 +1457,7 @@ static const struct {
     [JIT_VM_ERF] = {NULL, b_erf},        [JIT_VM_GELU_ERF] = {NULL, b_gelu_erf},
     [JIT_VM_SIN] = {NULL, b_sin},        [JIT_VM_COS] = {NULL, b_cos},
     [JIT_VM_TAN] = {NULL, b_tan},        [JIT_VM_POW] = {NULL, b_pow},
-    [JIT_VM_ATAN2] = {NULL, b_atan2},
+    [JIT_VM_ATAN2] = {NULL, b_atan2},   [VM_FMOD] = {NULL, b_fmod},
 };
 
 static void
@@ -1229,7 +1473,7 @@ static LLVMValueRef
 get_fn(LLVMContextRef ctx, LLVMModuleRef mod, jit_vm_fn fn, bool dbl, unsigned lanes,
        LLVMTypeRef *fty)
 {
-    em e = {.mod = mod, .which = fn};
+    em e = {.mod = mod, .which = fn, .avx512 = host_has_avx512()};
     em_types(&e, ctx, dbl, lanes);
     int arity = vm_info[fn].arity;
     LLVMTypeRef params[2] = {e.ft, e.ft};
@@ -1255,8 +1499,9 @@ get_fn(LLVMContextRef ctx, LLVMModuleRef mod, jit_vm_fn fn, bool dbl, unsigned l
     body_fn body = dbl ? bodies[fn].f64 : bodies[fn].f32;
     val r = (body ? body : b_widen)(&e, args);
     /* One NaN for every NaN result: which operand's NaN an instruction passes on depends on
-     * operand order, which may differ between a vector body and a scalar tail. */
-    LLVMBuildRet(e.b, sel(&e, is_nan(&e, r), K(&e, NAN), r));
+     * operand order, which may differ between a vector body and a scalar tail.  (fmod
+     * chooses its NaNs itself, as the C library's.) */
+    LLVMBuildRet(e.b, fn == VM_FMOD ? r : sel(&e, is_nan(&e, r), K(&e, NAN), r));
     LLVMDisposeBuilder(e.b);
     return f;
 }
@@ -1275,14 +1520,11 @@ b_widen(em *e, val *args)
     return LLVMBuildFPTrunc(e->b, r, e->ft, "");
 }
 
-LLVMValueRef
-jit_vm_emit(jit_vm *vm, jit_vm_fn fn, LLVMValueRef x, LLVMValueRef y)
+/* jit_vm_emit for fn in JIT_VM_LIST or VM_FMOD. */
+static LLVMValueRef
+emit_call(jit_vm *vm, jit_vm_fn fn, LLVMValueRef x, LLVMValueRef y)
 {
     const char *api = "jit_vm_emit";
-    if ((unsigned)fn >= JIT_VM_COUNT) {
-        ir_error(KILN_ERR_INTERNAL, "%s: internal error: unknown function %d", api, (int)fn);
-        return NULL;
-    }
     if (!vm || !vm->ctx || !vm->mod || !vm->b || !x) {
         ir_error(KILN_ERR_INTERNAL,
                  "%s: internal error: %s: missing context, module, builder or operand", api,
@@ -1315,6 +1557,22 @@ jit_vm_emit(jit_vm *vm, jit_vm_fn fn, LLVMValueRef x, LLVMValueRef y)
     LLVMValueRef f = get_fn(vm->ctx, vm->mod, fn, k == LLVMDoubleTypeKind, lanes, &fty);
     LLVMValueRef args[2] = {x, y};
     return LLVMBuildCall2(vm->b, fty, f, args, (unsigned)arity, "");
+}
+
+LLVMValueRef
+jit_vm_emit(jit_vm *vm, jit_vm_fn fn, LLVMValueRef x, LLVMValueRef y)
+{
+    if ((unsigned)fn >= JIT_VM_COUNT) {
+        ir_error(KILN_ERR_INTERNAL, "jit_vm_emit: internal error: unknown function %d", (int)fn);
+        return NULL;
+    }
+    return emit_call(vm, fn, x, y);
+}
+
+LLVMValueRef
+jit_vm_fmod(jit_vm *vm, LLVMValueRef x, LLVMValueRef y)
+{
+    return emit_call(vm, VM_FMOD, x, y);
 }
 
 #define JIT_VM_DEF1(e, n, a)                                                                       \

@@ -4,7 +4,9 @@
  * slow for kiln's kernels, so kiln emits its own vector math: range reduction, a minimax
  * polynomial evaluated with llvm.fma, 2^n scaling through exponent bits, and explicit
  * selects for the special values, all branch-free except the rare huge-argument path of
- * sin/cos/tan.  Methods, bounds and measured errors: docs/accuracy.md.
+ * sin/cos/tan and fmod's loop.  On hosts with AVX-512 F and VL the 2^n scalings are vscalef
+ * and some quotients start from vrcp14 (KILN_VMATH_PORTABLE=1 turns that off); results
+ * stay within the same bounds.  Methods, bounds and measured errors: docs/accuracy.md.
  *
  * Use: fill a jit_vm with the unit's context and module and a builder positioned where the
  * value is needed, then call jit_vm_emit (or one of the named wrappers) on a value `x` of
@@ -69,6 +71,14 @@ typedef struct jit_vm {
  * Returns NULL with KILN_ERR_INTERNAL set when x (or y) is not float/double or a vector of
  * them of at most JIT_VM_MAX_LANES lanes, or when y's type differs from x's. */
 IR_HIDDEN LLVMValueRef jit_vm_emit(jit_vm *vm, jit_vm_fn fn, LLVMValueRef x, LLVMValueRef y);
+
+/* fmod(x, y) exactly, as C's fmod on x86 (float `rem`), bit for bit: the sign of x, x
+ * itself for |x| < |y|, x's NaN (else y's) quieted for a NaN operand, x86's default NaN
+ * (0xffc00000, 0xfff8000000000000) for x = ±inf or y = 0: not the one NaN of the other
+ * functions, so that compiled rem equals the reference interpreter's fmod exactly.  A vector
+ * loop of long-division steps (each exact by FMA), run while any lane has quotient bits
+ * left: once for quotients below 2^52.  Types and errors as jit_vm_emit. */
+IR_HIDDEN LLVMValueRef jit_vm_fmod(jit_vm *vm, LLVMValueRef x, LLVMValueRef y);
 
 /* One wrapper per function, for readability at call sites. */
 #define JIT_VM_DECL1(e, n, a) IR_HIDDEN LLVMValueRef jit_vm_##n(jit_vm *vm, LLVMValueRef x);
