@@ -188,5 +188,25 @@ expect 1 "text.npy: not a .npy file: bad magic" "$kiln" run "$here/vec4.kiln" --
 expect 1 "no/such/dir/out.npy: cannot create" \
     "$kiln" run "$here/vec4.kiln" --in x=v4.npy --out out=no/such/dir/out.npy
 
+# kiln cache, on a private directory (ctest sets KILN_CACHE_DIR=off for everything else)
+cdir=$tmp/cache
+expect 0 "not created yet" env KILN_CACHE_DIR="$cdir" "$kiln" cache
+expect 0 "== chain ==" env KILN_CACHE_DIR="$cdir" "$kiln" examples
+expect 0 "entries:  2" env KILN_CACHE_DIR="$cdir" "$kiln" cache
+expect 0 "writes:   2" env KILN_CACHE_DIR="$cdir" "$kiln" cache
+expect 0 "== chain ==" env KILN_CACHE_DIR="$cdir" "$kiln" examples
+expect 0 "hits:     2" env KILN_CACHE_DIR="$cdir" "$kiln" cache
+expect 0 "removed 0 entries" env KILN_CACHE_DIR="$cdir" "$kiln" cache trim
+expect 0 "removed 2 entries" env KILN_CACHE_DIR="$cdir" "$kiln" cache clear
+expect 0 "entries:  0" env KILN_CACHE_DIR="$cdir" "$kiln" cache
+expect 0 "state:    off: turned off (KILN_CACHE_DIR=off)" env KILN_CACHE_DIR=off "$kiln" cache
+expect 1 "disk cache off" env KILN_CACHE_DIR=off "$kiln" cache clear
+chmod 0770 "$cdir"
+expect 0 "writable by group or others" env KILN_CACHE_DIR="$cdir" "$kiln" cache
+expect 1 "writable by group or others" env KILN_CACHE_DIR="$cdir" "$kiln" cache trim
+expect 2 "unknown subcommand 'frob'" "$kiln" cache frob
+expect 2 "--max-mb needs" "$kiln" cache trim --max-mb 0
+expect 0 "usage: kiln cache" "$kiln" cache --help
+
 echo "$checks checks, $failures failures"
 [ "$failures" = 0 ]
