@@ -135,6 +135,7 @@ npy want_v4.npy '<f4' False '(4,)' '\x00\x00\x00\x00\x00\x00\x80\x3f\x00\x00\x00
 npy want_i4.npy '<i4' False '(4,)' '\x00\x00\x00\x00\x01\x00\x00\x00\x02\x00\x00\x00\x03\x00\x00\x00'
 npy want_b3.npy '|b1' False '(3,)' '\x01\x01\x01'
 same_file want_v4.npy v4.npy "run gen.kiln: v4"
+expect 0 "LLVM compiles" env KILN_CACHE_DIR=off "$kiln" run "$here/gen.kiln" --out v4=v4.npy --stats
 same_file want_i4.npy i4.npy "run gen.kiln: i4"
 same_file want_b3.npy b3.npy "run gen.kiln: b3"
 # Outputs without --out are summarised on stdout.
