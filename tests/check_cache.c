@@ -402,14 +402,21 @@ check_damage(void (*damage)(const char *path), const char *what)
     remove_dir(dir);
 }
 
+/* XOR byte `at` of the file (from the end when negative) with mask. */
 static void
-flip_object_byte(const char *path)
+xor_byte(const char *path, long at, unsigned mask)
 {
     size_t n;
     unsigned char *p = slurp(path, &n);
-    p[n - 40] ^= 0x10;
+    p[at < 0 ? n - (size_t)-at : (size_t)at] ^= (unsigned char)mask;
     spit(path, p, n);
     free(p);
+}
+
+static void
+flip_object_byte(const char *path)
+{
+    xor_byte(path, -40, 0x10);
 }
 
 static void
@@ -449,11 +456,7 @@ foreign_version(const char *path)
 static void
 foreign_format(const char *path)
 {
-    size_t n;
-    unsigned char *p = slurp(path, &n);
-    p[8] ^= 0x40;
-    spit(path, p, n);
-    free(p);
+    xor_byte(path, 8, 0x40);
 }
 
 /* Garbage of the right size with a valid-looking header but a wrong content hash. */

@@ -188,6 +188,22 @@ entry_path(const jit_disk *d, const uint8_t digest[32], char *out, size_t n)
     snprintf(out, n, "%s/%s%s", d->path, hex, SUFFIX);
 }
 
+static uint64_t
+get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static void
+put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
 /* Add to the directory's counters (hits, misses, rejected, writes) under an fcntl lock. */
 static void
 stats_add(const jit_disk *d, int which)
@@ -203,12 +219,7 @@ stats_add(const jit_disk *d, int which)
         ssize_t got = pread(fd, b, sizeof b, 0);
         if (got != (ssize_t)sizeof b)
             memset(b, 0, sizeof b); /* new, or damaged: start again */
-        uint64_t v = 0;
-        for (int i = 7; i >= 0; i--)
-            v = v << 8 | b[which * 8 + i];
-        v++;
-        for (int i = 0; i < 8; i++)
-            b[which * 8 + i] = (unsigned char)(v >> (8 * i));
+        put_u64(b + which * 8, get_u64(b + which * 8) + 1);
         if (pwrite(fd, b, sizeof b, 0) != (ssize_t)sizeof b)
             (void)0; /* counters are advisory */
         lk.l_type = F_UNLCK;
@@ -231,18 +242,8 @@ stats_read(const jit_disk *d, uint64_t v[4])
     unsigned char b[32];
     if (pread(fd, b, sizeof b, 0) == (ssize_t)sizeof b)
         for (int k = 0; k < 4; k++)
-            for (int i = 7; i >= 0; i--)
-                v[k] = v[k] << 8 | b[k * 8 + i];
+            v[k] = get_u64(b + 8 * k);
     close(fd);
-}
-
-static uint64_t
-get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
 }
 
 static void
@@ -287,8 +288,7 @@ jit_disk_load(const jit_disk *d, const uint8_t digest[32], const jit_buf *key, v
             goto rejected;
         got += (size_t)r;
     }
-    uint32_t format = (uint32_t)buf[8] | (uint32_t)buf[9] << 8 | (uint32_t)buf[10] << 16 |
-                      (uint32_t)buf[11] << 24;
+    uint64_t format = get_u64(buf + 8); /* u32 format, u32 0 */
     uint64_t klen = get_u64(buf + 16), olen = get_u64(buf + 24);
     if (memcmp(buf, MAGIC, 8) != 0 || format != JIT_DISK_FORMAT || klen != key->len ||
         olen == 0 || olen > size || klen > size - HEADER - olen ||
@@ -343,12 +343,9 @@ jit_disk_store(const jit_disk *d, const uint8_t digest[32], const jit_buf *key, 
              atomic_fetch_add(&serial, 1), (unsigned long long)time(NULL));
     unsigned char head[HEADER] = {0};
     memcpy(head, MAGIC, 8);
-    for (int i = 0; i < 4; i++)
-        head[8 + i] = (unsigned char)((uint32_t)JIT_DISK_FORMAT >> (8 * i));
-    for (int i = 0; i < 8; i++) {
-        head[16 + i] = (unsigned char)((uint64_t)key->len >> (8 * i));
-        head[24 + i] = (unsigned char)((uint64_t)len >> (8 * i));
-    }
+    put_u64(head + 8, JIT_DISK_FORMAT); /* u32 format, u32 0 */
+    put_u64(head + 16, key->len);
+    put_u64(head + 24, len);
     llvm_blake3_hasher h;
     llvm_blake3_hasher_init(&h);
     llvm_blake3_hasher_update(&h, key->data, key->len);

@@ -21,8 +21,9 @@ IR_HIDDEN const jit_host *jit_host_info(void);
 
 /* ---- kernels ---------------------------------------------------------------------------
  * A kernel has a kind; each kind has its own size-free description (jit_kdesc, the
- * kernel cache key: its bytes are hashed and compared, so every field is fixed-size and
- * unused fields are zero), its own lowering file and its own rule for splitting work:
+ * kernel cache key once serialised by jit_kdesc_serialise, which must write every field
+ * a new kind adds; unused fields are zero), its own lowering file and its own rule for
+ * splitting work:
  *
  *   ELEMENTWISE (lower.c)         the elements of the output, row-major; threads take
  *                                 contiguous, vector-aligned chunks.

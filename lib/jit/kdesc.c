@@ -47,22 +47,26 @@ jit_buf_u8(jit_buf *b, unsigned v)
     jit_buf_put(b, &c, 1);
 }
 
+/* v in n little-endian bytes */
+static void
+put_le(jit_buf *b, uint64_t v, int n)
+{
+    unsigned char c[8];
+    for (int i = 0; i < n; i++)
+        c[i] = (unsigned char)(v >> (8 * i));
+    jit_buf_put(b, c, (size_t)n);
+}
+
 void
 jit_buf_u32(jit_buf *b, uint32_t v)
 {
-    unsigned char c[4];
-    for (int i = 0; i < 4; i++)
-        c[i] = (unsigned char)(v >> (8 * i));
-    jit_buf_put(b, c, 4);
+    put_le(b, v, 4);
 }
 
 void
 jit_buf_u64(jit_buf *b, uint64_t v)
 {
-    unsigned char c[8];
-    for (int i = 0; i < 8; i++)
-        c[i] = (unsigned char)(v >> (8 * i));
-    jit_buf_put(b, c, 8);
+    put_le(b, v, 8);
 }
 
 void

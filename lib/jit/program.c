@@ -2,10 +2,11 @@
  *
  * A program owns the captured graph and holds a compiled form: for FUSED and EAGER a
  * jit_plan (kernels + schedule + buffer plan), for INTERP the reference interpreter.
- * Compiled forms are cached by the graph's structural hash and the mode: capturing the
- * same graph again takes a reference to the cached form (no planning, no LLVM work);
+ * Compiled forms are cached (a jit_lru, lru.c) by the graph's structural hash and the
+ * mode: capturing the same graph again takes a reference to the cached form (no planning,
+ * no LLVM work), and a thread capturing a graph another thread is compiling waits for it;
  * a graph differing only in sizes is planned again but finds its kernels in the kernel
- * cache (cache.c). */
+ * cache (cache.c), or a new process in the disk cache (disk.c). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
