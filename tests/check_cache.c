@@ -474,6 +474,19 @@ garbage_object(const char *path)
     free(p);
 }
 
+/* The same garbage with its content hash made right (as a writer with a bug could):
+ * LLJIT refuses the object, and it is counted, compiled anew and rewritten. */
+static void
+garbage_object_rehashed(const char *path)
+{
+    garbage_object(path);
+    size_t n;
+    unsigned char *p = slurp(path, &n);
+    jit_disk_digest(p + 64, n - 64, p + 32);
+    spit(path, p, n);
+    free(p);
+}
+
 START_TEST(test_corrupt_entry)
 {
     check_damage(flip_object_byte, "corrupt");
@@ -492,6 +505,7 @@ START_TEST(test_foreign_version_entry)
     check_damage(foreign_version, "foreign kiln version");
     check_damage(foreign_format, "foreign entry format");
     check_damage(garbage_object, "garbage object");
+    check_damage(garbage_object_rehashed, "garbage object, hash right");
 }
 END_TEST
 

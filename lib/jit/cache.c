@@ -117,6 +117,7 @@ build_module(int n, const jit_kdesc *const *d, unsigned flags, jit_kernel **ks)
     char (*names)[64] = ir_calloc((size_t)n, sizeof *names);
     const char **np = ir_calloc((size_t)n, sizeof *np);
     void **addrs = ir_calloc((size_t)n, sizeof *addrs);
+    jit_kernel_fn *fns = ir_calloc((size_t)n, sizeof *fns);
     code_obj *co = ir_calloc(1, sizeof *co);
     jit_buf key = {0};
     void *obj = NULL, *data = NULL;
@@ -124,7 +125,7 @@ build_module(int n, const jit_kdesc *const *d, unsigned flags, jit_kernel **ks)
     kiln_status st = KILN_OK;
     for (int i = 0; i < n; i++)
         ks[i] = NULL;
-    if (!names || !np || !addrs || !co) {
+    if (!names || !np || !addrs || !fns || !co) {
         st = nomem();
         goto done;
     }
@@ -156,14 +157,16 @@ build_module(int n, const jit_kdesc *const *d, unsigned flags, jit_kernel **ks)
     jit_disk disk;
     bool use_disk = cacheable && !(flags & JIT_F_NODISK) && jit_disk_for_compile(&disk);
     const void *cached = NULL;
-    if (use_disk && jit_disk_load(&disk, digest, &key, &data, &cached, &obj_len) == JIT_DISK_HIT &&
-        jit_object_load(cached, obj_len, names[0], n, np, addrs, &co->code) == KILN_OK) {
+    bool loaded = false;
+    if (use_disk && jit_disk_load(&disk, digest, &key, &data, &cached, &obj_len) == JIT_DISK_HIT) {
+        loaded = jit_object_load(cached, obj_len, names[0], n, np, addrs, &co->code) == KILN_OK;
+        if (!loaded)
+            jit_disk_unusable(&disk); /* passed its checks, did not link: compiled anew */
+    }
+    if (loaded) {
         for (int i = 0; i < n; i++)
             memcpy(&ks[i]->fn, &addrs[i], sizeof ks[i]->fn); /* object to function, as dlsym */
     } else {
-        /* an object that passed its checks but did not link was counted as a hit: it is
-         * compiled again and rewritten like a rejected one */
-        jit_kernel_fn *fns = (jit_kernel_fn *)addrs;
         st = jit_lower_compile(n, d, np, fns, &co->code,
                                flags & JIT_F_DUMPS ? ks[0]->dumps : NULL, use_disk ? &obj : NULL,
                                &obj_len);
@@ -196,6 +199,7 @@ done:
     ir_free(names);
     ir_free(np);
     ir_free(addrs);
+    ir_free(fns);
     ir_free(data);
     free(obj);
     jit_buf_free(&key);

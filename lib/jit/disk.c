@@ -255,6 +255,15 @@ reject(const jit_disk *d)
     stats_add(d, ST_MISSES);
 }
 
+void
+jit_disk_unusable(const jit_disk *d)
+{
+    /* this process's hit becomes a rejection; the directory's counts keep the hit and
+     * add the rejection (they only ever grow) */
+    atomic_fetch_sub(&n_hits, 1);
+    reject(d);
+}
+
 /* ---- load and store --------------------------------------------------------------------- */
 
 jit_disk_result

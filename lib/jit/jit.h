@@ -183,6 +183,9 @@ typedef enum jit_disk_result { JIT_DISK_MISS, JIT_DISK_HIT, JIT_DISK_REJECTED } 
 IR_HIDDEN jit_disk_result jit_disk_load(const jit_disk *d, const uint8_t digest[32],
                                         const jit_buf *key, void **data, const void **obj,
                                         size_t *len);
+/* An entry jit_disk_load returned that LLJIT would not link: counted as rejected (the
+ * compile that follows rewrites it). */
+IR_HIDDEN void jit_disk_unusable(const jit_disk *d);
 /* Write the entry atomically (temporary file, rename), then trim to jit_disk_cap().  A
  * failure is counted (write_errors), never reported: the cache is an optimisation. */
 IR_HIDDEN void jit_disk_store(const jit_disk *d, const uint8_t digest[32], const jit_buf *key,
