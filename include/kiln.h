@@ -279,14 +279,17 @@ typedef struct kiln_options {
     const kiln_tensor *inputs;
     /* The captured graph's name (NULL: "captured"). */
     const char *graph_name;
-    /* KILN_KEEP_DUMPS, KILN_NO_CACHE (below), or 0. */
+    /* KILN_KEEP_DUMPS, KILN_NO_CACHE, KILN_NO_DISK_CACHE (below), or 0. */
     unsigned flags;
 } kiln_options;
 
 #define KILN_KEEP_DUMPS 1u
-/* KILN_NO_CACHE: compile from scratch, neither using nor filling the caches (for
- * measuring cold compile time). */
+/* KILN_NO_CACHE: compile from scratch, neither using nor filling the caches, in memory or
+ * on disk (for measuring cold compile time). */
 #define KILN_NO_CACHE 2u
+/* KILN_NO_DISK_CACHE: neither read nor write the persistent kernel cache (as
+ * KILN_CACHE_DIR=off does for the whole process); the in-memory caches still apply. */
+#define KILN_NO_DISK_CACHE 4u
 
 /* kiln_scope_end: finish the scope.  The `noutputs` tensors in `outputs` become outputs
  * after any marked with kiln_scope_output.  Boundaries are checked, the client is
@@ -424,19 +427,57 @@ KILN_API kiln_status kiln_program_compile(const kiln_graph *graph, const kiln_op
 KILN_API kiln_status kiln_program_dump(const kiln_program *program, const char *what,
                                        FILE *stream);
 
-/* Process-wide JIT counters, for tests ("a cache hit does no LLVM work") and benchmarks. */
+/* Process-wide JIT counters, for tests ("a cache hit does no LLVM work") and benchmarks.
+ * Thread-safe; a snapshot (counters move while other threads compile). */
 typedef struct kiln_stats {
-    uint64_t kernel_compiles; /* kernels compiled by LLVM */
-    uint64_t kernel_hits;     /* kernels found in the kernel cache */
+    uint64_t kernel_compiles; /* kernels compiled by LLVM (optimised and code-generated) */
+    uint64_t kernel_hits;     /* kernels found in the in-memory kernel cache */
     uint64_t plan_hits;       /* programs whose whole compiled form was cached */
     uint64_t plan_misses;
-    double compile_ms;        /* time spent in LLVM (optimise + codegen) */
-    double startup_ms;        /* one-time LLVM/LLJIT start-up */
+    double compile_ms;        /* time spent in LLVM (optimise + codegen + link) */
+    double startup_ms;        /* one-time LLVM/LLJIT start-up (0 until something needs LLVM) */
     int threads;              /* thread pool size (KILN_NUM_THREADS or online cores) */
     uint64_t weights_packed;  /* constant matmul operands packed for the kernels: once per
                                * compiled program, never per run */
+    /* the in-memory kernel cache: kernels cached now, their machine code in bytes, kernels
+     * evicted (least recently used, held by no program), and lookups that waited for
+     * another thread compiling the same kernel instead of compiling it twice */
+    uint64_t kernel_entries, kernel_bytes, kernel_evictions, kernel_waits;
+    /* the disk cache (kiln_cache_info): modules loaded from it (no LLVM code generation),
+     * modules not found, entries rejected (truncated, corrupt, another version: ignored and
+     * rewritten; also counted as misses), entries written, writes that failed */
+    uint64_t disk_hits, disk_misses, disk_rejected, disk_writes, disk_write_errors;
+    double disk_load_ms;      /* time spent adding objects from the disk cache to the JIT */
+    double lljit_ms;          /* of startup_ms: creating the LLJIT instance */
 } kiln_stats;
 KILN_API void kiln_jit_stats(kiln_stats *stats);
+
+/* ---- the persistent kernel cache ---------------------------------------------------------
+ * Compiled modules are kept on disk so a new process skips LLVM code generation: in
+ * KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.  KILN_CACHE_DIR=off (or
+ * KILN_NO_DISK_CACHE per compile) turns it off.  A directory owned by another user or
+ * writable by group or others is refused (the cache is off, and a message says so once on
+ * stderr).  Entries are checked (content hash, full key: kiln and LLVM versions, CPU and
+ * features) before use; bad ones are ignored and rewritten.  KILN_CACHE_SIZE_MB caps the size
+ * (default 256), least recently used entries going first.  docs/jit.md has the details. */
+typedef struct kiln_cache_info {
+    char path[4096];    /* the location, or "off" */
+    int enabled;        /* 0: off or refused (reason says which) */
+    char reason[512];   /* why it is off; "not created yet"; or "" */
+    uint64_t entries;   /* modules stored */
+    uint64_t bytes;     /* their size on disk */
+    uint64_t max_bytes; /* the cap */
+    /* counts added up by every process that used the directory since it was cleared */
+    uint64_t hits, misses, rejected, writes;
+} kiln_cache_info;
+/* Describe the disk cache (nothing is created).  Errors: KILN_ERR_INVALID_ARG (NULL). */
+KILN_API kiln_status kiln_cache_info_get(kiln_cache_info *info);
+/* Remove every entry and the counts; *removed (may be NULL) = entries removed.  Errors:
+ * KILN_ERR_INVALID_ARG when the cache is off or refused (nothing is touched). */
+KILN_API kiln_status kiln_cache_clear(uint64_t *removed);
+/* Remove least recently used entries until at most max_bytes remain (0: the cap).  Errors
+ * as kiln_cache_clear.  Neither function is needed for correctness. */
+KILN_API kiln_status kiln_cache_trim(uint64_t max_bytes, uint64_t *removed);
 
 #ifdef __cplusplus
 }

@@ -31,15 +31,16 @@ export ASAN_OPTIONS=detect_leaks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd "$asan" && ctest --output-on-failure -j"$jobs") || status=1
 
-# The capture suite's concurrency tests (two threads, two devices; racing begins) and the
-# handle suite's (racing frees; lock-free lookups while the live-handle sets grow) under
-# ThreadSanitizer.
+# The capture suite's concurrency tests (two threads, two devices; racing begins), the
+# handle suite's (racing frees; lock-free lookups while the live-handle sets grow) and the
+# cache suite's (threads compiling the same keys at once; processes filling the same disk
+# entries) under ThreadSanitizer.
 tsan=${KILN_TSAN_BUILD_DIR:-build-tsan}
-echo "== $tsan: ThreadSanitizer, check_capture, check_handles and check_contract's runtime cases"
+echo "== $tsan: ThreadSanitizer, check_capture, check_handles, check_cache and check_contract's runtime cases"
 cmake -S . -B "$tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON -DKILN_SANITIZE=thread
-cmake --build "$tsan" -j"$jobs" --target check_capture check_handles check_contract
+cmake --build "$tsan" -j"$jobs" --target check_capture check_handles check_cache check_contract
 (cd "$tsan" && TSAN_OPTIONS=halt_on_error=1 \
-    ctest --output-on-failure -R '^check_(capture|handles)$') || status=1
+    ctest --output-on-failure -R '^check_(capture|handles|cache)$') || status=1
 # The contraction suite's runtime cases (matmul packing and blocks on the pool, in child
 # processes of 1, 2 and 4 threads; constant weights packed at compile time).
 (cd "$tsan" && TSAN_OPTIONS=halt_on_error=1 CK_RUN_CASE=runtime \

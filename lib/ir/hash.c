@@ -37,6 +37,12 @@ mix_bytes(uint64_t h, const void *p, size_t n)
     return mix(h, tail);
 }
 
+uint64_t
+ir_hash_bytes(uint64_t seed, const void *p, size_t n)
+{
+    return mix_bytes(seed, p, n);
+}
+
 static uint64_t
 mix_shape(uint64_t h, const ir_shape *s, bool generic)
 {

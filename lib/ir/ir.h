@@ -303,6 +303,9 @@ IR_HIDDEN kiln_status ir_graph_verify(const kiln_graph *g);
 /* ---- hash ---------------------------------------------------------------------------- */
 IR_HIDDEN uint64_t ir_graph_hash(const kiln_graph *g, bool generic);
 IR_HIDDEN bool ir_graph_equal(const kiln_graph *a, const kiln_graph *b);
+/* The one hash-mixing helper (splitmix64's finaliser) over n bytes, from `seed`: for hashed
+ * lookups, not for anything an attacker chooses (lib/jit's disk cache uses BLAKE3). */
+IR_HIDDEN uint64_t ir_hash_bytes(uint64_t seed, const void *p, size_t n);
 
 /* ---- text format (print.c, parse.c) -------------------------------------------------- */
 /* Print one element of dtype t exactly (shortest decimal that round-trips, inf, -inf,

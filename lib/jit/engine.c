@@ -9,6 +9,10 @@
  *  - Emitting assembly mutates the module: dumps are taken from a clone.
  *  - Each compiled module gets its own resource tracker, so freeing a program frees its
  *    machine code and memory plateaus over many compile/free cycles.
+ *  - LLVM starts lazily: the target, its machine for LLJIT and LLJIT itself at the first
+ *    compile or load of a cached object (about 1 ms, LLJIT half of it), the optimiser's
+ *    target machine at the first compile only.  Loading libLLVM.so and its static
+ *    constructors (tens of ms) happens before main and is not kiln's to defer.
  *  - A bare `instcombine` in a pass string verifies that it reached a fixpoint, and a
  *    miss is report_fatal_error: `a = abs(x); o = gelu_erf(a)` in f32 killed the process
  *    ("Instruction Combining did not reach a fixpoint after 1 iterations").  The pipeline
@@ -88,6 +92,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static LLVMOrcLLJITRef jit;
 static LLVMTargetMachineRef opt_tm; /* for LLVMRunPasses and assembly dumps */
 static char *init_error;            /* set when start-up failed */
+static pthread_once_t opt_once = PTHREAD_ONCE_INIT;
+static char *opt_error;
 static jit_stats stats;
 
 double
@@ -133,11 +139,11 @@ start_llvm(void)
     LLVMInitializeNativeAsmPrinter();
     char *err = NULL;
     LLVMTargetMachineRef jit_tm = host_tm(&err);
-    opt_tm = jit_tm ? host_tm(&err) : NULL;
-    if (!jit_tm || !opt_tm) {
+    if (!jit_tm) {
         init_error = err;
         return;
     }
+    double t0 = jit_now_ms();
     LLVMOrcLLJITBuilderRef b = LLVMOrcCreateLLJITBuilder();
     LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(
         b, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(jit_tm));
@@ -156,6 +162,7 @@ start_llvm(void)
         return;
     }
     LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(jit), gen);
+    stats.lljit_ms = jit_now_ms() - t0;
 }
 
 static void
@@ -169,21 +176,56 @@ start(void)
     stats.startup_ms = jit_now_ms() - t0;
 }
 
+/* The optimiser's target machine, made at the first compile: a process whose kernels all
+ * come from the disk cache never makes it. */
+static void
+start_opt(void)
+{
+    double t0 = jit_now_ms();
+    char *err = NULL;
+    opt_tm = host_tm(&err);
+    if (!opt_tm)
+        opt_error = err;
+    pthread_mutex_lock(&lock);
+    stats.startup_ms += jit_now_ms() - t0;
+    pthread_mutex_unlock(&lock);
+}
+
+/* LLVM and LLJIT are up (for loading objects); with `compile`, the optimiser too. */
 static kiln_status
-started(const char *api)
+started(const char *api, bool compile)
 {
     pthread_once(&once, start);
-    if (init_error || !jit)
+    if (!init_error && jit && compile)
+        pthread_once(&opt_once, start_opt);
+    const char *e = init_error ? init_error : compile && opt_error ? opt_error : NULL;
+    if (e || !jit)
         return ir_error(KILN_ERR_COMPILE, "%s: compilation failed: LLVM start-up: %s", api,
-                        init_error ? init_error : "unknown error");
+                        e ? e : "unknown error");
     return KILN_OK;
+}
+
+/* Remove a code object's machine code from the JIT and free it; lock held. */
+static void
+remove_locked(jit_code *c)
+{
+    const char *step = cur_step; /* a unit may be under construction on this thread */
+    char module[sizeof cur_module];
+    memcpy(module, cur_module, sizeof module);
+    during("freeing the code of", "(a freed program's kernel)");
+    LLVMErrorRef e = LLVMOrcResourceTrackerRemove(c->rt);
+    if (e)
+        LLVMConsumeError(e); /* nothing useful to do: the code is unreachable either way */
+    LLVMOrcReleaseResourceTracker(c->rt);
+    during(step, step ? module : NULL);
+    ir_free(c);
 }
 
 kiln_status
 jit_unit_new(jit_unit *u, const char *name)
 {
     memset(u, 0, sizeof *u);
-    kiln_status st = started("kiln_jit");
+    kiln_status st = started("kiln_jit", true);
     if (st)
         return st;
     during("building", name);
@@ -206,6 +248,12 @@ jit_unit_dispose(jit_unit *u)
         LLVMOrcDisposeThreadSafeContext(u->tsc);
     memset(u, 0, sizeof *u);
     during(NULL, NULL);
+}
+
+const char *
+jit_engine_passes(void)
+{
+    return passes;
 }
 
 void
@@ -262,6 +310,50 @@ verify(LLVMModuleRef mod, const char *api, const char *when)
     return st;
 }
 
+/* Add the object `obj` (taken) to the JIT with a resource tracker of its own and look up
+ * the n names; lock held.  On error nothing stays in the JIT. */
+static kiln_status
+link_locked(LLVMMemoryBufferRef obj, int n, const char *const *names, void **addrs,
+            jit_code **code)
+{
+    const char *api = "kiln_jit";
+    kiln_status st = KILN_OK;
+    *code = NULL;
+    jit_code *c = ir_calloc(1, sizeof *c);
+    if (!c) {
+        LLVMDisposeMemoryBuffer(obj);
+        return ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
+    }
+    c->rt = LLVMOrcJITDylibCreateResourceTracker(LLVMOrcLLJITGetMainJITDylib(jit));
+    LLVMErrorRef e = LLVMOrcLLJITAddObjectFileWithRT(jit, c->rt, obj); /* takes the buffer */
+    if (e) {
+        char *m = take_error(e);
+        st = ir_error(KILN_ERR_COMPILE, "%s: compilation failed: %s", api, m);
+        free(m);
+        LLVMOrcReleaseResourceTracker(c->rt);
+        ir_free(c);
+        return st;
+    }
+    for (int i = 0; i < n; i++) {
+        LLVMOrcExecutorAddress a = 0;
+        e = LLVMOrcLLJITLookup(jit, &a, names[i]);
+        if (e) {
+            char *m = take_error(e);
+            st = ir_error(KILN_ERR_COMPILE, "%s: compilation failed: lookup of %s: %s", api,
+                          names[i], m);
+            free(m);
+            break;
+        }
+        addrs[i] = (void *)(uintptr_t)a;
+    }
+    if (st) {
+        remove_locked(c);
+        return st;
+    }
+    *code = c;
+    return KILN_OK;
+}
+
 kiln_status
 jit_unit_compile(jit_unit *u, int n, const char *const *names, void **addrs, jit_code **code,
                  jit_dumps *dumps)
@@ -315,48 +407,46 @@ jit_unit_compile(jit_unit *u, int n, const char *const *names, void **addrs, jit
         goto fail;
     }
     jit_unit_dispose(u);
+    if (dumps && dumps->want_obj) {
+        /* a copy for the disk cache (the JIT takes the buffer) */
+        dumps->obj_len = LLVMGetBufferSize(obj);
+        dumps->obj = malloc(dumps->obj_len ? dumps->obj_len : 1);
+        if (dumps->obj)
+            memcpy(dumps->obj, LLVMGetBufferStart(obj), dumps->obj_len);
+        else
+            dumps->obj_len = 0;
+    }
     during("linking", NULL); /* the name is kept: the object is the module's */
-    jit_code *c = ir_calloc(1, sizeof *c);
-    if (!c) {
-        LLVMDisposeMemoryBuffer(obj);
-        st = ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
-        goto unlock;
-    }
-    c->rt = LLVMOrcJITDylibCreateResourceTracker(LLVMOrcLLJITGetMainJITDylib(jit));
-    e = LLVMOrcLLJITAddObjectFileWithRT(jit, c->rt, obj); /* takes the buffer */
-    if (e) {
-        char *m = take_error(e);
-        st = ir_error(KILN_ERR_COMPILE, "%s: compilation failed: %s", api, m);
-        free(m);
-        LLVMOrcReleaseResourceTracker(c->rt);
-        ir_free(c);
-        goto unlock;
-    }
-    for (int i = 0; i < n; i++) {
-        LLVMOrcExecutorAddress a = 0;
-        e = LLVMOrcLLJITLookup(jit, &a, names[i]);
-        if (e) {
-            char *m = take_error(e);
-            st = ir_error(KILN_ERR_COMPILE, "%s: compilation failed: lookup of %s: %s", api,
-                          names[i], m);
-            free(m);
-            break;
-        }
-        addrs[i] = (void *)(uintptr_t)a;
-    }
+    st = link_locked(obj, n, names, addrs, code);
     stats.compiles++;
     stats.compile_ms += jit_now_ms() - t0;
     pthread_mutex_unlock(&lock);
     during(NULL, NULL);
-    if (st) {
-        jit_code_free(c);
-        return st;
-    }
-    *code = c;
-    return KILN_OK;
+    return st;
 fail:
     jit_unit_dispose(u);
-unlock:
+    pthread_mutex_unlock(&lock);
+    during(NULL, NULL);
+    return st;
+}
+
+kiln_status
+jit_object_load(const void *obj, size_t len, const char *name, int n, const char *const *names,
+                void **addrs, void **code)
+{
+    const char *api = "kiln_jit";
+    *code = NULL;
+    kiln_status st = started(api, false);
+    if (st)
+        return st;
+    pthread_mutex_lock(&lock);
+    double t0 = jit_now_ms();
+    during("loading the cached object of", name);
+    LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(obj, len, name);
+    st = buf ? link_locked(buf, n, names, addrs, (jit_code **)code)
+             : ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
+    stats.loads++;
+    stats.load_ms += jit_now_ms() - t0;
     pthread_mutex_unlock(&lock);
     during(NULL, NULL);
     return st;
@@ -368,17 +458,8 @@ jit_code_free(jit_code *c)
     if (!c)
         return;
     pthread_mutex_lock(&lock);
-    const char *step = cur_step; /* a unit may be under construction on this thread */
-    char module[sizeof cur_module];
-    memcpy(module, cur_module, sizeof module);
-    during("freeing the code of", "(a freed program's kernel)");
-    LLVMErrorRef e = LLVMOrcResourceTrackerRemove(c->rt);
-    if (e)
-        LLVMConsumeError(e); /* nothing useful to do: the code is unreachable either way */
-    LLVMOrcReleaseResourceTracker(c->rt);
-    during(step, step ? module : NULL);
+    remove_locked(c);
     pthread_mutex_unlock(&lock);
-    ir_free(c);
 }
 
 void

@@ -3,6 +3,8 @@
 #ifndef KILN_JIT_H
 #define KILN_JIT_H
 
+#include <pthread.h>
+
 #include "ir.h"
 
 /* The host CPU as LLVM sees it, detected once at first use (thread-safe).  Kernels are
@@ -19,8 +21,9 @@ IR_HIDDEN const jit_host *jit_host_info(void);
 
 /* ---- kernels ---------------------------------------------------------------------------
  * A kernel has a kind; each kind has its own size-free description (jit_kdesc, the
- * kernel cache key: its bytes are hashed and compared, so every field is fixed-size and
- * unused fields are zero), its own lowering file and its own rule for splitting work:
+ * kernel cache key once serialised by jit_kdesc_serialise, which must write every field
+ * a new kind adds; unused fields are zero), its own lowering file and its own rule for
+ * splitting work:
  *
  *   ELEMENTWISE (lower.c)         the elements of the output, row-major; threads take
  *                                 contiguous, vector-aligned chunks.
@@ -168,17 +171,134 @@ IR_HIDDEN bool jit_math_available(ir_op op);
 /* The documented max error in ULP of a vector-math op for a float dtype (0: exact). */
 IR_HIDDEN double jit_math_ulp_bound(ir_op op, kiln_dtype dtype);
 
+/* ---- serialised descriptions (kdesc.c) ------------------------------------------------------
+ * A growable byte buffer; a failed allocation sets `failed` and later writes do nothing. */
+typedef struct jit_buf {
+    unsigned char *data;
+    size_t len, cap;
+    bool failed;
+} jit_buf;
+IR_HIDDEN bool jit_buf_put(jit_buf *b, const void *p, size_t n);
+IR_HIDDEN void jit_buf_u8(jit_buf *b, unsigned v);
+IR_HIDDEN void jit_buf_u32(jit_buf *b, uint32_t v); /* little-endian */
+IR_HIDDEN void jit_buf_u64(jit_buf *b, uint64_t v);
+IR_HIDDEN void jit_buf_str(jit_buf *b, const char *s); /* u32 length, then the bytes */
+IR_HIDDEN void jit_buf_free(jit_buf *b);
+/* The version of jit_kdesc_serialise's format: bump it with any change to what it writes. */
+#define JIT_KDESC_FORMAT 1
+/* Append description d, every field written explicitly (kdesc.c says how): the cache key of
+ * a kernel.  A new field of jit_kdesc must be written here. */
+IR_HIDDEN void jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b);
+
+/* ---- the disk cache (disk.c) ------------------------------------------------------------------
+ * Object code of whole modules in files, keyed by jit_disk_module_key (disk.c explains the
+ * format and the trust rules).  Not for kernels compiled with dumps, perturbed or uncached. */
+#define JIT_DISK_FORMAT 1
+typedef struct jit_disk {
+    char path[4096]; /* the location ("off" when KILN_CACHE_DIR=off) */
+    bool on;         /* usable (or, with missing, usable once created) */
+    bool missing;    /* jit_disk_open without create: the directory does not exist yet */
+    char why[512];   /* when off: why */
+} jit_disk;
+/* Resolve the location (KILN_CACHE_DIR, $XDG_CACHE_HOME/kiln, ~/.cache/kiln) and check it
+ * can be trusted (owned by the effective user, not writable by group or others); with
+ * create, make it (0700) if missing. */
+IR_HIDDEN void jit_disk_open(jit_disk *d, bool create);
+/* jit_disk_open(d, true) for a compile; a refused directory is reported once on stderr. */
+IR_HIDDEN bool jit_disk_for_compile(jit_disk *d);
+/* The key of a module of n kernels: versions, host, pipeline, descriptions. */
+IR_HIDDEN void jit_disk_module_key(int n, const jit_kdesc *const *d, jit_buf *key);
+/* BLAKE3 of n bytes (32 bytes out). */
+IR_HIDDEN void jit_disk_digest(const void *p, size_t n, uint8_t out[32]);
+typedef enum jit_disk_result { JIT_DISK_MISS, JIT_DISK_HIT, JIT_DISK_REJECTED } jit_disk_result;
+/* The entry for key (digest = jit_disk_digest of it): on HIT, *data (free with ir_free)
+ * holds the object at *obj, *len bytes, checked against its content hash and key. */
+IR_HIDDEN jit_disk_result jit_disk_load(const jit_disk *d, const uint8_t digest[32],
+                                        const jit_buf *key, void **data, const void **obj,
+                                        size_t *len);
+/* An entry jit_disk_load returned that LLJIT would not link: counted as rejected (the
+ * compile that follows rewrites it). */
+IR_HIDDEN void jit_disk_unusable(const jit_disk *d);
+/* Write the entry atomically (temporary file, rename), then trim to jit_disk_cap().  A
+ * failure is counted (write_errors), never reported: the cache is an optimisation. */
+IR_HIDDEN void jit_disk_store(const jit_disk *d, const uint8_t digest[32], const jit_buf *key,
+                              const void *obj, size_t len);
+/* Remove least recently used entries until at most cap bytes remain; returns how many. */
+IR_HIDDEN int jit_disk_trim(const jit_disk *d, uint64_t cap);
+/* KILN_CACHE_SIZE_MB, default 256 MiB. */
+IR_HIDDEN uint64_t jit_disk_cap(void);
+typedef struct jit_disk_counters {
+    uint64_t hits, misses, rejected, writes, write_errors;
+} jit_disk_stats;
+/* This process's counts. */
+IR_HIDDEN void jit_disk_counters(jit_disk_stats *c);
+
+/* ---- the one in-memory cache (lru.c) ------------------------------------------------------
+ * A reference-counted map from keys to values with hashed lookup, LRU eviction of entries
+ * no one holds (by count and by bytes) and single-flight misses; the kernel cache and the
+ * compiled-program cache are each one of these.  Keys and values are the caller's, freed by
+ * its ops.  Thread-safe. */
+typedef struct jit_lru_entry jit_lru_entry;
+typedef struct jit_lru_ops {
+    bool (*equal)(const void *key_a, const void *key_b);
+    void (*free_key)(void *key);
+    void (*free_value)(void *value);
+} jit_lru_ops;
+#define JIT_LRU_BUCKETS 1024
+typedef struct jit_lru {
+    const jit_lru_ops *ops;
+    int max_entries;
+    size_t max_bytes;
+    pthread_mutex_t lock;
+    pthread_cond_t changed; /* an entry was filled or abandoned */
+    jit_lru_entry *bucket[JIT_LRU_BUCKETS];
+    jit_lru_entry *head, *tail; /* cached entries, most recently used first */
+    int entries;
+    size_t bytes;
+    uint64_t hits, misses, waits, evictions;
+} jit_lru;
+#define JIT_LRU_INIT(ops_, max_entries_, max_bytes_)                                              \
+    {.ops = (ops_), .max_entries = (max_entries_), .max_bytes = (max_bytes_),                    \
+     .lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER}
+
+typedef enum jit_lru_result {
+    JIT_LRU_HIT,   /* *entry is ready and referenced for the caller; the caller keeps key */
+    JIT_LRU_MISS,  /* *entry is a new pending entry that owns key: the caller compiles, then
+                    * jit_lru_fill (it keeps a reference) or jit_lru_abandon */
+    JIT_LRU_BUSY,  /* (without wait) another caller is filling this key; the caller keeps key */
+    JIT_LRU_NOMEM, /* the caller keeps key */
+} jit_lru_result;
+/* Look `key` (hash h) up.  With `wait`, a pending entry is waited for (and taken over if
+ * its filler abandons it); a caller must not wait while it holds pending entries. */
+IR_HIDDEN jit_lru_result jit_lru_get(jit_lru *c, uint64_t h, void *key, bool wait,
+                                     jit_lru_entry **entry);
+IR_HIDDEN void jit_lru_fill(jit_lru *c, jit_lru_entry *e, void *value, size_t bytes);
+IR_HIDDEN void jit_lru_abandon(jit_lru *c, jit_lru_entry *e);
+IR_HIDDEN void *jit_lru_value(const jit_lru_entry *e);
+IR_HIDDEN void jit_lru_release(jit_lru *c, jit_lru_entry *e);
+/* Evict every entry no one holds. */
+IR_HIDDEN void jit_lru_trim(jit_lru *c);
+typedef struct jit_lru_stats {
+    uint64_t hits, misses, waits, evictions;
+    int entries;
+    size_t bytes;
+} jit_lru_stats;
+IR_HIDDEN void jit_lru_stats_get(jit_lru *c, jit_lru_stats *s);
+
 /* A compiled kernel from the cache (shared, reference counted). */
 typedef void (*jit_kernel_fn)(void *const *ptrs, const int64_t *strides, const int64_t *dims,
                               int64_t begin, int64_t end, const void *aux);
 typedef struct jit_kernel jit_kernel;
-/* Compile flags: keep text dumps; bypass the caches (cold-compile measurements). */
-enum { JIT_F_DUMPS = 1, JIT_F_NOCACHE = 2 };
+/* Compile flags: keep text dumps (past the caches); bypass the caches (cold-compile
+ * measurements); leave the disk cache alone (KILN_NO_DISK_CACHE). */
+enum { JIT_F_DUMPS = 1, JIT_F_NOCACHE = 2, JIT_F_NODISK = 4 };
 /* Find or compile the kernels for the n descriptions d[] (a plan's): out[i] and hit[i]
- * (LLVM work avoided).  Every kernel the cache lacks is compiled in one LLVM module, so a
- * plan pays LLVM's per-module cost once (with JIT_F_DUMPS, one module per kernel, so each
- * kernel's dumps are its own).  Equal descriptions share one kernel.  On error nothing is
- * returned and nothing leaks. */
+ * (found in the in-memory cache).  Every kernel the cache lacks is compiled in one LLVM
+ * module, so a plan pays LLVM's per-module cost once, or that module is loaded from the disk
+ * cache; a kernel another thread is compiling is waited for, not compiled twice.  With
+ * JIT_F_DUMPS (past the caches), one module per kernel, so each kernel's dumps are its own.
+ * Equal descriptions share one kernel.  On error nothing is returned and nothing leaks.
+ * Thread-safe (cache.c). */
 IR_HIDDEN kiln_status jit_kernels_get(int n, const jit_kdesc *const *d, unsigned flags,
                                       jit_kernel **out, bool *hit);
 /* Drop every cached kernel no program uses. */
@@ -190,12 +310,26 @@ IR_HIDDEN jit_kernel_fn jit_kernel_entry(const jit_kernel *k);
 IR_HIDDEN void jit_kernel_release(jit_kernel *k);
 /* Text dumps captured when the kernel was compiled (NULL if not requested then). */
 IR_HIDDEN const char *jit_kernel_dump(const jit_kernel *k, int what /* 0 llvm, 1 opt, 2 asm */);
-IR_HIDDEN void jit_cache_counters(uint64_t *compiles, uint64_t *hits);
+typedef struct jit_cache_stats {
+    uint64_t compiles, hits;         /* kernels compiled by LLVM / found in memory */
+    uint64_t entries, bytes;         /* cached now, and their object code */
+    uint64_t evictions, waits;       /* see kiln_stats */
+} jit_cache_stats;
+IR_HIDDEN void jit_cache_counters(jit_cache_stats *s);
 
 /* Lowering (lower.c): compile n descriptions into one module, function i named names[i];
- * *code frees them all (jit_lower_free_code). */
+ * *code frees them all (jit_lower_free_code).  With obj, *obj (malloc'd, or NULL when out
+ * of memory) and *obj_len are a copy of the module's object code, for the disk cache. */
 IR_HIDDEN kiln_status jit_lower_compile(int n, const jit_kdesc *const *d, const char *const *names,
-                                        jit_kernel_fn *fn, void **code, char **dumps /* [3] or NULL */);
+                                        jit_kernel_fn *fn, void **code, char **dumps /* [3] or NULL */,
+                                        void **obj, size_t *obj_len);
+/* Add an object made by jit_lower_compile (from the disk cache) to the JIT and look up its
+ * n functions (engine.c); `name` names it in messages.  *code as jit_lower_compile's.  Starts
+ * LLVM and LLJIT if they are not yet, but optimises and generates nothing. */
+IR_HIDDEN kiln_status jit_object_load(const void *obj, size_t len, const char *name, int n,
+                                      const char *const *names, void **addrs, void **code);
+/* The optimisation pipeline compiled code is made with (part of the disk cache's key). */
+IR_HIDDEN const char *jit_engine_passes(void);
 IR_HIDDEN void jit_lower_free_code(void *code);
 
 /* ---- thread pool (pool.c) ---------------------------------------------------------------- */

@@ -21,6 +21,9 @@ typedef struct jit_dumps {
     char *llvm; /* IR before optimisation */
     char *opt;  /* IR after optimisation */
     char *asm_text;
+    bool want_obj; /* a copy of the object code (for the disk cache) */
+    void *obj;
+    size_t obj_len;
 } jit_dumps;
 
 /* Compiled code; freeing it frees the machine code (ORC resource tracker). */
@@ -43,12 +46,16 @@ IR_HIDDEN void jit_code_free(jit_code *c);
  * thread-safe; call before compiling.  The string must outlive its use. */
 IR_HIDDEN void jit_engine_test_passes(const char *pipeline);
 
-/* Compile statistics for the API and tests: modules compiled, milliseconds spent, and the
- * one-time start-up (LLVM and LLJIT initialisation) in milliseconds. */
+/* Compile statistics for the API and tests: modules compiled and milliseconds spent,
+ * objects loaded from the disk cache and milliseconds spent, and the one-time start-up
+ * (LLVM and LLJIT initialisation; of it, LLJIT's creation) in milliseconds. */
 typedef struct jit_stats {
     uint64_t compiles;
     double compile_ms;
+    uint64_t loads;
+    double load_ms;
     double startup_ms;
+    double lljit_ms;
 } jit_stats;
 IR_HIDDEN void jit_stats_get(jit_stats *s);
 

@@ -259,7 +259,7 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
 
 kiln_status
 jit_lower_compile(int n, const jit_kdesc *const *d, const char *const *names, jit_kernel_fn *fn,
-                  void **code, char **dumps)
+                  void **code, char **dumps, void **obj, size_t *obj_len)
 {
     jit_unit u;
     kiln_status st = jit_unit_new(&u, names[0]);
@@ -280,6 +280,7 @@ jit_lower_compile(int n, const jit_kdesc *const *d, const char *const *names, ji
     jit_dumps dm = {0};
     if (dumps)
         dm.want_llvm = dm.want_opt = dm.want_asm = true;
+    dm.want_obj = obj != NULL;
     jit_code *c;
     void *small[16];
     void **addr = n <= 16 ? small : ir_calloc((size_t)n, sizeof(void *));
@@ -287,7 +288,16 @@ jit_lower_compile(int n, const jit_kdesc *const *d, const char *const *names, ji
         jit_unit_dispose(&u);
         return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
     }
-    st = jit_unit_compile(&u, n, names, addr, &c, dumps ? &dm : NULL);
+    st = jit_unit_compile(&u, n, names, addr, &c, dumps || obj ? &dm : NULL);
+    if (obj) {
+        if (st) {
+            free(dm.obj);
+            dm.obj = NULL;
+            dm.obj_len = 0;
+        }
+        *obj = dm.obj;
+        *obj_len = dm.obj_len;
+    }
     if (dumps) {
         dumps[0] = dm.llvm;
         dumps[1] = dm.opt;

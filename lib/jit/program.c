@@ -2,10 +2,11 @@
  *
  * A program owns the captured graph and holds a compiled form: for FUSED and EAGER a
  * jit_plan (kernels + schedule + buffer plan), for INTERP the reference interpreter.
- * Compiled forms are cached by the graph's structural hash and the mode: capturing the
- * same graph again takes a reference to the cached form (no planning, no LLVM work);
+ * Compiled forms are cached (a jit_lru, lru.c) by the graph's structural hash and the
+ * mode: capturing the same graph again takes a reference to the cached form (no planning,
+ * no LLVM work), and a thread capturing a graph another thread is compiling waits for it;
  * a graph differing only in sizes is planned again but finds its kernels in the kernel
- * cache (cache.c). */
+ * cache (cache.c), or a new process in the disk cache (disk.c). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -18,19 +19,45 @@
 
 /* A compiled form, shared by every program of an equal graph and mode. */
 typedef struct compiled {
-    struct compiled *next;
-    uint64_t hash;
-    kiln_mode mode;
-    kiln_graph *graph; /* private copy, for equality checks */
+    jit_lru_entry *entry; /* NULL: not cached (dumps, KILN_NO_CACHE), freed at refs 0 */
+    _Atomic int refs;     /* uncached only */
     jit_plan *plan;
-    int refs; /* guarded by cache_lock */
-    bool cached;
 } compiled;
 
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static compiled *cache_head;
-static int cache_count;
-static _Atomic uint64_t plan_hits, plan_misses;
+/* The cache key: the graph (a private copy, for equality checks) and the mode. */
+typedef struct plan_key {
+    kiln_mode mode;
+    kiln_graph *graph;
+} plan_key;
+
+static _Atomic uint64_t uncached_compiles;
+
+static bool
+key_equal(const void *a, const void *b)
+{
+    const plan_key *x = a, *y = b;
+    return x->mode == y->mode && ir_graph_equal(x->graph, y->graph);
+}
+
+static void
+key_free(void *k)
+{
+    plan_key *pk = k;
+    kiln_graph_free(pk->graph);
+    ir_free(pk);
+}
+
+static void
+compiled_destroy(void *v)
+{
+    compiled *c = v;
+    jit_plan_free(c->plan);
+    ir_free(c);
+}
+
+static const jit_lru_ops plan_ops = {key_equal, key_free, compiled_destroy};
+/* Plans are counted, not weighed: their kernels' code is weighed in the kernel cache. */
+static jit_lru plans = JIT_LRU_INIT(&plan_ops, PLAN_CACHE_LIMIT, SIZE_MAX);
 
 struct kiln_program {
     kiln_graph *graph;
@@ -63,54 +90,14 @@ graph_clone(const kiln_graph *g)
 }
 
 static void
-compiled_destroy(compiled *c)
-{
-    jit_plan_free(c->plan);
-    kiln_graph_free(c->graph);
-    ir_free(c);
-}
-
-static void
 compiled_release(compiled *c)
 {
     if (!c)
         return;
-    pthread_mutex_lock(&cache_lock);
-    bool destroy = --c->refs == 0;
-    pthread_mutex_unlock(&cache_lock);
-    if (destroy)
+    if (c->entry)
+        jit_lru_release(&plans, c->entry);
+    else if (atomic_fetch_sub(&c->refs, 1) == 1)
         compiled_destroy(c);
-}
-
-/* Unlink the entries only the cache holds, after the first `keep` (most recent first);
- * cache_lock held.  Returns them for destruction outside the lock. */
-static compiled *
-evict_locked(int keep)
-{
-    compiled *dead = NULL;
-    int i = 0;
-    for (compiled **pp = &cache_head; *pp;) {
-        compiled *e = *pp;
-        if (i++ >= keep && e->refs == 1) {
-            *pp = e->next;
-            e->next = dead;
-            dead = e;
-            cache_count--;
-        } else {
-            pp = &e->next;
-        }
-    }
-    return dead;
-}
-
-static void
-destroy_list(compiled *c)
-{
-    while (c) {
-        compiled *n = c->next;
-        compiled_destroy(c);
-        c = n;
-    }
 }
 
 static bool
@@ -154,49 +141,51 @@ dump_env(const kiln_program *p)
     }
 }
 
-/* Find or build the compiled form of g in mode. */
+/* Find or build the compiled form of g in mode: one jit_lru lookup (a second thread
+ * compiling an equal graph waits for the first), or past the cache with dumps (the cached
+ * kernels may have been compiled without keeping their text) or KILN_NO_CACHE. */
 static kiln_status
 compile(const char *api, const kiln_graph *g, kiln_mode mode, unsigned flags, compiled **out)
 {
-    uint64_t h = ir_graph_hash(g, false);
-    bool dumps = flags & JIT_F_DUMPS, nocache = flags & JIT_F_NOCACHE;
     *out = NULL;
-    /* With dumps requested the kernels are compiled afresh (the cached ones may have been
-     * compiled without keeping their text). */
-    pthread_mutex_lock(&cache_lock);
-    for (compiled *c = cache_head; c && !dumps && !nocache; c = c->next)
-        if (c->hash == h && c->mode == mode && ir_graph_equal(c->graph, g)) {
-            c->refs++;
-            pthread_mutex_unlock(&cache_lock);
-            atomic_fetch_add(&plan_hits, 1);
-            *out = c;
+    jit_lru_entry *e = NULL;
+    if (!(flags & (JIT_F_DUMPS | JIT_F_NOCACHE))) {
+        plan_key *k = ir_calloc(1, sizeof *k);
+        if (k) {
+            k->mode = mode;
+            k->graph = graph_clone(g);
+        }
+        if (!k || !k->graph) {
+            ir_free(k);
+            return ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
+        }
+        uint64_t h = ir_graph_hash(g, false) ^ ((uint64_t)mode * 0x9e3779b97f4a7c15ull);
+        jit_lru_result r = jit_lru_get(&plans, h, k, true, &e);
+        if (r != JIT_LRU_MISS)
+            key_free(k);
+        if (r == JIT_LRU_NOMEM)
+            return ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
+        if (r == JIT_LRU_HIT) {
+            *out = jit_lru_value(e);
             return KILN_OK;
         }
-    pthread_mutex_unlock(&cache_lock);
-    atomic_fetch_add(&plan_misses, 1);
-
+    } else {
+        atomic_fetch_add(&uncached_compiles, 1);
+    }
     compiled *c = ir_calloc(1, sizeof *c);
-    if (!c)
-        return ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
-    c->hash = h;
-    c->mode = mode;
-    c->refs = 1;
-    kiln_status st = jit_plan_build(g, mode, flags, &c->plan);
+    kiln_status st = c ? jit_plan_build(g, mode, flags, &c->plan)
+                       : ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
     if (st) {
         ir_free(c);
+        if (e)
+            jit_lru_abandon(&plans, e);
         return st;
     }
-    c->graph = dumps || nocache ? NULL : graph_clone(g);
-    if (c->graph) {
-        /* cache it (the cache holds one reference) */
-        pthread_mutex_lock(&cache_lock);
-        c->refs++;
-        c->cached = true;
-        c->next = cache_head;
-        cache_head = c;
-        compiled *dead = ++cache_count > PLAN_CACHE_LIMIT ? evict_locked(PLAN_CACHE_LIMIT / 2) : NULL;
-        pthread_mutex_unlock(&cache_lock);
-        destroy_list(dead);
+    if (e) {
+        c->entry = e;
+        jit_lru_fill(&plans, e, c, 0);
+    } else {
+        atomic_store(&c->refs, 1);
     }
     *out = c;
     return KILN_OK;
@@ -205,10 +194,7 @@ compile(const char *api, const kiln_graph *g, kiln_mode mode, unsigned flags, co
 void
 jit_plan_cache_trim(void)
 {
-    pthread_mutex_lock(&cache_lock);
-    compiled *dead = evict_locked(0);
-    pthread_mutex_unlock(&cache_lock);
-    destroy_list(dead);
+    jit_lru_trim(&plans);
 }
 
 /* Compile `g` (taking ownership) into a program. */
@@ -233,7 +219,8 @@ program_new(const char *api, kiln_graph *g, const kiln_options *o, kiln_program 
     if (mode != KILN_MODE_INTERP) {
         const char *pert = getenv("KILN_TEST_PERTURB"); /* test-only, see lower.c */
         unsigned flags = (want_dumps() || (o && (o->flags & KILN_KEEP_DUMPS)) ? JIT_F_DUMPS : 0) |
-                         ((o && (o->flags & KILN_NO_CACHE)) || (pert && *pert) ? JIT_F_NOCACHE : 0);
+                         ((o && (o->flags & KILN_NO_CACHE)) || (pert && *pert) ? JIT_F_NOCACHE : 0) |
+                         (o && (o->flags & KILN_NO_DISK_CACHE) ? JIT_F_NODISK : 0);
         kiln_status st = compile(api, g, mode, flags, &p->comp);
         if (st) {
             kiln_program_free(p);
@@ -456,11 +443,29 @@ kiln_jit_stats(kiln_stats *s)
     memset(s, 0, sizeof *s);
     jit_stats js;
     jit_stats_get(&js);
-    jit_cache_counters(&s->kernel_compiles, &s->kernel_hits);
-    s->plan_hits = atomic_load(&plan_hits);
-    s->plan_misses = atomic_load(&plan_misses);
+    jit_cache_stats ks;
+    jit_cache_counters(&ks);
+    jit_lru_stats ps;
+    jit_lru_stats_get(&plans, &ps);
+    jit_disk_stats dc;
+    jit_disk_counters(&dc);
+    s->kernel_compiles = ks.compiles;
+    s->kernel_hits = ks.hits;
+    s->kernel_entries = ks.entries;
+    s->kernel_bytes = ks.bytes;
+    s->kernel_evictions = ks.evictions;
+    s->kernel_waits = ks.waits;
+    s->plan_hits = ps.hits;
+    s->plan_misses = ps.misses + atomic_load(&uncached_compiles);
     s->compile_ms = js.compile_ms;
     s->startup_ms = js.startup_ms;
+    s->lljit_ms = js.lljit_ms;
+    s->disk_load_ms = js.load_ms;
+    s->disk_hits = dc.hits;
+    s->disk_misses = dc.misses;
+    s->disk_rejected = dc.rejected;
+    s->disk_writes = dc.writes;
+    s->disk_write_errors = dc.write_errors;
     s->threads = jit_pool_threads();
     s->weights_packed = jit_contract_prepacked();
 }

@@ -23,8 +23,10 @@ def positive(v, where):
         problems.append(f"{where}: expected a positive number, got {v!r}")
 
 
-for key in ("kiln_version", "machine", "startup_ms", "workloads"):
+for key in ("kiln_version", "machine", "startup_ms", "lljit_ms", "workloads"):
     need(doc, key, "top level")
+positive(doc.get("startup_ms", 0), "startup_ms")
+positive(doc.get("lljit_ms", 0), "lljit_ms")
 m = doc.get("machine", {})
 for key in ("cpu", "features", "vector_bits", "threads", "llvm_version"):
     need(m, key, "machine")
@@ -45,7 +47,8 @@ for w in doc.get("workloads", []):
             if t.get("min_s", 0) > t.get("median_s", 0) or t.get("median_s", 0) > t.get("max_s", 0):
                 problems.append(f"{where}.{mode}: min <= median <= max violated")
     for key in ("speedup_fused_over_eager", "minimal_traffic_bytes", "fused_gbs", "eager_gbs",
-                "probe_gbs", "fraction_of_bandwidth", "compile_cold_ms", "compile_cached_us",
+                "probe_gbs", "fraction_of_bandwidth", "compile_cold_ms", "compile_disk_ms",
+                "compile_cached_us",
                 "recapture_us"):
         positive(need(w, key, where), f"{where}.{key}")
     for key in ("flops", "gflops", "error_fused", "error_eager", "error_bound", "error_unit"):

@@ -135,6 +135,7 @@ npy want_v4.npy '<f4' False '(4,)' '\x00\x00\x00\x00\x00\x00\x80\x3f\x00\x00\x00
 npy want_i4.npy '<i4' False '(4,)' '\x00\x00\x00\x00\x01\x00\x00\x00\x02\x00\x00\x00\x03\x00\x00\x00'
 npy want_b3.npy '|b1' False '(3,)' '\x01\x01\x01'
 same_file want_v4.npy v4.npy "run gen.kiln: v4"
+expect 0 "LLVM compiles" env KILN_CACHE_DIR=off "$kiln" run "$here/gen.kiln" --out v4=v4.npy --stats
 same_file want_i4.npy i4.npy "run gen.kiln: i4"
 same_file want_b3.npy b3.npy "run gen.kiln: b3"
 # Outputs without --out are summarised on stdout.
@@ -187,6 +188,26 @@ printf 'not a numpy file' >text.npy
 expect 1 "text.npy: not a .npy file: bad magic" "$kiln" run "$here/vec4.kiln" --in x=text.npy
 expect 1 "no/such/dir/out.npy: cannot create" \
     "$kiln" run "$here/vec4.kiln" --in x=v4.npy --out out=no/such/dir/out.npy
+
+# kiln cache, on a private directory (ctest sets KILN_CACHE_DIR=off for everything else)
+cdir=$tmp/cache
+expect 0 "not created yet" env KILN_CACHE_DIR="$cdir" "$kiln" cache
+expect 0 "== chain ==" env KILN_CACHE_DIR="$cdir" "$kiln" examples
+expect 0 "entries:  2" env KILN_CACHE_DIR="$cdir" "$kiln" cache
+expect 0 "writes:   2" env KILN_CACHE_DIR="$cdir" "$kiln" cache
+expect 0 "== chain ==" env KILN_CACHE_DIR="$cdir" "$kiln" examples
+expect 0 "hits:     2" env KILN_CACHE_DIR="$cdir" "$kiln" cache
+expect 0 "removed 0 entries" env KILN_CACHE_DIR="$cdir" "$kiln" cache trim
+expect 0 "removed 2 entries" env KILN_CACHE_DIR="$cdir" "$kiln" cache clear
+expect 0 "entries:  0" env KILN_CACHE_DIR="$cdir" "$kiln" cache
+expect 0 "state:    off: turned off (KILN_CACHE_DIR=off)" env KILN_CACHE_DIR=off "$kiln" cache
+expect 1 "disk cache off" env KILN_CACHE_DIR=off "$kiln" cache clear
+chmod 0770 "$cdir"
+expect 0 "writable by group or others" env KILN_CACHE_DIR="$cdir" "$kiln" cache
+expect 1 "writable by group or others" env KILN_CACHE_DIR="$cdir" "$kiln" cache trim
+expect 2 "unknown subcommand 'frob'" "$kiln" cache frob
+expect 2 "--max-mb needs" "$kiln" cache trim --max-mb 0
+expect 0 "usage: kiln cache" "$kiln" cache --help
 
 echo "$checks checks, $failures failures"
 [ "$failures" = 0 ]

@@ -29,6 +29,8 @@ int cmd_dump(int argc, char **argv);
 void cmd_dump_help(FILE *f);
 int cmd_run(int argc, char **argv);
 void cmd_run_help(FILE *f);
+int cmd_cache(int argc, char **argv);
+void cmd_cache_help(FILE *f);
 
 /* Print "kiln: <kiln_errmsg()>" to stderr; returns CLI_FAIL. */
 int cli_fail(void);

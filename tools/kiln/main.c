@@ -22,6 +22,8 @@ static const cli_command commands[] = {
      cmd_check_help},
     {"examples", "run small built-in graphs through the JIT and print them", cmd_examples,
      cmd_examples_help},
+    {"cache", "the persistent kernel cache: where, how big, hits; clear, trim", cmd_cache,
+     cmd_cache_help},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
 

@@ -1,0 +1,118 @@
+/* kdesc.c — the serialised form of a kernel description: the key of the kernel cache in
+ * memory (cache.c) and, with the host and versions, of the disk cache (disk.c).
+ *
+ * Every field is written explicitly, little-endian, at a fixed width, in the order below —
+ * never the bytes of a C struct, whose padding, field order and enum sizes are the
+ * compiler's.  A change in what a description holds (a new field, a new kind's payload)
+ * changes jit_kdesc_serialise and bumps JIT_KDESC_FORMAT, so entries written by an older
+ * kiln are misses, never wrong hits.  So does a change in what a compiled kernel expects
+ * at run time for the same description (the jit_raux or jit_caux layout, a contraction's
+ * register tile rule, the packed panels' layout): the code is keyed, not just the text.
+ * A CONTRACTION description needs nothing more: its tile follows from the dtype and the
+ * vector width, which the disk key holds.
+ *
+ *   format 1:
+ *     i32 kind, rank, nred, lanes_kept, ninst, nloads, nstores
+ *     ninst x { u8 kind, op, dtype, cls; i32 slot; i32 a[0..3); u8 value[8]; u8 value2[8] }
+ *     nstores x i32 store index
+ *     u8 has_store_cls; then nstores x u8 store class when set
+ */
+#include <string.h>
+
+#include "jit.h"
+
+bool
+jit_buf_put(jit_buf *b, const void *p, size_t n)
+{
+    if (b->failed)
+        return false;
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n)
+            cap *= 2;
+        unsigned char *q = ir_realloc(b->data, cap);
+        if (!q) {
+            b->failed = true;
+            return false;
+        }
+        b->data = q;
+        b->cap = cap;
+    }
+    if (n)
+        memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return true;
+}
+
+void
+jit_buf_u8(jit_buf *b, unsigned v)
+{
+    unsigned char c = (unsigned char)v;
+    jit_buf_put(b, &c, 1);
+}
+
+/* v in n little-endian bytes */
+static void
+put_le(jit_buf *b, uint64_t v, int n)
+{
+    unsigned char c[8];
+    for (int i = 0; i < n; i++)
+        c[i] = (unsigned char)(v >> (8 * i));
+    jit_buf_put(b, c, (size_t)n);
+}
+
+void
+jit_buf_u32(jit_buf *b, uint32_t v)
+{
+    put_le(b, v, 4);
+}
+
+void
+jit_buf_u64(jit_buf *b, uint64_t v)
+{
+    put_le(b, v, 8);
+}
+
+void
+jit_buf_str(jit_buf *b, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    jit_buf_u32(b, (uint32_t)n);
+    jit_buf_put(b, s, n);
+}
+
+void
+jit_buf_free(jit_buf *b)
+{
+    ir_free(b->data);
+    memset(b, 0, sizeof *b);
+}
+
+void
+jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b)
+{
+    jit_buf_u32(b, (uint32_t)d->kind);
+    jit_buf_u32(b, (uint32_t)d->rank);
+    jit_buf_u32(b, (uint32_t)d->nred);
+    jit_buf_u32(b, (uint32_t)d->lanes_kept);
+    jit_buf_u32(b, (uint32_t)d->ninst);
+    jit_buf_u32(b, (uint32_t)d->nloads);
+    jit_buf_u32(b, (uint32_t)d->nstores);
+    for (int32_t i = 0; i < d->ninst; i++) {
+        const jit_kinst *in = &d->inst[i];
+        jit_buf_u8(b, in->kind);
+        jit_buf_u8(b, in->op);
+        jit_buf_u8(b, in->dtype);
+        jit_buf_u8(b, in->cls);
+        jit_buf_u32(b, (uint32_t)in->slot);
+        for (int k = 0; k < 3; k++)
+            jit_buf_u32(b, (uint32_t)in->a[k]);
+        jit_buf_put(b, in->value.bytes, sizeof in->value.bytes);
+        jit_buf_put(b, in->value2.bytes, sizeof in->value2.bytes);
+    }
+    for (int32_t k = 0; k < d->nstores; k++)
+        jit_buf_u32(b, (uint32_t)d->stores[k]);
+    jit_buf_u8(b, d->store_cls != NULL);
+    if (d->store_cls)
+        jit_buf_put(b, d->store_cls, (size_t)d->nstores);
+}

@@ -1,0 +1,911 @@
+/* check_cache.c — the caches: the one in-memory cache (jit_lru: hashed lookup, LRU by count
+ * and bytes, single flight), and the persistent disk cache (disk.c) across processes.
+ *
+ * Every test uses a private directory (mkdtemp) through KILN_CACHE_DIR; ctest runs the
+ * suite with KILN_CACHE_DIR=off, so nothing here touches the user's cache.  Results are
+ * checked bit for bit against the reference interpreter (the graph is made of exact ops:
+ * max, min, sub, mul), so code that came from a bad entry could not pass.  Processes are
+ * this executable run again with --child / --race (posix_spawn of /proc/self/exe); the
+ * threaded tests are the ones scripts/test.sh also runs under ThreadSanitizer. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "jit.h"
+#include "oracle.h"
+#include "randgraph.h"
+#include "support.h"
+
+extern char **environ;
+
+/* Three kernels in fused mode: the row reduction with its consumer, the column reduction,
+ * and nothing inexact. */
+static const char graph_fmt[] =
+    "graph cached(x: f32[%d,100], y: f32[100]) -> (r: f32[%d,1], o: f32[%d,100], c: f32[1,100]) {\n"
+    "  r = reduce_max(x, axes=[1], keepdim=true)\n"
+    "  d = sub(x, r)\n"
+    "  o = mul(d, y)\n"
+    "  c = reduce_min(x, axes=[0], keepdim=true)\n"
+    "}\n";
+
+static kiln_graph *
+graph_rows(int rows)
+{
+    char text[sizeof graph_fmt + 64];
+    snprintf(text, sizeof text, graph_fmt, rows, rows, rows);
+    kiln_graph *g = NULL;
+    if (kiln_graph_parse(text, strlen(text), &g) != KILN_OK)
+        return NULL;
+    return g;
+}
+
+/* Compile g (FUSED, default options), run it and compare every output bit for bit with
+ * the interpreter's; NULL when all match, else a malloc'd report.  No Check assertions:
+ * the child processes run it outside a test. */
+static char *
+compile_and_check(const kiln_graph *g, uint64_t seed)
+{
+    enum { MAXIO = 8 };
+    void *in[MAXIO] = {0}, *got[MAXIO] = {0}, *want[MAXIO] = {0};
+    size_t obytes[MAXIO] = {0};
+    int nin = kiln_graph_num_inputs(g), nout = kiln_graph_num_outputs(g);
+    char *rep = NULL;
+    kiln_program *p = NULL;
+    ts_rng r;
+    ts_rng_seed(&r, seed);
+    if (nin > MAXIO || nout > MAXIO)
+        return strdup("too many inputs or outputs");
+    for (int i = 0; i < nin; i++) {
+        kiln_value_info vi;
+        kiln_graph_input(g, i, &vi);
+        in[i] = malloc(vi.bytes + 1);
+        if (in[i])
+            ts_random_elements(&r, vi.dtype, in[i], vi.count, true);
+    }
+    for (int i = 0; i < nout; i++) {
+        kiln_value_info vi;
+        kiln_graph_output(g, i, &vi);
+        obytes[i] = vi.bytes;
+        got[i] = malloc(vi.bytes + 1);
+        want[i] = malloc(vi.bytes + 1);
+        if (got[i])
+            memset(got[i], 0xa5, vi.bytes);
+    }
+    if (kiln_program_compile(g, NULL, &p) || kiln_program_run(p, (const void *const *)in, got) ||
+        kiln_graph_interpret(g, (const void *const *)in, want)) {
+        rep = malloc(4200);
+        if (rep)
+            snprintf(rep, 4200, "compile or run failed: %s", kiln_errmsg());
+    }
+    for (int i = 0; i < nout && !rep; i++)
+        if (memcmp(got[i], want[i], obytes[i]) != 0) {
+            rep = malloc(64);
+            if (rep)
+                snprintf(rep, 64, "output %d differs from the interpreter's", i);
+        }
+    kiln_program_free(p);
+    for (int i = 0; i < MAXIO; i++) {
+        free(in[i]);
+        free(got[i]);
+        free(want[i]);
+    }
+    return rep;
+}
+
+/* Forget every compiled program and kernel of this process (as a new process would). */
+static void
+drop_memory_caches(void)
+{
+    jit_plan_cache_trim();
+    jit_cache_trim();
+}
+
+static char *
+make_dir(void)
+{
+    char *d = strdup("/tmp/kiln_cache_XXXXXX");
+    ck_assert_ptr_nonnull(d);
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    return d;
+}
+
+static void
+remove_dir(char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            char p[4096];
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+    free(dir);
+}
+
+/* The entry files (*.kobj) of dir: how many, and the path of the last one seen; with
+ * `tmp`, the leftover temporary files instead. */
+static int
+count_files(const char *dir, const char *suffix, char *last, size_t n)
+{
+    int count = 0;
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name), s = strlen(suffix);
+        bool match = suffix[0] == '.' && suffix[1] == 't'
+                         ? strncmp(e->d_name, suffix, s) == 0
+                         : l > s && strcmp(e->d_name + l - s, suffix) == 0;
+        if (!match)
+            continue;
+        count++;
+        if (last)
+            snprintf(last, n, "%s/%s", dir, e->d_name);
+    }
+    closedir(d);
+    return count;
+}
+
+static void
+use_dir(const char *dir)
+{
+    ck_assert_int_eq(setenv("KILN_CACHE_DIR", dir, 1), 0);
+}
+
+static kiln_stats
+stats(void)
+{
+    kiln_stats s;
+    kiln_jit_stats(&s);
+    return s;
+}
+
+/* ---- child processes ---------------------------------------------------------------------- */
+
+/* --child DIR REPORT: compile the graph with DIR as the disk cache, check it, and write
+ * "compiles hits misses rejected writes" to REPORT.  Exit 0 when the result is exact. */
+static int
+child(const char *dir, const char *report)
+{
+    setenv("KILN_CACHE_DIR", dir, 1);
+    kiln_graph *g = graph_rows(64);
+    if (!g)
+        return 3;
+    char *rep = compile_and_check(g, 7);
+    kiln_graph_free(g);
+    if (rep) {
+        fprintf(stderr, "child: %s\n", rep);
+        free(rep);
+        return 4;
+    }
+    kiln_stats s = stats();
+    FILE *f = fopen(report, "w");
+    if (!f)
+        return 5;
+    fprintf(f, "%llu %llu %llu %llu %llu\n", (unsigned long long)s.kernel_compiles,
+            (unsigned long long)s.disk_hits, (unsigned long long)s.disk_misses,
+            (unsigned long long)s.disk_rejected, (unsigned long long)s.disk_writes);
+    return fclose(f) == 0 ? 0 : 5;
+}
+
+/* --race DIR ITERS: over and over, clear the directory (every other round), forget the
+ * in-memory caches, compile and check; another process does the same at the same time.
+ * Exit 0 when every result was exact and no entry was ever rejected (a reader sees a
+ * whole entry or none). */
+static int
+race(const char *dir, int iters)
+{
+    setenv("KILN_CACHE_DIR", dir, 1);
+    kiln_graph *g = graph_rows(32);
+    if (!g)
+        return 3;
+    for (int i = 0; i < iters; i++) {
+        if (i % 2)
+            kiln_cache_clear(NULL);
+        drop_memory_caches();
+        char *rep = compile_and_check(g, (uint64_t)i);
+        if (rep) {
+            fprintf(stderr, "race: %s\n", rep);
+            free(rep);
+            kiln_graph_free(g);
+            return 4;
+        }
+    }
+    kiln_graph_free(g);
+    kiln_stats s = stats();
+    if (s.disk_rejected || s.disk_write_errors) {
+        fprintf(stderr, "race: %llu entries rejected, %llu writes failed\n",
+                (unsigned long long)s.disk_rejected, (unsigned long long)s.disk_write_errors);
+        return 6;
+    }
+    return 0;
+}
+
+static pid_t
+spawn_child(const char *const *args)
+{
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    ck_assert(n > 0);
+    self[n] = '\0';
+    char *argv[8] = {self};
+    for (int i = 0; args[i] && i < 6; i++)
+        argv[i + 1] = (char *)args[i];
+    pid_t pid;
+    ck_assert_int_eq(posix_spawn(&pid, self, NULL, NULL, argv, environ), 0);
+    return pid;
+}
+
+static int
+wait_child(pid_t pid)
+{
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+typedef struct report {
+    unsigned long long compiles, hits, misses, rejected, writes;
+} report;
+
+static report
+run_child(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s.report", dir);
+    const char *args[] = {"--child", dir, path, NULL};
+    ck_assert_int_eq(wait_child(spawn_child(args)), 0);
+    report r;
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fscanf(f, "%llu %llu %llu %llu %llu", &r.compiles, &r.hits, &r.misses,
+                            &r.rejected, &r.writes),
+                     5);
+    fclose(f);
+    unlink(path);
+    return r;
+}
+
+/* ---- the disk cache across processes ----------------------------------------------------- */
+
+START_TEST(test_second_process_does_no_codegen)
+{
+    char *dir = make_dir();
+    report a = run_child(dir);
+    ck_assert_uint_ge(a.compiles, 2); /* the plan's kernels, compiled by LLVM ... */
+    ck_assert_uint_eq(a.hits, 0);
+    ck_assert_uint_eq(a.writes, 1); /* ... in one module, one entry */
+    ck_assert_int_eq(count_files(dir, ".kobj", NULL, 0), 1);
+    report b = run_child(dir);
+    ck_assert_uint_eq(b.compiles, 0); /* no LLVM code generation at all */
+    ck_assert_uint_eq(b.hits, 1);
+    ck_assert_uint_eq(b.misses, 0);
+    ck_assert_uint_eq(b.rejected, 0);
+    ck_assert_uint_eq(b.writes, 0);
+    /* kiln cache's figures: one entry, the counts of both processes */
+    use_dir(dir);
+    kiln_cache_info info;
+    ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
+    ck_assert_int_eq(info.enabled, 1);
+    ck_assert_str_eq(info.path, dir);
+    ck_assert_uint_eq(info.entries, 1);
+    ck_assert_uint_gt(info.bytes, 64);
+    ck_assert_uint_eq(info.hits, 1);
+    ck_assert_uint_eq(info.misses, 1);
+    ck_assert_uint_eq(info.writes, 1);
+    uint64_t removed;
+    ck_assert_int_eq(kiln_cache_clear(&removed), KILN_OK);
+    ck_assert_uint_eq(removed, 1);
+    ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
+    ck_assert_uint_eq(info.entries, 0);
+    ck_assert_uint_eq(info.hits, 0);
+    setenv("KILN_CACHE_DIR", "off", 1);
+    remove_dir(dir);
+}
+END_TEST
+
+/* Two processes (and two more) fill and clear the same keys at once: every result exact,
+ * no entry ever rejected, no temporary file left, and what remains loads. */
+START_TEST(test_processes_fill_same_key)
+{
+    char *dir = make_dir();
+    const char *args[] = {"--race", dir, "12", NULL};
+    pid_t p[4];
+    for (int i = 0; i < 4; i++)
+        p[i] = spawn_child(args);
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(wait_child(p[i]), 0);
+    ck_assert_int_eq(count_files(dir, ".tmp-", NULL, 0), 0);
+    ck_assert_int_le(count_files(dir, ".kobj", NULL, 0), 1);
+    /* fill it once more and load it in a fresh process */
+    report a = run_child(dir);
+    (void)a;
+    report b = run_child(dir);
+    ck_assert_uint_eq(b.compiles, 0);
+    ck_assert_uint_eq(b.rejected, 0);
+    setenv("KILN_CACHE_DIR", "off", 1);
+    remove_dir(dir);
+}
+END_TEST
+
+/* ---- damaged entries ------------------------------------------------------------------------ */
+
+static unsigned char *
+slurp(const char *path, size_t *n)
+{
+    char *p = ts_slurp(path, n);
+    ck_assert_ptr_nonnull(p);
+    return (unsigned char *)p;
+}
+
+static void
+spit(const char *path, const unsigned char *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(p, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* The entry of the graph in dir (compiled into it first), damaged by `damage`; then a
+ * compile must reject it, compile with LLVM, rewrite it, and the rewritten one must load. */
+static void
+check_damage(void (*damage)(const char *path), const char *what)
+{
+    char *dir = make_dir();
+    use_dir(dir);
+    kiln_graph *g = graph_rows(16);
+    ck_assert_ptr_nonnull(g);
+    drop_memory_caches();
+    char *rep = compile_and_check(g, 1);
+    ck_assert_msg(rep == NULL, "%s", rep);
+    char path[4200];
+    ck_assert_int_eq(count_files(dir, ".kobj", path, sizeof path), 1);
+    damage(path);
+
+    drop_memory_caches();
+    kiln_stats s0 = stats();
+    rep = compile_and_check(g, 2);
+    ck_assert_msg(rep == NULL, "%s: %s", what, rep);
+    kiln_stats s1 = stats();
+    ck_assert_msg(s1.disk_rejected == s0.disk_rejected + 1, "%s: not rejected", what);
+    ck_assert_uint_eq(s1.disk_hits, s0.disk_hits);
+    ck_assert_uint_gt(s1.kernel_compiles, s0.kernel_compiles);
+    ck_assert_msg(s1.disk_writes == s0.disk_writes + 1, "%s: not rewritten", what);
+
+    drop_memory_caches();
+    rep = compile_and_check(g, 3);
+    ck_assert_msg(rep == NULL, "%s: %s", what, rep);
+    kiln_stats s2 = stats();
+    ck_assert_uint_eq(s2.disk_hits, s1.disk_hits + 1);
+    ck_assert_uint_eq(s2.kernel_compiles, s1.kernel_compiles);
+    ck_assert_uint_eq(s2.disk_rejected, s1.disk_rejected);
+    kiln_graph_free(g);
+    drop_memory_caches();
+    setenv("KILN_CACHE_DIR", "off", 1);
+    remove_dir(dir);
+}
+
+/* XOR byte `at` of the file (from the end when negative) with mask. */
+static void
+xor_byte(const char *path, long at, unsigned mask)
+{
+    size_t n;
+    unsigned char *p = slurp(path, &n);
+    p[at < 0 ? n - (size_t)-at : (size_t)at] ^= (unsigned char)mask;
+    spit(path, p, n);
+    free(p);
+}
+
+static void
+flip_object_byte(const char *path)
+{
+    xor_byte(path, -40, 0x10);
+}
+
+static void
+truncate_half(const char *path)
+{
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(truncate(path, st.st_size / 2), 0);
+}
+
+static void
+empty(const char *path)
+{
+    ck_assert_int_eq(truncate(path, 0), 0);
+}
+
+/* Another kiln version wrote it: the key differs, the content hash is right. */
+static void
+foreign_version(const char *path)
+{
+    size_t n;
+    unsigned char *p = slurp(path, &n);
+    const char *v = KILN_VERSION_STRING;
+    size_t vl = strlen(v);
+    unsigned char *at = NULL;
+    for (size_t i = 64; i + vl <= n && !at; i++)
+        if (memcmp(p + i, v, vl) == 0)
+            at = p + i;
+    ck_assert_msg(at != NULL, "the key holds no version string");
+    at[vl - 1] = at[vl - 1] == '9' ? '8' : '9';
+    jit_disk_digest(p + 64, n - 64, p + 32);
+    spit(path, p, n);
+    free(p);
+}
+
+/* Another entry format (header), content hash right. */
+static void
+foreign_format(const char *path)
+{
+    xor_byte(path, 8, 0x40);
+}
+
+/* Garbage of the right size with a valid-looking header but a wrong content hash. */
+static void
+garbage_object(const char *path)
+{
+    size_t n;
+    unsigned char *p = slurp(path, &n);
+    size_t klen = 0;
+    for (int i = 7; i >= 0; i--)
+        klen = klen << 8 | p[16 + i];
+    for (size_t i = 64 + klen; i < n; i++)
+        p[i] = 0xcc; /* int3 */
+    spit(path, p, n);
+    free(p);
+}
+
+/* The same garbage with its content hash made right (as a writer with a bug could):
+ * LLJIT refuses the object, and it is counted, compiled anew and rewritten. */
+static void
+garbage_object_rehashed(const char *path)
+{
+    garbage_object(path);
+    size_t n;
+    unsigned char *p = slurp(path, &n);
+    jit_disk_digest(p + 64, n - 64, p + 32);
+    spit(path, p, n);
+    free(p);
+}
+
+START_TEST(test_corrupt_entry)
+{
+    check_damage(flip_object_byte, "corrupt");
+}
+END_TEST
+
+START_TEST(test_truncated_entry)
+{
+    check_damage(truncate_half, "truncated");
+    check_damage(empty, "empty");
+}
+END_TEST
+
+START_TEST(test_foreign_version_entry)
+{
+    check_damage(foreign_version, "foreign kiln version");
+    check_damage(foreign_format, "foreign entry format");
+    check_damage(garbage_object, "garbage object");
+    check_damage(garbage_object_rehashed, "garbage object, hash right");
+}
+END_TEST
+
+/* ---- the directory's trust --------------------------------------------------------------- */
+
+static void
+check_refused(mode_t mode, const char *needle, bool other_owner)
+{
+    char *dir = make_dir();
+    ck_assert_int_eq(chmod(dir, mode), 0);
+    if (other_owner)
+        ck_assert_int_eq(chown(dir, 65534, 65534), 0);
+    use_dir(dir);
+    kiln_cache_info info;
+    ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
+    ck_assert_int_eq(info.enabled, 0);
+    ck_assert_msg(strstr(info.reason, needle) && strstr(info.reason, dir),
+                  "reason \"%s\" lacks \"%s\"", info.reason, needle);
+    kiln_graph *g = graph_rows(8);
+    drop_memory_caches();
+    kiln_stats s0 = stats();
+    char *rep = compile_and_check(g, 4); /* the compile itself succeeds */
+    ck_assert_msg(rep == NULL, "%s", rep);
+    kiln_stats s1 = stats();
+    ck_assert_uint_gt(s1.kernel_compiles, s0.kernel_compiles);
+    ck_assert_uint_eq(s1.disk_writes, s0.disk_writes);
+    ck_assert_uint_eq(s1.disk_misses, s0.disk_misses); /* not even looked at */
+    ck_assert_int_eq(count_files(dir, ".kobj", NULL, 0), 0);
+    ck_assert_int_eq(kiln_cache_clear(NULL), KILN_ERR_INVALID_ARG);
+    ts_assert_error(KILN_ERR_INVALID_ARG, needle);
+    kiln_graph_free(g);
+    drop_memory_caches();
+    setenv("KILN_CACHE_DIR", "off", 1);
+    remove_dir(dir);
+}
+
+START_TEST(test_group_writable_dir_refused)
+{
+    check_refused(0770, "writable by group or others", false);
+    check_refused(0703, "writable by group or others", false);
+    if (geteuid() == 0)
+        check_refused(0700, "owned by another user", true);
+}
+END_TEST
+
+START_TEST(test_off_and_option)
+{
+    char *dir = make_dir();
+    use_dir(dir);
+    kiln_graph *g = graph_rows(8);
+    kiln_options o = {.mode = KILN_MODE_FUSED, .flags = KILN_NO_DISK_CACHE};
+    kiln_program *p = NULL;
+    drop_memory_caches();
+    kiln_stats s0 = stats();
+    ck_assert_int_eq(kiln_program_compile(g, &o, &p), KILN_OK);
+    kiln_program_free(p);
+    kiln_stats s1 = stats();
+    ck_assert_uint_eq(s1.disk_misses + s1.disk_hits, s0.disk_misses + s0.disk_hits);
+    ck_assert_int_eq(count_files(dir, ".kobj", NULL, 0), 0);
+    setenv("KILN_CACHE_DIR", "off", 1);
+    kiln_cache_info info;
+    ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
+    ck_assert_int_eq(info.enabled, 0);
+    ck_assert_str_eq(info.path, "off");
+    drop_memory_caches();
+    ck_assert_int_eq(kiln_program_compile(g, NULL, &p), KILN_OK);
+    kiln_program_free(p);
+    ck_assert_int_eq(count_files(dir, ".kobj", NULL, 0), 0);
+    kiln_graph_free(g);
+    drop_memory_caches();
+    remove_dir(dir);
+}
+END_TEST
+
+/* Trimming goes by least recent use: the entry loaded last survives. */
+START_TEST(test_trim_lru)
+{
+    char *dir = make_dir();
+    use_dir(dir);
+    drop_memory_caches();
+    for (int rows = 1; rows <= 3; rows++) { /* 1 row: other broadcast patterns, other keys */
+        kiln_graph *g = graph_rows(rows == 1 ? 1 : rows * 8);
+        char *rep = compile_and_check(g, 5);
+        ck_assert_msg(rep == NULL, "%s", rep);
+        kiln_graph_free(g);
+    }
+    int n = count_files(dir, ".kobj", NULL, 0);
+    ck_assert_int_ge(n, 2);
+    /* age every entry, then use the first graph's again */
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        struct timespec old[2] = {{1000000, 0}, {1000000, 0}};
+        utimensat(AT_FDCWD, p, old, 0);
+    }
+    closedir(d);
+    drop_memory_caches();
+    kiln_graph *g = graph_rows(1);
+    kiln_stats s0 = stats();
+    char *rep = compile_and_check(g, 6);
+    ck_assert_msg(rep == NULL, "%s", rep);
+    ck_assert_uint_eq(stats().disk_hits, s0.disk_hits + 1);
+    uint64_t removed;
+    ck_assert_int_eq(kiln_cache_trim(1, &removed), KILN_OK); /* keep at most 1 byte: none */
+    ck_assert_uint_eq(removed, (uint64_t)n);
+    ck_assert_int_eq(count_files(dir, ".kobj", NULL, 0), 0);
+    /* again, with room for exactly the newest */
+    drop_memory_caches();
+    for (int rows = 1; rows <= 3; rows++) {
+        kiln_graph *h = graph_rows(rows == 1 ? 1 : rows * 8);
+        free(compile_and_check(h, 5));
+        kiln_graph_free(h);
+    }
+    char path[4200];
+    d = opendir(dir);
+    while ((e = readdir(d)) != NULL) {
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct timespec old[2] = {{1000000, 0}, {1000000, 0}};
+        utimensat(AT_FDCWD, path, old, 0);
+    }
+    closedir(d);
+    drop_memory_caches();
+    free(compile_and_check(g, 6)); /* touches the first graph's entry */
+    kiln_cache_info info;
+    ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
+    uint64_t keep = 0;
+    d = opendir(dir);
+    while ((e = readdir(d)) != NULL) {
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (strstr(e->d_name, ".kobj") && stat(path, &st) == 0 && st.st_mtime > 1000000)
+            keep = (uint64_t)st.st_size;
+    }
+    closedir(d);
+    ck_assert_uint_gt(keep, 0);
+    ck_assert_int_eq(kiln_cache_trim(keep, &removed), KILN_OK);
+    ck_assert_uint_eq(removed, (uint64_t)n - 1);
+    drop_memory_caches();
+    s0 = stats();
+    free(compile_and_check(g, 7));
+    ck_assert_uint_eq(stats().disk_hits, s0.disk_hits + 1); /* the survivor is that one */
+    kiln_graph_free(g);
+    drop_memory_caches();
+    setenv("KILN_CACHE_DIR", "off", 1);
+    remove_dir(dir);
+}
+END_TEST
+
+/* ---- single flight in one process (also under TSan) -------------------------------------- */
+
+#define NTHREADS 4
+
+typedef struct flight {
+    pthread_barrier_t *start;
+    int rows;
+    char *rep;
+} flight;
+
+static void *
+compile_thread(void *arg)
+{
+    flight *f = arg;
+    kiln_graph *g = graph_rows(f->rows);
+    pthread_barrier_wait(f->start);
+    f->rep = g ? compile_and_check(g, 9) : strdup("parse failed");
+    kiln_graph_free(g);
+    return NULL;
+}
+
+/* Threads compile graphs at the same time, each graph with `rows(t)` rows; returns the
+ * kernels LLVM compiled meanwhile. */
+static uint64_t
+race_threads(int (*rows)(int t))
+{
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, NTHREADS);
+    pthread_t th[NTHREADS];
+    flight f[NTHREADS];
+    drop_memory_caches();
+    kiln_stats s0 = stats();
+    for (int t = 0; t < NTHREADS; t++) {
+        f[t] = (flight){&start, rows(t), NULL};
+        ck_assert_int_eq(pthread_create(&th[t], NULL, compile_thread, &f[t]), 0);
+    }
+    for (int t = 0; t < NTHREADS; t++) {
+        pthread_join(th[t], NULL);
+        ck_assert_msg(f[t].rep == NULL, "thread %d: %s", t, f[t].rep);
+    }
+    pthread_barrier_destroy(&start);
+    drop_memory_caches();
+    return stats().kernel_compiles - s0.kernel_compiles;
+}
+
+static int
+same_rows(int t)
+{
+    (void)t;
+    return 40;
+}
+
+static int
+other_rows(int t)
+{
+    return 40 + 8 * t; /* other plans, the same size-free kernels */
+}
+
+START_TEST(test_single_flight_threads)
+{
+    setenv("KILN_CACHE_DIR", "off", 1);
+    /* the kernels one compile makes */
+    drop_memory_caches();
+    kiln_stats s0 = stats();
+    kiln_graph *g = graph_rows(40);
+    free(compile_and_check(g, 1));
+    kiln_graph_free(g);
+    uint64_t k = stats().kernel_compiles - s0.kernel_compiles;
+    ck_assert_uint_ge(k, 2);
+    for (int round = 0; round < 3; round++) {
+        ck_assert_uint_eq(race_threads(same_rows), k);  /* one plan, compiled once */
+        ck_assert_uint_eq(race_threads(other_rows), k); /* each kernel compiled once */
+    }
+}
+END_TEST
+
+/* ---- the cache itself ------------------------------------------------------------------------ */
+
+static _Atomic int freed_values;
+
+static bool
+int_equal(const void *a, const void *b)
+{
+    return *(const int *)a == *(const int *)b;
+}
+
+static void
+value_free(void *v)
+{
+    atomic_fetch_add(&freed_values, 1);
+    free(v);
+}
+
+static const jit_lru_ops int_ops = {int_equal, free, value_free};
+
+static int *
+boxed(int v)
+{
+    int *p = malloc(sizeof *p);
+    ck_assert_ptr_nonnull(p);
+    *p = v;
+    return p;
+}
+
+/* Insert key v with `bytes`; returns its entry, held by the caller. */
+static jit_lru_entry *
+put(jit_lru *c, int v, size_t bytes)
+{
+    jit_lru_entry *e;
+    int *k = boxed(v);
+    ck_assert_int_eq(jit_lru_get(c, (uint64_t)v, k, false, &e), JIT_LRU_MISS);
+    jit_lru_fill(c, e, boxed(v * 10), bytes);
+    return e;
+}
+
+static bool
+has(jit_lru *c, int v)
+{
+    jit_lru_entry *e;
+    int *k = boxed(v);
+    jit_lru_result r = jit_lru_get(c, (uint64_t)v, k, false, &e);
+    if (r == JIT_LRU_HIT) {
+        free(k);
+        ck_assert_int_eq(*(int *)jit_lru_value(e), v * 10);
+        jit_lru_release(c, e);
+        return true;
+    }
+    ck_assert_int_eq(r, JIT_LRU_MISS);
+    jit_lru_abandon(c, e); /* frees the key, now the entry's */
+    return false;
+}
+
+START_TEST(test_lru_limits)
+{
+    atomic_store(&freed_values, 0);
+    jit_lru c = JIT_LRU_INIT(&int_ops, 3, 100);
+    /* by count: the least recently used unheld entry goes */
+    for (int v = 1; v <= 3; v++)
+        jit_lru_release(&c, put(&c, v, 10));
+    jit_lru_entry *e = NULL;
+    int k1 = 1;
+    ck_assert_int_eq(jit_lru_get(&c, 1, &k1, false, &e), JIT_LRU_HIT); /* 1 is now recent */
+    jit_lru_release(&c, e);
+    jit_lru_release(&c, put(&c, 4, 10));
+    jit_lru_stats s;
+    jit_lru_stats_get(&c, &s);
+    ck_assert_int_eq(s.entries, 3);
+    ck_assert_uint_eq(s.evictions, 1);
+    ck_assert_int_eq(atomic_load(&freed_values), 1);
+    /* by bytes, and held entries stay whatever the limits */
+    jit_lru_entry *held = put(&c, 5, 90);
+    jit_lru_stats_get(&c, &s);
+    ck_assert_uint_le(s.bytes, 100);
+    ck_assert(has(&c, 5));
+    jit_lru_release(&c, put(&c, 6, 95)); /* 5 is held: 6 itself is evicted */
+    ck_assert(has(&c, 5));
+    ck_assert(!has(&c, 6));
+    jit_lru_release(&c, held);
+    jit_lru_trim(&c);
+    jit_lru_stats_get(&c, &s);
+    ck_assert_int_eq(s.entries, 0);
+    ck_assert_uint_eq(s.bytes, 0);
+    ck_assert_int_eq(atomic_load(&freed_values), 6);
+}
+END_TEST
+
+typedef struct waiter {
+    jit_lru *c;
+    jit_lru_result r;
+    atomic_int started;
+} waiter;
+
+static void *
+wait_key(void *arg)
+{
+    waiter *w = arg;
+    jit_lru_entry *e;
+    int *k = boxed(7);
+    atomic_store(&w->started, 1);
+    w->r = jit_lru_get(w->c, 7, k, true, &e);
+    if (w->r == JIT_LRU_MISS) {
+        jit_lru_fill(w->c, e, boxed(70), 1); /* it took over */
+    } else {
+        free(k);
+    }
+    if (w->r == JIT_LRU_HIT || w->r == JIT_LRU_MISS)
+        jit_lru_release(w->c, e);
+    return NULL;
+}
+
+START_TEST(test_lru_single_flight)
+{
+    jit_lru c = JIT_LRU_INIT(&int_ops, 8, 1000);
+    for (int abandon = 0; abandon < 2; abandon++) {
+        jit_lru_entry *e;
+        int *k = boxed(7);
+        ck_assert_int_eq(jit_lru_get(&c, 7, k, false, &e), JIT_LRU_MISS);
+        int k2 = 7;
+        jit_lru_entry *e2;
+        ck_assert_int_eq(jit_lru_get(&c, 7, &k2, false, &e2), JIT_LRU_BUSY);
+        waiter w = {.c = &c};
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, wait_key, &w), 0);
+        while (!atomic_load(&w.started))
+            sched_yield();
+        nanosleep(&(struct timespec){0, 20000000}, NULL); /* let it block (the result is the same if it has not yet) */
+        if (abandon)
+            jit_lru_abandon(&c, e);
+        else
+            jit_lru_fill(&c, e, boxed(70), 1);
+        pthread_join(th, NULL);
+        ck_assert_int_eq(w.r, abandon ? JIT_LRU_MISS : JIT_LRU_HIT);
+        if (!abandon)
+            jit_lru_release(&c, e);
+        ck_assert(has(&c, 7));
+        jit_lru_trim(&c);
+    }
+}
+END_TEST
+
+static Suite *
+cache_suite(void)
+{
+    Suite *s = suite_create("cache");
+    TCase *mem = tcase_create("memory");
+    tcase_set_timeout(mem, 300);
+    tcase_add_test(mem, test_lru_limits);
+    tcase_add_test(mem, test_lru_single_flight);
+    tcase_add_test(mem, test_single_flight_threads);
+    suite_add_tcase(s, mem);
+    TCase *disk = tcase_create("disk");
+    tcase_set_timeout(disk, 300);
+    tcase_add_test(disk, test_second_process_does_no_codegen);
+    tcase_add_test(disk, test_processes_fill_same_key);
+    tcase_add_test(disk, test_corrupt_entry);
+    tcase_add_test(disk, test_truncated_entry);
+    tcase_add_test(disk, test_foreign_version_entry);
+    tcase_add_test(disk, test_group_writable_dir_refused);
+    tcase_add_test(disk, test_off_and_option);
+    tcase_add_test(disk, test_trim_lru);
+    suite_add_tcase(s, disk);
+    return s;
+}
+
+int
+main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "--child") == 0)
+        return child(argv[2], argv[3]);
+    if (argc == 4 && strcmp(argv[1], "--race") == 0)
+        return race(argv[2], atoi(argv[3]));
+    return ts_run(cache_suite());
+}
