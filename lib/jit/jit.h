@@ -13,6 +13,10 @@ typedef struct jit_host {
     const char *triple;   /* e.g. "x86_64-pc-linux-gnu" */
     int vector_bits;      /* widest usable vector register: 512, 256 or 128 */
     const char *llvm_version;
+    /* The last-level data cache: bytes, and where the figure came from ("sysfs" for
+     * /sys/devices/system/cpu/cpu0/cache, "sysconf", or "default" when neither says). */
+    size_t llc_bytes;
+    const char *llc_source;
 } jit_host;
 
 IR_HIDDEN const jit_host *jit_host_info(void);
