@@ -83,8 +83,18 @@ typedef enum jit_load_class {
 #define JIT_CLS(c) ((c) & 0xf)
 
 /* REDUCTION store classes: a value per element of the space, or one per kept element
- * (a reduced shape: the reductions' results and what is computed from them). */
-typedef enum jit_store_class { JIT_ST_SPACE, JIT_ST_SPACE_SCATTER, JIT_ST_ROW } jit_store_class;
+ * (a reduced shape: the reductions' results and what is computed from them).
+ * ELEMENTWISE: store_cls is NULL (every store ordinary) or per store JIT_ST_SPACE or
+ * JIT_ST_STREAM: non-temporal stores of full vectors at aligned addresses (the kernel
+ * peels its rows to the first streaming store's alignment and fences before returning);
+ * it is part of the description, so a streaming kernel is never mistaken in the cache for
+ * an ordinary one. */
+typedef enum jit_store_class {
+    JIT_ST_SPACE,
+    JIT_ST_SPACE_SCATTER,
+    JIT_ST_ROW,
+    JIT_ST_STREAM,
+} jit_store_class;
 
 typedef struct jit_kinst {
     uint8_t kind;  /* jit_kind */
@@ -107,7 +117,7 @@ typedef struct jit_kdesc {
     int32_t ninst, nloads, nstores;
     jit_kinst *inst;    /* ninst */
     int32_t *stores;    /* nstores instruction indices, stored in this order */
-    uint8_t *store_cls; /* REDUCTION: nstores jit_store_class */
+    uint8_t *store_cls; /* nstores jit_store_class: REDUCTION; ELEMENTWISE (or NULL) */
 } jit_kdesc;
 
 /* REDUCTION run-time arguments.  mode 0: whole rows [begin, end).  mode 1 (a piece of
@@ -143,8 +153,11 @@ IR_HIDDEN double jit_math_ulp_bound(ir_op op, kiln_dtype dtype);
 typedef void (*jit_kernel_fn)(void *const *ptrs, const int64_t *strides, const int64_t *dims,
                               int64_t begin, int64_t end, const void *aux);
 typedef struct jit_kernel jit_kernel;
-/* Compile flags: keep text dumps; bypass the caches (cold-compile measurements). */
-enum { JIT_F_DUMPS = 1, JIT_F_NOCACHE = 2 };
+/* Compile flags: keep text dumps; bypass the caches (cold-compile measurements); stream
+ * every eligible store whatever its size, or none (KILN_STREAM, KILN_NO_STREAM; the
+ * default decides by size, see describe.c). */
+enum { JIT_F_DUMPS = 1, JIT_F_NOCACHE = 2, JIT_F_STREAM = 4, JIT_F_NO_STREAM = 8 };
+#define JIT_F_STORES (JIT_F_STREAM | JIT_F_NO_STREAM)
 /* Find or compile the kernels for the n descriptions d[] (a plan's): out[i] and hit[i]
  * (LLVM work avoided).  Every kernel the cache lacks is compiled in one LLVM module, so a
  * plan pays LLVM's per-module cost once (with JIT_F_DUMPS, one module per kernel, so each

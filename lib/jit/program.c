@@ -2,10 +2,10 @@
  *
  * A program owns the captured graph and holds a compiled form: for FUSED and EAGER a
  * jit_plan (kernels + schedule + buffer plan), for INTERP the reference interpreter.
- * Compiled forms are cached by the graph's structural hash and the mode: capturing the
- * same graph again takes a reference to the cached form (no planning, no LLVM work);
- * a graph differing only in sizes is planned again but finds its kernels in the kernel
- * cache (cache.c). */
+ * Compiled forms are cached by the graph's structural hash, the mode and the store flags
+ * (KILN_STREAM, KILN_NO_STREAM): capturing the same graph again takes a reference to the
+ * cached form (no planning, no LLVM work); a graph differing only in sizes is planned
+ * again but finds its kernels in the kernel cache (cache.c). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -21,6 +21,7 @@ typedef struct compiled {
     struct compiled *next;
     uint64_t hash;
     kiln_mode mode;
+    unsigned stores;   /* JIT_F_STORES bits it was planned with */
     kiln_graph *graph; /* private copy, for equality checks */
     jit_plan *plan;
     int refs; /* guarded by cache_lock */
@@ -165,7 +166,8 @@ compile(const char *api, const kiln_graph *g, kiln_mode mode, unsigned flags, co
      * compiled without keeping their text). */
     pthread_mutex_lock(&cache_lock);
     for (compiled *c = cache_head; c && !dumps && !nocache; c = c->next)
-        if (c->hash == h && c->mode == mode && ir_graph_equal(c->graph, g)) {
+        if (c->hash == h && c->mode == mode && c->stores == (flags & JIT_F_STORES) &&
+            ir_graph_equal(c->graph, g)) {
             c->refs++;
             pthread_mutex_unlock(&cache_lock);
             atomic_fetch_add(&plan_hits, 1);
@@ -180,6 +182,7 @@ compile(const char *api, const kiln_graph *g, kiln_mode mode, unsigned flags, co
         return ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
     c->hash = h;
     c->mode = mode;
+    c->stores = flags & JIT_F_STORES;
     c->refs = 1;
     kiln_status st = jit_plan_build(g, mode, flags, &c->plan);
     if (st) {
@@ -220,6 +223,12 @@ program_new(const char *api, kiln_graph *g, const kiln_options *o, kiln_program 
         kiln_graph_free(g);
         return ir_error(KILN_ERR_INVALID_ARG, "%s: invalid argument: mode %d", api, (int)mode);
     }
+    unsigned of = o ? o->flags : 0;
+    if ((of & KILN_STREAM) && (of & KILN_NO_STREAM)) {
+        kiln_graph_free(g);
+        return ir_error(KILN_ERR_INVALID_ARG,
+                        "%s: invalid argument: flags KILN_STREAM and KILN_NO_STREAM exclude each other", api);
+    }
     kiln_program *p = ir_calloc(1, sizeof *p);
     if (!p || !ir_handle_add(&live_programs, p)) {
         ir_free(p);
@@ -233,7 +242,8 @@ program_new(const char *api, kiln_graph *g, const kiln_options *o, kiln_program 
     if (mode != KILN_MODE_INTERP) {
         const char *pert = getenv("KILN_TEST_PERTURB"); /* test-only, see lower.c */
         unsigned flags = (want_dumps() || (o && (o->flags & KILN_KEEP_DUMPS)) ? JIT_F_DUMPS : 0) |
-                         ((o && (o->flags & KILN_NO_CACHE)) || (pert && *pert) ? JIT_F_NOCACHE : 0);
+                         ((o && (o->flags & KILN_NO_CACHE)) || (pert && *pert) ? JIT_F_NOCACHE : 0) |
+                         (of & KILN_STREAM ? JIT_F_STREAM : 0) | (of & KILN_NO_STREAM ? JIT_F_NO_STREAM : 0);
         kiln_status st = compile(api, g, mode, flags, &p->comp);
         if (st) {
             kiln_program_free(p);
