@@ -23,9 +23,11 @@ def positive(v, where):
         problems.append(f"{where}: expected a positive number, got {v!r}")
 
 
-for key in ("kiln_version", "machine", "startup_ms", "warm", "workloads"):
+for key in ("kiln_version", "machine", "startup_ms", "warm", "stores", "workloads"):
     need(doc, key, "top level")
 warm = doc.get("warm")
+if doc.get("stores") not in ("auto", "stream", "cached"):
+    problems.append(f"top level: stores is {doc.get('stores')!r}")
 if warm not in (True, False):
     problems.append(f"top level: warm is {warm!r}, not a boolean")
 m = doc.get("machine", {})

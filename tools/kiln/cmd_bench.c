@@ -99,6 +99,7 @@ typedef struct opts {
     const char *json, *plot;
     bool eager, interp;
     bool warm;     /* --warm: no cache eviction between timed runs */
+    unsigned stores; /* --stores: 0 (auto), KILN_STREAM or KILN_NO_STREAM */
     double budget; /* seconds of timed runs per mode and workload */
 } opts;
 
@@ -124,6 +125,8 @@ cmd_bench_help(FILE *f)
             "  --time SECONDS   timed-run budget per mode and workload (default 1)\n"
             "  --warm           keep the caches between timed runs (cache-resident figures,\n"
             "                   labelled 'warm' in the table and the JSON)\n"
+            "  --stores S       auto (default: kiln decides by size), stream (non-temporal\n"
+            "                   stores wherever allowed: KILN_STREAM) or cached (KILN_NO_STREAM)\n"
             "  --json FILE      every figure, the machine and kiln's version as JSON\n"
             "  --plot FILE.svg  bars of fused and eager bandwidth against the probe\n"
             "  -h, --help       this text\n"
@@ -710,7 +713,7 @@ bench_one(const char *name, kiln_graph *g, const opts *o, probe *pr, evictor *ev
     /* cold compile: caches bypassed, median of 3 */
     double cold[3];
     for (int k = 0; k < 3; k++) {
-        kiln_options oc = {.mode = KILN_MODE_FUSED, .flags = KILN_NO_CACHE};
+        kiln_options oc = {.mode = KILN_MODE_FUSED, .flags = KILN_NO_CACHE | o->stores};
         kiln_program *p;
         double a = bench_now();
         if ((st = kiln_program_compile(g, &oc, &p)))
@@ -720,7 +723,8 @@ bench_one(const char *name, kiln_graph *g, const opts *o, probe *pr, evictor *ev
     }
     qsort(cold, 3, sizeof cold[0], cmp_double);
     r->compile_ms = cold[1] * 1e3;
-    kiln_options of = {.mode = KILN_MODE_FUSED}, oe = {.mode = KILN_MODE_EAGER},
+    kiln_options of = {.mode = KILN_MODE_FUSED, .flags = o->stores},
+                 oe = {.mode = KILN_MODE_EAGER, .flags = o->stores},
                  oi = {.mode = KILN_MODE_INTERP};
     if ((st = kiln_program_compile(g, &of, &pf)))
         goto done;
@@ -891,7 +895,8 @@ write_json(const char *path, const result *rs, int n, const kiln_stats *ks, cons
     fprintf(f, ", \"vector_bits\": %d, \"threads\": %d, \"llvm_version\": \"%s\", "
                "\"llc_bytes\": %zu, \"llc_source\": \"%s\"},\n",
             h->vector_bits, ks->threads, h->llvm_version, h->llc_bytes, h->llc_source);
-    fprintf(f, "  \"warm\": %s,\n", o->warm ? "true" : "false");
+    fprintf(f, "  \"warm\": %s,\n  \"stores\": \"%s\",\n", o->warm ? "true" : "false",
+            o->stores == KILN_STREAM ? "stream" : o->stores == KILN_NO_STREAM ? "cached" : "auto");
     fprintf(f, "  \"startup_ms\": %.6g,\n  \"workloads\": [\n", ks->startup_ms);
     for (int i = 0; i < n; i++) {
         const result *r = &rs[i];
@@ -1045,6 +1050,19 @@ cmd_bench(int argc, char **argv)
             }
         } else if (!strcmp(argv[i], "--warm")) {
             o.warm = true;
+        } else if ((m = cli_option("bench", argc, argv, &i, "--stores", &v)) != 0) {
+            if (m < 0) {
+                free(files);
+                return CLI_USAGE;
+            }
+            if (!strcmp(v, "stream"))
+                o.stores = KILN_STREAM;
+            else if (!strcmp(v, "cached"))
+                o.stores = KILN_NO_STREAM;
+            else if (strcmp(v, "auto") != 0) {
+                free(files);
+                return cli_usage("bench", "--stores is auto, stream or cached, not '%s'", v);
+            }
         } else if ((m = cli_option("bench", argc, argv, &i, "--json", &o.json)) != 0) {
             if (m < 0) {
                 free(files);
@@ -1120,6 +1138,10 @@ cmd_bench(int argc, char **argv)
                "read between timed runs, outside the timing; warm = per-call and matmul "
                "workloads, the caches kept between runs.\n",
                ev.words * 8 >> 20, h->llc_bytes >> 20, h->llc_source);
+    if (o.stores)
+        printf("stores: %s in every workload (--stores).\n",
+               o.stores == KILN_STREAM ? "non-temporal wherever allowed (KILN_STREAM)"
+                                       : "ordinary, never non-temporal (KILN_NO_STREAM)");
     printf("GB/s = minimal traffic (inputs + outputs) / median fused time; %%bw = that / the "
            "limit, the best run of the copy and triad probes around the workload; compile = cold "
            "(caches bypassed); recapture = recording the graph again through the capture API and "
