@@ -438,8 +438,8 @@ jit_em_store_stream(L *l, kiln_dtype t, LLVMValueRef v, LLVMValueRef base, LLVMV
 void
 jit_em_stream_fence(L *l)
 {
-    if (!strncmp(jit_host_info()->triple, "x86_64", 6) || !strncmp(jit_host_info()->triple, "i386", 4) ||
-        !strncmp(jit_host_info()->triple, "i686", 4))
+    const char *t = jit_host_info()->triple;
+    if (!strncmp(t, "x86_64", 6) || !strncmp(t, "i386", 4) || !strncmp(t, "i686", 4))
         jit_em_intr(l, "llvm.x86.sse.sfence", NULL, 0, NULL, 0);
     else
         LLVMBuildFence(l->b, LLVMAtomicOrderingSequentiallyConsistent, 0, "");

@@ -161,8 +161,10 @@ stream_setup(L *l, const jit_kdesc *d, kstate *s)
             if (kiln_dtype_size((kiln_dtype)d->inst[d->stores[k0]].dtype) != es)
                 continue;
             LLVMValueRef p0 = LLVMBuildPtrToInt(b, s->ptr[d->nloads + k0], l->i64, "");
-            LLVMValueRef rel = LLVMBuildAnd(b, LLVMBuildSub(b, p, p0, ""), jit_em_i64(l, (int64_t)a - 1), "");
-            ok = LLVMBuildAnd(b, s->nt_ok[k0], LLVMBuildICmp(b, LLVMIntEQ, rel, jit_em_i64(l, 0), ""), "");
+            LLVMValueRef rel = LLVMBuildAnd(b, LLVMBuildSub(b, p, p0, ""),
+                                            jit_em_i64(l, (int64_t)a - 1), "");
+            ok = LLVMBuildAnd(b, s->nt_ok[k0],
+                              LLVMBuildICmp(b, LLVMIntEQ, rel, jit_em_i64(l, 0), ""), "");
         }
         s->nt_ok[k] = ok;
         s->nt_align[k] = (unsigned)a;
@@ -175,7 +177,8 @@ stream_setup(L *l, const jit_kdesc *d, kstate *s)
         size_t es = kiln_dtype_size((kiln_dtype)d->inst[d->stores[0]].dtype);
         LLVMValueRef p = LLVMBuildPtrToInt(b, s->ptr[d->nloads], l->i64, "");
         s->peel = 0;
-        s->peel_ok = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, p, jit_em_i64(l, (int64_t)es - 1), ""),
+        s->peel_ok = LLVMBuildICmp(b, LLVMIntEQ,
+                                   LLVMBuildAnd(b, p, jit_em_i64(l, (int64_t)es - 1), ""),
                                    jit_em_i64(l, 0), "");
         s->peel_align = (unsigned)((size_t)l->W * es < 64 ? (size_t)l->W * es : 64);
     }
@@ -307,13 +310,17 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
     if (s.peel >= 0) {
         int64_t es = (int64_t)kiln_dtype_size((kiln_dtype)d->inst[d->stores[s.peel]].dtype);
         int64_t a = (int64_t)s.peel_align;
-        LLVMValueRef at = LLVMBuildAdd(b, LLVMBuildPtrToInt(b, s.ptr[d->nloads + s.peel], l->i64, ""),
-                                       LLVMBuildMul(b, LLVMBuildAdd(b, s.out_base, col, ""), jit_em_i64(l, es), ""), "");
-        LLVMValueRef gap = LLVMBuildAnd(b, LLVMBuildSub(b, jit_em_i64(l, 0), at, ""), jit_em_i64(l, a - 1), "");
+        LLVMValueRef base = LLVMBuildPtrToInt(b, s.ptr[d->nloads + s.peel], l->i64, "");
+        LLVMValueRef first = LLVMBuildAdd(b, s.out_base, col, "");
+        LLVMValueRef at = LLVMBuildAdd(b, base, LLVMBuildMul(b, first, jit_em_i64(l, es), ""), "");
+        LLVMValueRef gap = LLVMBuildAnd(b, LLVMBuildSub(b, jit_em_i64(l, 0), at, ""),
+                                        jit_em_i64(l, a - 1), "");
         head = LLVMBuildUDiv(b, gap, jit_em_i64(l, es), "");
         LLVMValueRef ok = s.peel_ok;
         if (k0 < 0) /* ordinary stores: only long segments are worth a masked head */
-            ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntSGE, seg, jit_em_i64(l, PEEL_MIN_VECTORS * l->W), ""), "");
+            ok = LLVMBuildAnd(b, ok,
+                              LLVMBuildICmp(b, LLVMIntSGE, seg,
+                                            jit_em_i64(l, PEEL_MIN_VECTORS * l->W), ""), "");
         head = LLVMBuildSelect(b, ok, head, jit_em_i64(l, 0), "");
         head = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, head, seg, ""), head, seg, "head");
     }

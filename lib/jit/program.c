@@ -226,8 +226,8 @@ program_new(const char *api, kiln_graph *g, const kiln_options *o, kiln_program 
     unsigned of = o ? o->flags : 0;
     if ((of & KILN_STREAM) && (of & KILN_NO_STREAM)) {
         kiln_graph_free(g);
-        return ir_error(KILN_ERR_INVALID_ARG,
-                        "%s: invalid argument: flags KILN_STREAM and KILN_NO_STREAM exclude each other", api);
+        return ir_error(KILN_ERR_INVALID_ARG, "%s: invalid argument: flags KILN_STREAM and "
+                                              "KILN_NO_STREAM exclude each other", api);
     }
     kiln_program *p = ir_calloc(1, sizeof *p);
     if (!p || !ir_handle_add(&live_programs, p)) {
