@@ -8,8 +8,8 @@
  *   tail:  the same instructions once more under a lane mask (masked loads and stores),
  *          so the tail computes exactly the function the body does;
  *   head:  that masked block first runs over the lanes before the first store's next
- *          64-byte boundary, so the body stores whole aligned vectors (rows of at least
- *          4 vectors; see stream_setup).  A kernel with streaming stores (JIT_ST_STREAM)
+ *          64-byte boundary, so the body stores whole aligned vectors (segments of at
+ *          least 256 vectors; see stream_setup).  A kernel with streaming stores (JIT_ST_STREAM)
  *          peels to the first streaming store and always, and its body stores carry
  *          !nontemporal (vmovntps); another streaming store whose buffer is not aligned
  *          alike stores ordinarily (a run-time check per call), and the kernel fences
@@ -131,13 +131,15 @@ emit_body(L *l, const jit_kdesc *d, kstate *s, LLVMValueRef c, LLVMValueRef mask
  * k0's and its buffer lies a multiple of its alignment from k0's (then every body store
  * of it is aligned too); k0 streams when its buffer is aligned to its element size (kiln
  * never assumes more of a caller's buffer).  Returns k0, or -1 when nothing streams.
- * Without streaming stores, rows of at least PEEL_MIN_VECTORS vectors are peeled to the
- * first store's alignment all the same: a 64-byte store that crosses a cache line costs
- * (malloc's large blocks start 16 bytes past a page, so every output is misaligned), and
- * when the loads are misaligned alike, as malloc makes them, they end up aligned too
- * (chain over 32768 elements, cache-resident, one thread, every buffer at 16 bytes past
- * a line: 2-10% faster peeled, level with every buffer aligned). */
-#define PEEL_MIN_VECTORS 4
+ * Without streaming stores, row segments of at least PEEL_MIN_VECTORS vectors are peeled
+ * to the first store's alignment all the same: a 64-byte store that crosses a cache line
+ * costs (malloc's large blocks start 16 bytes past a page, so every output is misaligned),
+ * and when the loads are misaligned alike, as malloc makes them, they end up aligned too
+ * (chain over 32768 elements, cache-resident, one thread, every buffer at 16 bytes past a
+ * line: 2-10% faster peeled, level with every buffer aligned).  Short segments are not:
+ * the head and the tail are two masked iterations a row, which cost bcast (rows of 64
+ * vectors, every buffer 16 bytes past a line) 3-5% more than the aligned stores saved. */
+#define PEEL_MIN_VECTORS 256
 
 static int
 stream_setup(L *l, const jit_kdesc *d, kstate *s)
