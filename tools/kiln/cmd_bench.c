@@ -992,7 +992,7 @@ write_svg(const char *path, const result *rs, int n)
     }
     fprintf(f, "<rect x=\"%d\" y=\"365\" width=\"12\" height=\"12\" fill=\"#d9532b\"/><text x=\"%d\" y=\"376\">fused</text>\n", x0, x0 + 16);
     fprintf(f, "<rect x=\"%d\" y=\"365\" width=\"12\" height=\"12\" fill=\"#7a9cc6\"/><text x=\"%d\" y=\"376\">eager</text>\n", x0 + 70, x0 + 86);
-    fprintf(f, "<line x1=\"%d\" y1=\"371\" x2=\"%d\" y2=\"371\" stroke=\"black\" stroke-width=\"2\" stroke-dasharray=\"5,3\"/><text x=\"%d\" y=\"376\">copy/triad probe (same run)</text>\n",
+    fprintf(f, "<line x1=\"%d\" y1=\"371\" x2=\"%d\" y2=\"371\" stroke=\"black\" stroke-width=\"2\" stroke-dasharray=\"5,3\"/><text x=\"%d\" y=\"376\">limit: the best copy/triad probe run (same run)</text>\n",
             x0 + 140, x0 + 170, x0 + 176);
     fprintf(f, "</svg>\n");
     if (fclose(f) != 0)
