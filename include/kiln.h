@@ -279,7 +279,8 @@ typedef struct kiln_options {
     const kiln_tensor *inputs;
     /* The captured graph's name (NULL: "captured"). */
     const char *graph_name;
-    /* KILN_KEEP_DUMPS, KILN_NO_CACHE, KILN_NO_DISK_CACHE (below), or 0. */
+    /* KILN_KEEP_DUMPS, KILN_NO_CACHE, KILN_NO_DISK_CACHE, KILN_STREAM or KILN_NO_STREAM
+     * (below), or 0. */
     unsigned flags;
 } kiln_options;
 
@@ -290,6 +291,15 @@ typedef struct kiln_options {
 /* KILN_NO_DISK_CACHE: neither read nor write the persistent kernel cache (as
  * KILN_CACHE_DIR=off does for the whole process); the in-memory caches still apply. */
 #define KILN_NO_DISK_CACHE 4u
+/* Stores.  By default an elementwise kernel writes a value that no later kernel of the
+ * program reads with non-temporal ("streaming") stores when the kernel moves far more
+ * bytes than the last-level cache holds (docs/jit.md): the value would be evicted before
+ * anyone reads it, and streaming saves reading every output line before writing it.
+ * KILN_STREAM: stream such values whatever their size; KILN_NO_STREAM: never stream (the
+ * caller reads the outputs right away, or measures conventional bandwidth).  Results are
+ * the same bits either way.  Setting both is KILN_ERR_INVALID_ARG. */
+#define KILN_STREAM 8u
+#define KILN_NO_STREAM 16u
 
 /* kiln_scope_end: finish the scope.  The `noutputs` tensors in `outputs` become outputs
  * after any marked with kiln_scope_output.  Boundaries are checked, the client is

@@ -429,6 +429,32 @@ jit_em_store(L *l, kiln_dtype t, int cls, LLVMValueRef v, LLVMValueRef base, LLV
     }
 }
 
+void
+jit_em_store_stream(L *l, kiln_dtype t, LLVMValueRef v, LLVMValueRef base, LLVMValueRef off,
+                    LLVMValueRef c, unsigned align)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMTypeRef mt = jit_em_mem_type(l, t);
+    if (t == KILN_DTYPE_BOOL)
+        v = LLVMBuildZExt(b, v, jit_em_vec(l, mt), "");
+    LLVMValueRef idx = LLVMBuildAdd(b, off, c, "");
+    LLVMValueRef st = LLVMBuildStore(b, v, LLVMBuildGEP2(b, mt, base, &idx, 1, ""));
+    LLVMSetAlignment(st, align);
+    LLVMMetadataRef one = LLVMValueAsMetadata(LLVMConstInt(l->i32, 1, 0));
+    LLVMSetMetadata(st, LLVMGetMDKindIDInContext(l->ctx, "nontemporal", 11),
+                    LLVMMetadataAsValue(l->ctx, LLVMMDNodeInContext2(l->ctx, &one, 1)));
+}
+
+void
+jit_em_stream_fence(L *l)
+{
+    const char *t = jit_host_info()->triple;
+    if (!strncmp(t, "x86_64", 6) || !strncmp(t, "i386", 4) || !strncmp(t, "i686", 4))
+        jit_em_intr(l, "llvm.x86.sse.sfence", NULL, 0, NULL, 0);
+    else
+        LLVMBuildFence(l->b, LLVMAtomicOrderingSequentiallyConsistent, 0, "");
+}
+
 LLVMValueRef
 jit_em_inst(L *l, const jit_kdesc *d, const jit_kinst *in, LLVMValueRef *val)
 {

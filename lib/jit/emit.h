@@ -50,6 +50,16 @@ IR_HIDDEN void jit_em_store(jit_em *l, kiln_dtype t, int cls, LLVMValueRef v, LL
                             LLVMValueRef off, LLVMValueRef c, LLVMValueRef istride,
                             LLVMValueRef mask);
 
+/* A full vector of W lanes stored contiguously at element off + c of `base` with LLVM's
+ * !nontemporal metadata (vmovntps on x86): the address must be a multiple of `align`, the
+ * vector's natural alignment (an under-aligned non-temporal store is split into scalar
+ * ones). */
+IR_HIDDEN void jit_em_store_stream(jit_em *l, kiln_dtype t, LLVMValueRef v, LLVMValueRef base,
+                                   LLVMValueRef off, LLVMValueRef c, unsigned align);
+/* Order the non-temporal stores before whatever follows (sfence on x86): emitted before a
+ * streaming kernel returns, so the pool's join publishes its results. */
+IR_HIDDEN void jit_em_stream_fence(jit_em *l);
+
 /* Reduction kernels (lower_reduce.c). */
 IR_HIDDEN kiln_status jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name);
 /* Contraction kernels (lower_contract.c). */

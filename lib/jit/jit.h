@@ -15,6 +15,10 @@ typedef struct jit_host {
     const char *triple;   /* e.g. "x86_64-pc-linux-gnu" */
     int vector_bits;      /* widest usable vector register: 512, 256 or 128 */
     const char *llvm_version;
+    /* The last-level data cache: bytes, and where the figure came from ("sysfs" for
+     * /sys/devices/system/cpu/cpu0/cache, "sysconf", or "default" when neither says). */
+    size_t llc_bytes;
+    const char *llc_source;
 } jit_host;
 
 IR_HIDDEN const jit_host *jit_host_info(void);
@@ -93,8 +97,18 @@ typedef enum jit_load_class {
 #define JIT_CLS(c) ((c) & 0xf)
 
 /* REDUCTION store classes: a value per element of the space, or one per kept element
- * (a reduced shape: the reductions' results and what is computed from them). */
-typedef enum jit_store_class { JIT_ST_SPACE, JIT_ST_SPACE_SCATTER, JIT_ST_ROW } jit_store_class;
+ * (a reduced shape: the reductions' results and what is computed from them).
+ * ELEMENTWISE: store_cls is NULL (every store ordinary) or per store JIT_ST_SPACE or
+ * JIT_ST_STREAM: non-temporal stores of full vectors at aligned addresses (the kernel
+ * peels its rows to the first streaming store's alignment and fences before returning);
+ * it is part of the description, so a streaming kernel is never mistaken in the cache for
+ * an ordinary one. */
+typedef enum jit_store_class {
+    JIT_ST_SPACE,
+    JIT_ST_SPACE_SCATTER,
+    JIT_ST_ROW,
+    JIT_ST_STREAM,
+} jit_store_class;
 
 typedef struct jit_kinst {
     uint8_t kind;  /* jit_kind */
@@ -117,7 +131,7 @@ typedef struct jit_kdesc {
     int32_t ninst, nloads, nstores;
     jit_kinst *inst;    /* ninst */
     int32_t *stores;    /* nstores instruction indices, stored in this order */
-    uint8_t *store_cls; /* REDUCTION: nstores jit_store_class */
+    uint8_t *store_cls; /* nstores jit_store_class: REDUCTION; ELEMENTWISE (or NULL) */
 } jit_kdesc;
 
 /* CONTRACTION run-time arguments: rows [i0, i1) x columns [j0, j1) of batch element
@@ -290,8 +304,11 @@ typedef void (*jit_kernel_fn)(void *const *ptrs, const int64_t *strides, const i
                               int64_t begin, int64_t end, const void *aux);
 typedef struct jit_kernel jit_kernel;
 /* Compile flags: keep text dumps (past the caches); bypass the caches (cold-compile
- * measurements); leave the disk cache alone (KILN_NO_DISK_CACHE). */
-enum { JIT_F_DUMPS = 1, JIT_F_NOCACHE = 2, JIT_F_NODISK = 4 };
+ * measurements); leave the disk cache alone (KILN_NO_DISK_CACHE); stream every eligible
+ * store whatever its size, or none (KILN_STREAM, KILN_NO_STREAM; the default decides by
+ * size, see describe.c). */
+enum { JIT_F_DUMPS = 1, JIT_F_NOCACHE = 2, JIT_F_NODISK = 4, JIT_F_STREAM = 8, JIT_F_NO_STREAM = 16 };
+#define JIT_F_STORES (JIT_F_STREAM | JIT_F_NO_STREAM)
 /* Find or compile the kernels for the n descriptions d[] (a plan's): out[i] and hit[i]
  * (found in the in-memory cache).  Every kernel the cache lacks is compiled in one LLVM
  * module, so a plan pays LLVM's per-module cost once, or that module is loaded from the disk

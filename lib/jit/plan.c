@@ -96,6 +96,7 @@ jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **
     const kiln_graph *g = plan->g;
     p->g = g;
     p->mode = mode;
+    p->flags = flags;
     p->ni = ir_calloc((size_t)g->nnodes, sizeof *p->ni);
     if (!p->ni) {
         st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
@@ -216,9 +217,14 @@ jit_plan_dump(const jit_plan *p, FILE *f)
             fprintf(f, "      %lld elements, rank %d, %d loads, %d stores, %d instructions\n",
                     (long long)s->total, (int)s->desc.rank, (int)s->desc.nloads,
                     (int)s->desc.nstores, (int)s->desc.ninst);
-            for (int k = 0; k < s->nslots; k++)
-                fprintf(f, "      %s %d: %s\n", k < s->desc.nloads ? "load " : "store",
-                        k < s->desc.nloads ? k : k - s->desc.nloads, loc_str(&s->slot[k], b1, sizeof b1));
+            for (int k = 0; k < s->nslots; k++) {
+                int j = k - s->desc.nloads;
+                bool nt = j >= 0 && s->desc.kind == JIT_KERNEL_ELEMENTWISE && s->desc.store_cls &&
+                          s->desc.store_cls[j] == JIT_ST_STREAM;
+                fprintf(f, "      %s %d: %s%s\n", j < 0 ? "load " : "store", j < 0 ? k : j,
+                        loc_str(&s->slot[k], b1, sizeof b1),
+                        nt ? ", streaming (non-temporal stores: no later step reads it)" : "");
+            }
         }
     }
 }

@@ -69,6 +69,7 @@ typedef struct cluster {
 typedef struct planner {
     const kiln_graph *g;
     kiln_mode mode;
+    unsigned flags;    /* JIT_F_* (describe.c reads JIT_F_STORES) */
     nodeinfo *ni;
     cluster *cl;
     int32_t ncl, capcl;

@@ -23,15 +23,23 @@ def positive(v, where):
         problems.append(f"{where}: expected a positive number, got {v!r}")
 
 
-for key in ("kiln_version", "machine", "startup_ms", "lljit_ms", "workloads"):
+for key in ("kiln_version", "machine", "startup_ms", "lljit_ms", "warm", "stores", "workloads"):
     need(doc, key, "top level")
 positive(doc.get("startup_ms", 0), "startup_ms")
 positive(doc.get("lljit_ms", 0), "lljit_ms")
+warm = doc.get("warm")
+if doc.get("stores") not in ("auto", "stream", "cached"):
+    problems.append(f"top level: stores is {doc.get('stores')!r}")
+if warm not in (True, False):
+    problems.append(f"top level: warm is {warm!r}, not a boolean")
 m = doc.get("machine", {})
-for key in ("cpu", "features", "vector_bits", "threads", "llvm_version"):
+for key in ("cpu", "features", "vector_bits", "threads", "llvm_version", "llc_bytes", "llc_source"):
     need(m, key, "machine")
 positive(m.get("threads", 0), "machine.threads")
 positive(m.get("vector_bits", 0), "machine.vector_bits")
+positive(m.get("llc_bytes", 0), "machine.llc_bytes")
+if m.get("llc_source") not in ("sysfs", "sysconf", "default"):
+    problems.append(f"machine.llc_source: {m.get('llc_source')!r}")
 names = [w.get("name") for w in doc.get("workloads", [])]
 if names != expected:
     problems.append(f"workloads {names} != {expected}")
@@ -48,9 +56,29 @@ for w in doc.get("workloads", []):
                 problems.append(f"{where}.{mode}: min <= median <= max violated")
     for key in ("speedup_fused_over_eager", "minimal_traffic_bytes", "fused_gbs", "eager_gbs",
                 "probe_gbs", "fraction_of_bandwidth", "compile_cold_ms", "compile_disk_ms",
-                "compile_cached_us",
-                "recapture_us"):
+                "compile_cached_us", "recapture_us", "probe_copy_best_gbs", "probe_copy_median_gbs",
+                "probe_triad_best_gbs", "probe_triad_median_gbs", "probe_stream_copy_best_gbs",
+                "probe_stream_copy_median_gbs", "probe_runs"):
         positive(need(w, key, where), f"{where}.{key}")
+    # the limit is the best run of copy and triad; a best run is never slower than the median
+    pb = [w.get(k, 0) for k in ("probe_copy_best_gbs", "probe_triad_best_gbs")]
+    if w.get("probe_gbs") != max(pb):
+        problems.append(f"{where}: probe_gbs {w.get('probe_gbs')} is not the best of copy and triad {pb}")
+    for kind in ("copy", "triad", "stream_copy"):
+        if w.get(f"probe_{kind}_best_gbs", 0) < w.get(f"probe_{kind}_median_gbs", 0):
+            problems.append(f"{where}: probe {kind}: best below median")
+    if w.get("probe_runs", 0) < 5:
+        problems.append(f"{where}: probe_runs {w.get('probe_runs')} < 5")
+    if "fraction_of_bandwidth" in w and "probe_gbs" in w and "fused_gbs" in w and w["probe_gbs"] > 0:
+        if abs(w["fraction_of_bandwidth"] - w["fused_gbs"] / w["probe_gbs"]) > 1e-4 * w["fraction_of_bandwidth"]:
+            problems.append(f"{where}: fraction_of_bandwidth is not fused_gbs / probe_gbs")
+    # memory-bound workloads run from evicted caches unless --warm; small (per call) and
+    # the matmul workloads (GFLOP/s) warm
+    caches = w.get("caches")
+    expect = "warm" if warm or w.get("name") in ("small", "mlp", "sgemm", "sgemm_1t", "attn",
+                                                 "matmul_small") else "cold"
+    if caches != expect:
+        problems.append(f"{where}: caches {caches!r}, expected {expect!r}")
     for key in ("flops", "gflops", "error_fused", "error_eager", "error_bound", "error_unit"):
         need(w, key, where)
     for key in ("threads", "peak_gflops", "fraction_of_peak"):

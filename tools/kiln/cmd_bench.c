@@ -5,10 +5,13 @@
  * and min–max run times of fused and eager (and interp with --mode all), the speedup,
  * effective bandwidth from the graph's minimal traffic (its inputs and outputs), that as a
  * fraction of a STREAM-style copy/triad probe run on the same thread pool right before
- * and after the workload (the machine's bandwidth drifts), GFLOP/s of matmuls, and the
- * error of fused and eager against the reference interpreter. */
+ * and after the workload (the best run of either: the machine's bandwidth drifts), GFLOP/s
+ * of matmuls, and the error of fused and eager against the reference interpreter.
+ * Memory-bound workloads run from cold caches: a buffer several times the last-level cache
+ * is read between timed runs, outside the timing (--warm keeps the caches). */
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -97,6 +100,8 @@ typedef struct opts {
     double scale;
     const char *json, *plot;
     bool eager, interp;
+    bool warm;     /* --warm: no cache eviction between timed runs */
+    unsigned stores; /* --stores: 0 (auto), KILN_STREAM or KILN_NO_STREAM */
     double budget; /* seconds of timed runs per mode and workload */
 } opts;
 
@@ -111,8 +116,10 @@ cmd_bench_help(FILE *f)
             "sgemm sgemm_1t attn matmul_small; see docs/benchmarking.md); a WORKLOAD name runs\n"
             "that one.  A workload whose name ends in _1t runs on one thread.\n"
             "Inputs are random with a fixed seed.  Each workload is bracketed by a STREAM-style\n"
-            "copy/triad probe on the same thread pool, so %% of bandwidth compares like with like;\n"
-            "one with matmuls also by an FMA probe (a kiln-compiled loop of FMAs), for %%peak.\n"
+            "copy/triad probe on the same thread pool; %%bw is against the probe's best run.\n"
+            "Memory-bound workloads run from cold caches: a buffer four times the last-level\n"
+            "cache is read between timed runs, outside the timing.  A workload with matmuls is\n"
+            "also bracketed by an FMA probe (a kiln-compiled loop of FMAs), for %%peak.\n"
             "\n"
             "options:\n"
             "  --scale S        divide the leading dimension of the main inputs by S (quick runs)\n"
@@ -120,6 +127,10 @@ cmd_bench_help(FILE *f)
             "  --mode M         fused (fused only), eager (fused and eager, the default) or all\n"
             "                   (also the reference interpreter, slow)\n"
             "  --time SECONDS   timed-run budget per mode and workload (default 1)\n"
+            "  --warm           keep the caches between timed runs (cache-resident figures,\n"
+            "                   labelled 'warm' in the table and the JSON)\n"
+            "  --stores S       auto (default: kiln decides by size), stream (non-temporal\n"
+            "                   stores wherever allowed: KILN_STREAM) or cached (KILN_NO_STREAM)\n"
             "  --json FILE      every figure, the machine and kiln's version as JSON\n"
             "  --plot FILE.svg  bars of fused and eager bandwidth against the probe\n"
             "  -h, --help       this text\n"
@@ -142,69 +153,176 @@ cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Warm up, then run until `budget` seconds or 200 runs (at least 5). */
+/* ---- cache eviction ------------------------------------------------------------------------
+ * Between timed runs of a memory-bound workload, every thread of the pool reads its part
+ * of a buffer four times the last-level cache (jit_host_info()->llc_bytes), so the next
+ * run finds its inputs in memory, not in cache, and the previous run's dirty output lines
+ * are written back outside the timing: what a program that touches other data between
+ * calls sees, and what a STREAM run measures. */
+typedef struct evictor {
+    uint64_t *buf;
+    size_t words;
+    int64_t parts;
+    _Atomic uint64_t sink; /* keeps the reads */
+} evictor;
+
 static kiln_status
-time_program(kiln_program *p, const void *const *in, void *const *out, double budget, timing *t)
+evict_init(evictor *ev)
 {
-    double samples[200];
-    int n = 0;
+    size_t bytes = 4 * jit_host_info()->llc_bytes;
+    if (bytes < ((size_t)64 << 20))
+        bytes = (size_t)64 << 20;
+    ev->words = bytes / 8;
+    ev->parts = 4 * jit_pool_threads();
+    ev->buf = malloc(bytes);
+    if (!ev->buf)
+        return ir_error(KILN_ERR_NOMEM, "kiln bench: out of memory for the cache-eviction buffer "
+                                        "(%zu MiB)", bytes >> 20);
+    for (size_t i = 0; i < ev->words; i++)
+        ev->buf[i] = i;
+    atomic_init(&ev->sink, 0);
+    return KILN_OK;
+}
+
+static void
+evict_part(void *ctx, int64_t part)
+{
+    evictor *ev = ctx;
+    size_t per = (ev->words + (size_t)ev->parts - 1) / (size_t)ev->parts;
+    size_t lo = (size_t)part * per, hi = lo + per < ev->words ? lo + per : ev->words;
+    uint64_t s = 0;
+    for (size_t i = lo; i < hi; i += 8) /* one word per 64-byte line */
+        s += ev->buf[i];
+    atomic_fetch_add_explicit(&ev->sink, s, memory_order_relaxed);
+}
+
+/* Read the whole eviction buffer on the pool (NULL: nothing, the warm case). */
+static void
+evict_caches(evictor *ev)
+{
+    if (ev && ev->buf)
+        jit_pool_run(evict_part, ev, ev->parts);
+}
+
+static void
+evict_free(evictor *ev)
+{
+    free(ev->buf);
+    ev->buf = NULL;
+}
+
+/* Warm up, then append timed runs to samples[*n..cap) until `budget` seconds or `cap`
+ * samples (at least 5 more); with ev, the caches are evicted before each timed run
+ * (outside the timing). */
+static kiln_status
+time_samples(kiln_program *p, const void *const *in, void *const *out, double budget,
+             evictor *ev, double *samples, int cap, int *n)
+{
     for (int i = 0; i < 2; i++) {
         kiln_status st = kiln_program_run(p, in, out);
         if (st)
             return st;
     }
     double start = bench_now();
-    while (n < 200 && (n < 5 || bench_now() - start < budget)) {
+    for (int k = 0; *n < cap && (k < 5 || bench_now() - start < budget); k++) {
+        evict_caches(ev);
         double a = bench_now();
         kiln_status st = kiln_program_run(p, in, out);
         if (st)
             return st;
-        samples[n++] = bench_now() - a;
+        samples[(*n)++] = bench_now() - a;
     }
+    return KILN_OK;
+}
+
+/* Median, min and max of n > 0 samples (sorted in place). */
+static void
+summarize(double *samples, int n, timing *t)
+{
     qsort(samples, (size_t)n, sizeof samples[0], cmp_double);
     t->median = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
     t->min = samples[0];
     t->max = samples[n - 1];
     t->runs = n;
-    return KILN_OK;
+}
+
+static kiln_status
+time_program(kiln_program *p, const void *const *in, void *const *out, double budget,
+             evictor *ev, timing *t)
+{
+    double samples[200];
+    int n = 0;
+    kiln_status st = time_samples(p, in, out, budget, ev, samples, 200, &n);
+    if (!st)
+        summarize(samples, n, t);
+    return st;
 }
 
 /* ---- the bandwidth probe ------------------------------------------------------------------------
- * copy: y = x * 1 (8 bytes per element), triad: a = b + s*c (12 bytes per element), both
- * compiled by kiln itself and run on its thread pool, over 2^25 floats per array (128 MiB:
- * far beyond any last-level cache). */
+ * The limit: STREAM's copy (y = x * 1, 8 bytes per element) and triad (a = b + s*c, 12
+ * bytes per element), compiled by kiln itself with ordinary stores (KILN_NO_STREAM) and
+ * run on its thread pool over 2^25 floats per array (128 MiB each: far beyond any
+ * last-level cache), at least 5 runs of each per call of probe_run.  The bytes counted are
+ * STREAM's: a store's read-for-ownership is not counted, as in STREAM.  A third kernel, the
+ * copy with non-temporal stores (KILN_STREAM), is reported under its own name and is never
+ * the limit. */
+#define PROBE_CAP 256
+
+typedef struct probe_kind {
+    kiln_program *prog;
+    double bytes_per_elem;
+    double samples[PROBE_CAP];
+    int n;
+} probe_kind;
+
+enum { PROBE_COPY, PROBE_TRIAD, PROBE_NT_COPY, PROBE_KINDS };
+
 typedef struct probe {
-    kiln_program *copy, *triad;
+    probe_kind k[PROBE_KINDS];
     float *a, *b, *c;
     size_t n;
 } probe;
 
+/* What a workload's probes measured: GB/s of the best run and the median run per kind;
+ * best = the limit, the best of copy and triad. */
+typedef struct probe_figs {
+    double best;
+    double best_of[PROBE_KINDS], median_of[PROBE_KINDS];
+    int runs[PROBE_KINDS];
+} probe_figs;
+
 static kiln_status
-probe_init(probe *pr)
+probe_compile(const char *text, unsigned flags, kiln_program **out)
 {
-    char text[1024];
-    pr->n = (size_t)1 << 25;
-    snprintf(text, sizeof text,
-             "graph probe_copy(x: f32[%zu]) -> (y: f32[%zu]) {\n"
-             "  one = full(value=1) : f32[]\n  y = mul(x, one)\n}\n",
-             pr->n, pr->n);
     kiln_graph *g;
     kiln_status st = kiln_graph_parse(text, strlen(text), &g);
     if (st)
         return st;
-    st = kiln_program_compile(g, NULL, &pr->copy);
+    kiln_options o = {.mode = KILN_MODE_FUSED, .flags = flags};
+    st = kiln_program_compile(g, &o, out);
     kiln_graph_free(g);
-    if (st)
-        return st;
-    snprintf(text, sizeof text,
+    return st;
+}
+
+static kiln_status
+probe_init(probe *pr)
+{
+    char copy[512], triad[512];
+    pr->n = (size_t)1 << 25;
+    snprintf(copy, sizeof copy,
+             "graph probe_copy(x: f32[%zu]) -> (y: f32[%zu]) {\n"
+             "  one = full(value=1) : f32[]\n  y = mul(x, one)\n}\n",
+             pr->n, pr->n);
+    snprintf(triad, sizeof triad,
              "graph probe_triad(b: f32[%zu], c: f32[%zu]) -> (a: f32[%zu]) {\n"
              "  s = full(value=3) : f32[]\n  sc = mul(c, s)\n  a = add(b, sc)\n}\n",
              pr->n, pr->n, pr->n);
-    if ((st = kiln_graph_parse(text, strlen(text), &g)))
-        return st;
-    st = kiln_program_compile(g, NULL, &pr->triad);
-    kiln_graph_free(g);
-    if (st)
+    pr->k[PROBE_COPY].bytes_per_elem = pr->k[PROBE_NT_COPY].bytes_per_elem = 8;
+    pr->k[PROBE_TRIAD].bytes_per_elem = 12;
+    kiln_status st;
+    if ((st = probe_compile(copy, KILN_NO_STREAM, &pr->k[PROBE_COPY].prog)) ||
+        (st = probe_compile(triad, KILN_NO_STREAM, &pr->k[PROBE_TRIAD].prog)) ||
+        (st = probe_compile(copy, KILN_STREAM, &pr->k[PROBE_NT_COPY].prog)))
         return st;
     pr->a = malloc(pr->n * 4);
     pr->b = malloc(pr->n * 4);
@@ -216,27 +334,55 @@ probe_init(probe *pr)
     return KILN_OK;
 }
 
-/* Best of copy and triad, GB/s (median of a few runs each). */
-static double
+/* Start a workload's probe figures (its samples are those of the probe_run calls that
+ * follow). */
+static void
+probe_reset(probe *pr)
+{
+    for (int i = 0; i < PROBE_KINDS; i++)
+        pr->k[i].n = 0;
+}
+
+/* At least 5 more timed runs of each kernel (0.15 s each at most beyond that). */
+static kiln_status
 probe_run(probe *pr)
 {
-    timing tc, tt;
-    const void *cin[1] = {pr->b};
-    void *cout[1] = {pr->a};
-    const void *tin[2] = {pr->b, pr->c};
-    void *tout[1] = {pr->a};
-    if (time_program(pr->copy, cin, cout, 0.15, &tc) || time_program(pr->triad, tin, tout, 0.15, &tt))
-        return 0;
-    double copy = 8.0 * (double)pr->n / tc.median * 1e-9;
-    double triad = 12.0 * (double)pr->n / tt.median * 1e-9;
-    return copy > triad ? copy : triad;
+    const void *in[2] = {pr->b, pr->c};
+    void *out[1] = {pr->a};
+    for (int i = 0; i < PROBE_KINDS; i++) {
+        probe_kind *k = &pr->k[i];
+        kiln_status st = time_samples(k->prog, in, out, 0.15, NULL, k->samples, PROBE_CAP, &k->n);
+        if (st)
+            return st;
+    }
+    return KILN_OK;
+}
+
+/* The figures of every run since probe_reset. */
+static void
+probe_result(probe *pr, probe_figs *f)
+{
+    memset(f, 0, sizeof *f);
+    for (int i = 0; i < PROBE_KINDS; i++) {
+        probe_kind *k = &pr->k[i];
+        if (!k->n)
+            continue;
+        timing t;
+        double bytes = k->bytes_per_elem * (double)pr->n;
+        summarize(k->samples, k->n, &t);
+        f->best_of[i] = bytes / t.min * 1e-9;
+        f->median_of[i] = bytes / t.median * 1e-9;
+        f->runs[i] = t.runs;
+    }
+    f->best = f->best_of[PROBE_COPY] > f->best_of[PROBE_TRIAD] ? f->best_of[PROBE_COPY]
+                                                                : f->best_of[PROBE_TRIAD];
 }
 
 static void
 probe_free(probe *pr)
 {
-    kiln_program_free(pr->copy);
-    kiln_program_free(pr->triad);
+    for (int i = 0; i < PROBE_KINDS; i++)
+        kiln_program_free(pr->k[i].prog);
     free(pr->a);
     free(pr->b);
     free(pr->c);
@@ -447,6 +593,8 @@ typedef struct result {
     timing fused, eager, interp;
     bool have_eager, have_interp;
     double compile_ms, disk_ms, recompile_us, recapture_us, probe_gbs;
+    probe_figs probe;
+    bool cold; /* timed runs from evicted caches (else warm: --warm, or not memory-bound) */
     double peak_gflops; /* compute-bound workloads: the FMA probe around them */
     bool single;        /* a "_1t" workload: run on the calling thread alone */
     double err_fused, err_eager;
@@ -563,8 +711,19 @@ alloc_outputs(const kiln_graph *g)
     return b;
 }
 
+/* Per-call overhead workloads (at most 4096 input elements, like `small`) and matmul
+ * workloads (GFLOP/s is their figure) run warm; the rest, memory-bound, from cold caches. */
+static bool
+is_memory_bound(const kiln_graph *g)
+{
+    size_t count = 0;
+    for (int32_t i = 0; i < g->ninputs; i++)
+        count += ir_shape_count(&g->nodes[g->inputs[i]].type.shape);
+    return count > 4096 && graph_flops(g) == 0;
+}
+
 static void
-bench_one(const char *name, kiln_graph *g, const opts *o, probe *pr, result *r)
+bench_one(const char *name, kiln_graph *g, const opts *o, probe *pr, evictor *evb, result *r)
 {
     char tb[IR_TYPE_STR_MAX];
     r->name = name;
@@ -606,7 +765,7 @@ bench_one(const char *name, kiln_graph *g, const opts *o, probe *pr, result *r)
     /* cold compile: caches bypassed, median of 3 */
     double cold[3];
     for (int k = 0; k < 3; k++) {
-        kiln_options oc = {.mode = KILN_MODE_FUSED, .flags = KILN_NO_CACHE};
+        kiln_options oc = {.mode = KILN_MODE_FUSED, .flags = KILN_NO_CACHE | o->stores};
         kiln_program *p;
         double a = bench_now();
         if ((st = kiln_program_compile(g, &oc, &p)))
@@ -616,7 +775,8 @@ bench_one(const char *name, kiln_graph *g, const opts *o, probe *pr, result *r)
     }
     qsort(cold, 3, sizeof cold[0], cmp_double);
     r->compile_ms = cold[1] * 1e3;
-    kiln_options of = {.mode = KILN_MODE_FUSED}, oe = {.mode = KILN_MODE_EAGER},
+    kiln_options of = {.mode = KILN_MODE_FUSED, .flags = o->stores},
+                 oe = {.mode = KILN_MODE_EAGER, .flags = o->stores},
                  oi = {.mode = KILN_MODE_INTERP};
     if ((st = disk_compile_ms(g, &r->disk_ms)))
         goto done;
@@ -641,15 +801,19 @@ bench_one(const char *name, kiln_graph *g, const opts *o, probe *pr, result *r)
     fprintf(stderr, "kiln bench: %s: reference...\n", name);
     if ((st = kiln_graph_interpret(g, in, ref)))
         goto done;
-    double p0 = probe_run(pr);
+    r->cold = !o->warm && is_memory_bound(g);
+    evictor *ev = r->cold ? evb : NULL;
+    probe_reset(pr);
+    if ((st = probe_run(pr)))
+        goto done;
     double f0 = r->flops > 0 ? peak_run() : 0;
     fprintf(stderr, "kiln bench: %s: fused...\n", name);
-    if ((st = time_program(pf, in, fo, o->budget, &r->fused)))
+    if ((st = time_program(pf, in, fo, o->budget, ev, &r->fused)))
         goto done;
     r->err_fused = graph_error(g, fo, ref, elementwise);
     if (pe) {
         fprintf(stderr, "kiln bench: %s: eager...\n", name);
-        if ((st = time_program(pe, in, eo, o->budget, &r->eager)))
+        if ((st = time_program(pe, in, eo, o->budget, ev, &r->eager)))
             goto done;
         r->have_eager = true;
         r->err_eager = graph_error(g, eo, ref, elementwise);
@@ -657,12 +821,14 @@ bench_one(const char *name, kiln_graph *g, const opts *o, probe *pr, result *r)
     if (o->interp) {
         fprintf(stderr, "kiln bench: %s: interp...\n", name);
         if ((st = kiln_program_compile(g, &oi, &pi)) ||
-            (st = time_program(pi, in, eo, o->budget, &r->interp)))
+            (st = time_program(pi, in, eo, o->budget, ev, &r->interp)))
             goto done;
         r->have_interp = true;
     }
-    double p1 = probe_run(pr);
-    r->probe_gbs = 0.5 * (p0 + p1);
+    if ((st = probe_run(pr)))
+        goto done;
+    probe_result(pr, &r->probe);
+    r->probe_gbs = r->probe.best;
     if (r->flops > 0) {
         double f1 = peak_run();
         r->peak_gflops = f0 > f1 ? f0 : f1;
@@ -699,11 +865,12 @@ gbs(const result *r, const timing *t)
 static void
 print_table(FILE *f, const result *rs, int n, const opts *o)
 {
-    fprintf(f, "\n%-12s %-22s %20s %20s %7s %8s %6s %8s %6s %13s %9s %14s\n", "workload", "input",
-            "fused ms (min-max)", o->eager ? "eager ms (min-max)" : "", o->eager ? "f/e" : "",
-            "GB/s", "%bw", "GFLOP/s", "%peak", "compile", "recapture", "error f/e");
-    fprintf(f, "%-12s %-22s %20s %20s %7s %8s %6s %8s %6s %13s %9s %14s\n", "", "", "", "", "",
-            "", "", "", "", "ms (disk)", "us", "");
+    fprintf(f, "\n%-12s %-22s %-6s %20s %20s %7s %8s %6s %8s %6s %13s %9s %14s\n", "workload",
+            "input", "caches", "fused ms (min-max)", o->eager ? "eager ms (min-max)" : "",
+            o->eager ? "f/e" : "", "GB/s", "%bw", "GFLOP/s", "%peak", "compile", "recapture",
+            "error f/e");
+    fprintf(f, "%-12s %-22s %-6s %20s %20s %7s %8s %6s %8s %6s %13s %9s %14s\n", "", "", "", "", "",
+            "", "", "", "", "", "ms (disk)", "us", "");
     for (int i = 0; i < n; i++) {
         const result *r = &rs[i];
         if (!r->fused.runs) {
@@ -728,8 +895,8 @@ print_table(FILE *f, const result *rs, int n, const opts *o)
             snprintf(err, sizeof err, "%.3g %s", r->err_fused, r->err_unit);
         char cm[32];
         snprintf(cm, sizeof cm, "%.2f (%.2f)", r->compile_ms, r->disk_ms);
-        fprintf(f, "%-12s %-22s %20s %20s %7s %8.2f %5.0f%% %8s %6s %13s %9.2f %14s%s\n", r->name,
-                r->shape, fm, em, sp, gbs(r, &r->fused),
+        fprintf(f, "%-12s %-22s %-6s %20s %20s %7s %8.2f %5.0f%% %8s %6s %13s %9.2f %14s%s\n",
+                r->name, r->shape, r->cold ? "cold" : "warm", fm, em, sp, gbs(r, &r->fused),
                 r->probe_gbs > 0 ? 100 * gbs(r, &r->fused) / r->probe_gbs : 0, gf, pk, cm,
                 r->recapture_us, err, r->ok ? "" : "  <-- FAIL");
         if (!strcmp(r->name, "small") || !strcmp(r->name, "matmul_small"))
@@ -737,6 +904,25 @@ print_table(FILE *f, const result *rs, int n, const opts *o)
         if (r->peak_gflops > 0)
             fprintf(f, "%-12s   FMA peak probed around it: %.1f GFLOP/s on %s\n", "",
                     r->peak_gflops, r->single ? "1 thread" : "all threads");
+    }
+}
+
+/* The probe's figures per workload: best / median GB/s of each kernel. */
+static void
+print_probes(FILE *f, const result *rs, int n)
+{
+    fprintf(f, "\nbandwidth probe around each workload, GB/s as STREAM counts bytes, best / median "
+               "of the runs (count):\n%-12s %-22s %-22s %7s   %s\n", "workload", "copy", "triad",
+            "limit", "streaming copy (non-temporal stores; not the limit)");
+    for (int i = 0; i < n; i++) {
+        const probe_figs *p = &rs[i].probe;
+        if (!rs[i].fused.runs)
+            continue;
+        char c[3][48];
+        for (int k = 0; k < PROBE_KINDS; k++)
+            snprintf(c[k], sizeof c[k], "%.2f / %.2f (%d)", p->best_of[k], p->median_of[k], p->runs[k]);
+        fprintf(f, "%-12s %-22s %-22s %7.2f   %s\n", rs[i].name, c[PROBE_COPY], c[PROBE_TRIAD], p->best,
+                c[PROBE_NT_COPY]);
     }
 }
 
@@ -763,7 +949,7 @@ json_timing(FILE *f, const char *name, const timing *t)
 }
 
 static kiln_status
-write_json(const char *path, const result *rs, int n, const kiln_stats *ks)
+write_json(const char *path, const result *rs, int n, const kiln_stats *ks, const opts *o)
 {
     FILE *f = fopen(path, "w");
     if (!f)
@@ -773,8 +959,11 @@ write_json(const char *path, const result *rs, int n, const kiln_stats *ks)
     json_str(f, h->cpu);
     fprintf(f, ", \"features\": ");
     json_str(f, h->features);
-    fprintf(f, ", \"vector_bits\": %d, \"threads\": %d, \"llvm_version\": \"%s\"},\n",
-            h->vector_bits, ks->threads, h->llvm_version);
+    fprintf(f, ", \"vector_bits\": %d, \"threads\": %d, \"llvm_version\": \"%s\", "
+               "\"llc_bytes\": %zu, \"llc_source\": \"%s\"},\n",
+            h->vector_bits, ks->threads, h->llvm_version, h->llc_bytes, h->llc_source);
+    fprintf(f, "  \"warm\": %s,\n  \"stores\": \"%s\",\n", o->warm ? "true" : "false",
+            o->stores == KILN_STREAM ? "stream" : o->stores == KILN_NO_STREAM ? "cached" : "auto");
     fprintf(f, "  \"startup_ms\": %.6g,\n  \"lljit_ms\": %.6g,\n  \"workloads\": [\n",
             ks->startup_ms, ks->lljit_ms);
     for (int i = 0; i < n; i++) {
@@ -783,7 +972,8 @@ write_json(const char *path, const result *rs, int n, const kiln_stats *ks)
         json_str(f, r->name);
         fprintf(f, ", \"input\": ");
         json_str(f, r->shape);
-        fprintf(f, ", \"ok\": %s, ", r->ok ? "true" : "false");
+        fprintf(f, ", \"ok\": %s, \"caches\": \"%s\", ", r->ok ? "true" : "false",
+                r->cold ? "cold" : "warm");
         if (!r->ok) {
             fprintf(f, "\"error\": ");
             json_str(f, r->error);
@@ -806,6 +996,15 @@ write_json(const char *path, const result *rs, int n, const kiln_stats *ks)
                 r->peak_gflops > 0 && r->fused.median > 0
                     ? r->flops / r->fused.median * 1e-9 / r->peak_gflops
                     : 0);
+        const probe_figs *pf = &r->probe;
+        fprintf(f,
+                ", \"probe_copy_best_gbs\": %.6g, \"probe_copy_median_gbs\": %.6g, "
+                "\"probe_triad_best_gbs\": %.6g, \"probe_triad_median_gbs\": %.6g, "
+                "\"probe_stream_copy_best_gbs\": %.6g, \"probe_stream_copy_median_gbs\": %.6g, "
+                "\"probe_runs\": %d",
+                pf->best_of[PROBE_COPY], pf->median_of[PROBE_COPY], pf->best_of[PROBE_TRIAD],
+                pf->median_of[PROBE_TRIAD], pf->best_of[PROBE_NT_COPY], pf->median_of[PROBE_NT_COPY],
+                pf->runs[PROBE_COPY] < pf->runs[PROBE_TRIAD] ? pf->runs[PROBE_COPY] : pf->runs[PROBE_TRIAD]);
         fprintf(f,
                 ", \"minimal_traffic_bytes\": %.17g, \"fused_gbs\": %.6g, \"probe_gbs\": %.6g, "
                 "\"fraction_of_bandwidth\": %.6g, \"flops\": %.17g, \"gflops\": %.6g, "
@@ -868,7 +1067,7 @@ write_svg(const char *path, const result *rs, int n)
     }
     fprintf(f, "<rect x=\"%d\" y=\"365\" width=\"12\" height=\"12\" fill=\"#d9532b\"/><text x=\"%d\" y=\"376\">fused</text>\n", x0, x0 + 16);
     fprintf(f, "<rect x=\"%d\" y=\"365\" width=\"12\" height=\"12\" fill=\"#7a9cc6\"/><text x=\"%d\" y=\"376\">eager</text>\n", x0 + 70, x0 + 86);
-    fprintf(f, "<line x1=\"%d\" y1=\"371\" x2=\"%d\" y2=\"371\" stroke=\"black\" stroke-width=\"2\" stroke-dasharray=\"5,3\"/><text x=\"%d\" y=\"376\">copy/triad probe (same run)</text>\n",
+    fprintf(f, "<line x1=\"%d\" y1=\"371\" x2=\"%d\" y2=\"371\" stroke=\"black\" stroke-width=\"2\" stroke-dasharray=\"5,3\"/><text x=\"%d\" y=\"376\">limit: the best copy/triad probe run (same run)</text>\n",
             x0 + 140, x0 + 170, x0 + 176);
     fprintf(f, "</svg>\n");
     if (fclose(f) != 0)
@@ -924,6 +1123,21 @@ cmd_bench(int argc, char **argv)
                 free(files);
                 return m < 0 ? CLI_USAGE : cli_usage("bench", "--time needs seconds > 0");
             }
+        } else if (!strcmp(argv[i], "--warm")) {
+            o.warm = true;
+        } else if ((m = cli_option("bench", argc, argv, &i, "--stores", &v)) != 0) {
+            if (m < 0) {
+                free(files);
+                return CLI_USAGE;
+            }
+            if (!strcmp(v, "stream"))
+                o.stores = KILN_STREAM;
+            else if (!strcmp(v, "cached"))
+                o.stores = KILN_NO_STREAM;
+            else if (strcmp(v, "auto") != 0) {
+                free(files);
+                return cli_usage("bench", "--stores is auto, stream or cached, not '%s'", v);
+            }
         } else if ((m = cli_option("bench", argc, argv, &i, "--json", &o.json)) != 0) {
             if (m < 0) {
                 free(files);
@@ -944,6 +1158,7 @@ cmd_bench(int argc, char **argv)
     int n = nfiles ? nfiles : bench_suite_count;
     result *rs = calloc((size_t)n, sizeof *rs);
     probe pr = {0};
+    evictor ev = {0};
     int rc = CLI_OK;
     if (!rs) {
         free(files);
@@ -962,7 +1177,7 @@ cmd_bench(int argc, char **argv)
     const jit_host *h = jit_host_info();
     fprintf(stderr, "kiln bench: %d workload(s) on %s (%d-bit vectors), %d thread(s); probe...\n",
             n, h->cpu, h->vector_bits, jit_pool_threads());
-    if (probe_init(&pr)) {
+    if (probe_init(&pr) || (!o.warm && evict_init(&ev))) {
         rc = cli_fail();
         goto done;
     }
@@ -989,7 +1204,7 @@ cmd_bench(int argc, char **argv)
             continue;
         }
         g = scaled(g, o.scale);
-        bench_one(rs[i].name, g, &o, &pr, &rs[i]);
+        bench_one(rs[i].name, g, &o, &pr, &ev, &rs[i]);
         kiln_graph_free(g);
         if (!rs[i].ok) {
             fprintf(stderr, "kiln bench: %s: %s\n", rs[i].name, rs[i].error);
@@ -1006,12 +1221,27 @@ cmd_bench(int argc, char **argv)
            (unsigned long long)ks.kernel_hits, (unsigned long long)ks.disk_hits,
            (unsigned long long)ks.disk_writes);
     print_table(stdout, rs, n, &o);
-    printf("\nGB/s = minimal traffic (inputs + outputs) / median fused time; %%bw = that / the "
-           "copy-triad probe run around the workload; compile = cold (caches bypassed), and in "
-           "parentheses from the disk cache (in-memory caches dropped); "
-           "recapture = recording the graph again through the capture API and ending the scope "
-           "(a cache hit; -1: not replayable).\n");
-    if (o.json && write_json(o.json, rs, n, &ks))
+    print_probes(stdout, rs, n);
+    if (o.warm)
+        printf("\ncaches: warm everywhere (--warm): kept between timed runs, so a working set "
+               "that fits in the %zu MiB last-level cache (from %s) runs from cache.\n",
+               h->llc_bytes >> 20, h->llc_source);
+    else
+        printf("\ncaches: cold = a buffer of %zu MiB (4x the %zu MiB last-level cache, from %s) "
+               "read between timed runs, outside the timing; warm = per-call and matmul "
+               "workloads, the caches kept between runs.\n",
+               ev.words * 8 >> 20, h->llc_bytes >> 20, h->llc_source);
+    if (o.stores)
+        printf("stores: %s in every workload (--stores).\n",
+               o.stores == KILN_STREAM ? "non-temporal wherever allowed (KILN_STREAM)"
+                                       : "ordinary, never non-temporal (KILN_NO_STREAM)");
+    printf("GB/s = minimal traffic (inputs + outputs) / median fused time; %%bw = that / the "
+           "limit, the best run of the copy and triad probes around the workload; %%peak = "
+           "GFLOP/s / the FMA probe's best around it; compile = cold (caches bypassed), and in "
+           "parentheses from the disk cache (in-memory caches dropped); recapture = recording "
+           "the graph again through the capture API and ending the scope (a cache hit; -1: not "
+           "replayable).\n");
+    if (o.json && write_json(o.json, rs, n, &ks, &o))
         rc = cli_fail();
     if (o.plot && write_svg(o.plot, rs, n))
         rc = cli_fail();
@@ -1019,6 +1249,7 @@ done:
     probe_free(&pr);
     kiln_cache_clear(NULL);
     rmdir(cache_dir);
+    evict_free(&ev);
     free(rs);
     free(files);
     return rc;
