@@ -116,6 +116,34 @@ kloop(L *l, LLVMValueRef fn, const cstate *cs, LLVMValueRef ap, LLVMValueRef bp,
     return p;
 }
 
+/* The latch of a loop over panels, in block `at`: index idx (from idx0, entered from `pre`)
+ * steps by `step`, panel pointer ptr (from ptr0) by `elems` elements; back to `head`. */
+static void
+panel_next(L *l, const cstate *cs, LLVMBasicBlockRef at, LLVMBasicBlockRef head, LLVMValueRef idx,
+           LLVMValueRef ptr, int step, LLVMValueRef elems, LLVMBasicBlockRef pre, LLVMValueRef idx0,
+           LLVMValueRef ptr0)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMPositionBuilderAtEnd(b, at);
+    LLVMValueRef in[2] = {idx0, LLVMBuildAdd(b, idx, jit_em_i64(l, step), "")};
+    LLVMValueRef pin[2] = {ptr0, LLVMBuildGEP2(b, cs->st, ptr, &elems, 1, "")};
+    LLVMBuildBr(b, head);
+    LLVMBasicBlockRef bb[2] = {pre, at};
+    LLVMAddIncoming(idx, in, bb, 2);
+    LLVMAddIncoming(ptr, pin, bb, 2);
+}
+
+/* Where tile vector q (row q / nrv, vector q % nrv) keeps its partial sums in c, from the
+ * tile's first element cti. */
+static LLVMValueRef
+partial_ptr(L *l, const cstate *cs, LLVMValueRef c, LLVMValueRef cti, LLVMValueRef ldc, int q)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMValueRef idx = LLVMBuildAdd(b, cti, LLVMBuildAdd(b, LLVMBuildMul(b, jit_em_i64(l, q / cs->nrv), ldc, ""),
+                                                         jit_em_i64(l, (int64_t)(q % cs->nrv) * l->W), ""), "");
+    return LLVMBuildGEP2(b, cs->st, c, &idx, 1, "");
+}
+
 /* The epilogue of tile row `row` (an absolute row index), vector v of the tile: every
  * instruction, then the stores; mask NULL = all lanes. */
 static void
@@ -277,9 +305,7 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
     LLVMPositionBuilderAtEnd(b, tload);
     LLVMValueRef loaded[MAX_TILE];
     for (int q = 0; q < ntile; q++) {
-        LLVMValueRef idx = LLVMBuildAdd(b, cti, LLVMBuildAdd(b, LLVMBuildMul(b, jit_em_i64(l, q / cs.nrv), LDC, ""),
-                                                             jit_em_i64(l, (int64_t)(q % cs.nrv) * l->W), ""), "");
-        loaded[q] = LLVMBuildLoad2(b, cs.vt, LLVMBuildGEP2(b, cs.st, cbuf, &idx, 1, ""), "");
+        loaded[q] = LLVMBuildLoad2(b, cs.vt, partial_ptr(l, &cs, cbuf, cti, LDC, q), "");
         LLVMSetAlignment(loaded[q], (unsigned)kiln_dtype_size(t));
     }
     LLVMBuildBr(b, tk);
@@ -299,9 +325,7 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
     LLVMBuildCondBr(b, final, tfinal, tpart);
     LLVMPositionBuilderAtEnd(b, tpart);
     for (int q = 0; q < ntile; q++) {
-        LLVMValueRef idx = LLVMBuildAdd(b, cti, LLVMBuildAdd(b, LLVMBuildMul(b, jit_em_i64(l, q / cs.nrv), LDC, ""),
-                                                             jit_em_i64(l, (int64_t)(q % cs.nrv) * l->W), ""), "");
-        LLVMValueRef st = LLVMBuildStore(b, acc[q], LLVMBuildGEP2(b, cs.st, cbuf, &idx, 1, ""));
+        LLVMValueRef st = LLVMBuildStore(b, acc[q], partial_ptr(l, &cs, cbuf, cti, LDC, q));
         LLVMSetAlignment(st, (unsigned)kiln_dtype_size(t));
     }
     LLVMBasicBlockRef tpart_end = LLVMGetInsertBlock(b);
@@ -351,29 +375,8 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
         LLVMAddIncoming(q, in, bb, 2);
     }
 
-    /* i.next: the next panel of A */
-    LLVMPositionBuilderAtEnd(b, inext);
-    LLVMValueRef i2 = LLVMBuildAdd(b, i, mrc, "");
-    LLVMValueRef ap2 = LLVMBuildGEP2(b, cs.st, ap, &apanel, 1, "");
-    LLVMBuildBr(b, ihead);
-    {
-        LLVMValueRef in[2] = {I0, i2}, pin[2] = {ap0, ap2};
-        LLVMBasicBlockRef bb[2] = {ipre, inext};
-        LLVMAddIncoming(i, in, bb, 2);
-        LLVMAddIncoming(ap, pin, bb, 2);
-    }
-
-    /* j.next: the next panel of B */
-    LLVMPositionBuilderAtEnd(b, jnext);
-    LLVMValueRef j2 = LLVMBuildAdd(b, j, jit_em_i64(l, cs.nr), "");
-    LLVMValueRef bp2 = LLVMBuildGEP2(b, cs.st, bp, &bpanel, 1, "");
-    LLVMBuildBr(b, jhead);
-    {
-        LLVMValueRef in[2] = {J0, j2}, pin[2] = {bp0, bp2};
-        LLVMBasicBlockRef bb[2] = {entry, jnext};
-        LLVMAddIncoming(j, in, bb, 2);
-        LLVMAddIncoming(bp, pin, bb, 2);
-    }
+    panel_next(l, &cs, inext, ihead, i, ap, cs.mr, apanel, ipre, I0, ap0); /* next panel of A */
+    panel_next(l, &cs, jnext, jhead, j, bp, cs.nr, bpanel, entry, J0, bp0); /* next panel of B */
 
     LLVMPositionBuilderAtEnd(b, exit);
     LLVMBuildRetVoid(b);

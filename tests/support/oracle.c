@@ -466,3 +466,37 @@ ts_slurp(const char *path, size_t *len)
         *len = (size_t)n;
     return b;
 }
+
+void
+ts_threads_children(const char *tag, char **bytes, size_t *len)
+{
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/kiln-%s-XXXXXX", tag);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    static const char *const counts[3] = {"1", "2", "4"};
+    for (int k = 0; k < 3; k++) {
+        char path[128], env[64];
+        snprintf(path, sizeof path, "%s/t%s", dir, counts[k]);
+        snprintf(env, sizeof env, "KILN_NUM_THREADS=%s", counts[k]);
+        const char *args[] = {"--threads-child", path, NULL};
+        int rc = ts_spawn_self(args, env);
+        ck_assert_msg(rc == 0, "child with %s failed (exit %d)", env, rc);
+        bytes[k] = ts_slurp(path, &len[k]);
+        ck_assert_ptr_nonnull(bytes[k]);
+        unlink(path);
+        int32_t t;
+        ck_assert_uint_ge(len[k], 4);
+        memcpy(&t, bytes[k], 4);
+        ck_assert_int_eq(t, atoi(counts[k]));
+    }
+    rmdir(dir);
+    for (int k = 1; k < 3; k++) {
+        ck_assert_uint_eq(len[k], len[0]);
+        size_t first = len[0];
+        for (size_t i = 4; i < len[0] && first == len[0]; i++)
+            if (bytes[k][i] != bytes[0][i])
+                first = i;
+        ck_assert_msg(first == len[0], "1 and %s threads differ at byte %zu of %zu", counts[k],
+                      first, len[0]);
+    }
+}

@@ -112,6 +112,11 @@ int ts_spawn_self(const char *const *args, const char *setenv);
 
 /* A whole file, malloc'd and NUL-terminated; NULL if it cannot be read. */
 char *ts_slurp(const char *path, size_t *len);
+/* Run this binary as `--threads-child PATH` with KILN_NUM_THREADS = 1, 2 and 4; each child
+ * writes its int32 thread count then its results to PATH.  Asserts every child succeeded
+ * with its thread count and the three results are the same bytes; bytes[k] (malloc'd,
+ * the caller frees) and len[k] are child k's file.  tag names the temporary directory. */
+void ts_threads_children(const char *tag, char **bytes, size_t *len);
 
 /* Element i of a buffer of dtype t as text for failure messages: floats with their bit
  * pattern, integers in decimal, bools as 0 or 1. */
