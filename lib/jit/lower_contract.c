@@ -45,7 +45,7 @@ typedef struct cstate {
     LLVMTypeRef st, vt; /* scalar and vector type of the accumulators */
     bool fl;
     int mr, nrv, nr;
-    unsigned valign;
+    unsigned valign, es;
 } cstate;
 
 /* acc[r][v] += a[p][r] * b[p][v] for one step p of k. */
@@ -133,15 +133,49 @@ panel_next(L *l, const cstate *cs, LLVMBasicBlockRef at, LLVMBasicBlockRef head,
     LLVMAddIncoming(ptr, pin, bb, 2);
 }
 
-/* Where tile vector q (row q / nrv, vector q % nrv) keeps its partial sums in c, from the
- * tile's first element cti. */
-static LLVMValueRef
-partial_ptr(L *l, const cstate *cs, LLVMValueRef c, LLVMValueRef cti, LLVMValueRef ldc, int q)
+/* A loop in block `at` over the tile's rows, then on to `next`: dir 0 fills the stack
+ * array `tile` with `fill` (NULL: from the partial sums in c), dir 1 copies it to c. */
+static void
+tile_rows(L *l, const cstate *cs, LLVMValueRef fn, LLVMBasicBlockRef at, LLVMBasicBlockRef next,
+          LLVMValueRef tile, LLVMValueRef c, LLVMValueRef cti, LLVMValueRef ldc, LLVMValueRef fill,
+          int dir)
 {
     LLVMBuilderRef b = l->b;
-    LLVMValueRef idx = LLVMBuildAdd(b, cti, LLVMBuildAdd(b, LLVMBuildMul(b, jit_em_i64(l, q / cs->nrv), ldc, ""),
-                                                         jit_em_i64(l, (int64_t)(q % cs->nrv) * l->W), ""), "");
-    return LLVMBuildGEP2(b, cs->st, c, &idx, 1, "");
+    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(l->ctx, fn, "tile.row");
+    LLVMPositionBuilderAtEnd(b, at);
+    LLVMBuildBr(b, body);
+    LLVMPositionBuilderAtEnd(b, body);
+    LLVMValueRef r = LLVMBuildPhi(b, l->i64, "r");
+    LLVMValueRef crow = LLVMBuildAdd(b, cti, LLVMBuildMul(b, r, ldc, ""), "");
+    for (int v = 0; v < cs->nrv; v++) {
+        LLVMValueRef q = LLVMBuildAdd(b, LLVMBuildMul(b, r, jit_em_i64(l, cs->nrv), ""), jit_em_i64(l, v), "");
+        LLVMValueRef tp = LLVMBuildGEP2(b, cs->vt, tile, &q, 1, "");
+        LLVMValueRef ci = LLVMBuildAdd(b, crow, jit_em_i64(l, (int64_t)v * l->W), "");
+        unsigned ca = cs->es; /* c holds whole tiles at element alignment */
+        LLVMValueRef x, st;
+        if (dir == 0 && fill) {
+            st = LLVMBuildStore(b, fill, tp);
+            LLVMSetAlignment(st, cs->valign);
+            continue;
+        }
+        LLVMValueRef cp = fill ? NULL : LLVMBuildGEP2(b, cs->st, c, &ci, 1, "");
+        if (dir == 0) {
+            x = LLVMBuildLoad2(b, cs->vt, cp, "");
+            LLVMSetAlignment(x, ca);
+            st = LLVMBuildStore(b, x, tp);
+            LLVMSetAlignment(st, cs->valign);
+        } else {
+            x = LLVMBuildLoad2(b, cs->vt, tp, "");
+            LLVMSetAlignment(x, cs->valign);
+            st = LLVMBuildStore(b, x, cp);
+            LLVMSetAlignment(st, ca);
+        }
+    }
+    LLVMValueRef r2 = LLVMBuildAdd(b, r, jit_em_i64(l, 1), "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, r2, jit_em_i64(l, cs->mr), ""), body, next);
+    LLVMValueRef in[2] = {jit_em_i64(l, 0), r2};
+    LLVMBasicBlockRef bb[2] = {at, body};
+    LLVMAddIncoming(r, in, bb, 2);
 }
 
 /* The epilogue of tile row `row` (an absolute row index), vector v of the tile: every
@@ -187,6 +221,7 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
     cs.st = jit_em_scalar_type(l, t);
     cs.vt = jit_em_vec(l, cs.st);
     cs.fl = ir_dtype_is_float(t);
+    cs.es = (unsigned)kiln_dtype_size(t);
     cs.valign = (unsigned)(l->W * (int)kiln_dtype_size(t));
     if (cs.valign > 64)
         cs.valign = 64;
@@ -293,48 +328,37 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
         LLVMValueRef nz = jit_em_splat(l, LLVMConstReal(cs.st, -0.0));
         zero = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, K, jit_em_i64(l, 0), ""), nz, zero, "");
     }
-    /* a later slice of k: the sums so far from c (tile element (r, v) at
-     * c[(i - i0 + r) * ldc + j - j0 + v * W]) */
+    /* the tile starts in the stack array: zero, or for a later slice of k the sums so far
+     * from c (tile element (r, v) at c[(i - i0 + r) * ldc + j - j0 + v * W]); loops, so
+     * the k loop's 28 accumulators are the only unrolled code */
     int ntile = cs.mr * cs.nrv;
     LLVMValueRef cti = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildSub(b, i, I0, ""), LDC, ""),
                                     LLVMBuildSub(b, j, J0, ""), "");
-    LLVMBasicBlockRef tzero = LLVMGetInsertBlock(b);
-    LLVMBasicBlockRef tload = LLVMAppendBasicBlockInContext(l->ctx, fn, "tile.load");
     LLVMBasicBlockRef tk = LLVMAppendBasicBlockInContext(l->ctx, fn, "tile.k");
-    LLVMBuildCondBr(b, accumulate, tload, tk);
-    LLVMPositionBuilderAtEnd(b, tload);
-    LLVMValueRef loaded[MAX_TILE];
-    for (int q = 0; q < ntile; q++) {
-        loaded[q] = LLVMBuildLoad2(b, cs.vt, partial_ptr(l, &cs, cbuf, cti, LDC, q), "");
-        LLVMSetAlignment(loaded[q], (unsigned)kiln_dtype_size(t));
-    }
-    LLVMBuildBr(b, tk);
+    LLVMBasicBlockRef tzero = LLVMAppendBasicBlockInContext(l->ctx, fn, "tile.zero");
+    LLVMBasicBlockRef tload = LLVMAppendBasicBlockInContext(l->ctx, fn, "tile.load");
+    LLVMBuildCondBr(b, accumulate, tload, tzero);
+    tile_rows(l, &cs, fn, tzero, tk, tile, cbuf, cti, LDC, zero, 0);
+    tile_rows(l, &cs, fn, tload, tk, tile, cbuf, cti, LDC, NULL, 0);
     LLVMPositionBuilderAtEnd(b, tk);
     for (int q = 0; q < ntile; q++) {
-        acc[q] = LLVMBuildPhi(b, cs.vt, "acc0");
-        LLVMValueRef in[2] = {zero, loaded[q]};
-        LLVMBasicBlockRef bb[2] = {tzero, tload};
-        LLVMAddIncoming(acc[q], in, bb, 2);
+        LLVMValueRef idx = jit_em_i64(l, q);
+        acc[q] = LLVMBuildLoad2(b, cs.vt, LLVMBuildGEP2(b, cs.vt, tile, &idx, 1, ""), "");
+        LLVMSetAlignment(acc[q], cs.valign);
     }
     LLVMValueRef p = kloop(l, fn, &cs, ap, bp, K, jit_em_i64(l, 0), KUNROLL, acc, "k.main");
     if (KUNROLL > 1)
         kloop(l, fn, &cs, ap, bp, K, p, 1, acc, "k.rest");
-    /* not the last slice: the sums go back to c, no epilogue */
-    LLVMBasicBlockRef tpart = LLVMAppendBasicBlockInContext(l->ctx, fn, "tile.partial");
-    LLVMBasicBlockRef tfinal = LLVMAppendBasicBlockInContext(l->ctx, fn, "tile.final");
-    LLVMBuildCondBr(b, final, tfinal, tpart);
-    LLVMPositionBuilderAtEnd(b, tpart);
     for (int q = 0; q < ntile; q++) {
-        LLVMValueRef st = LLVMBuildStore(b, acc[q], partial_ptr(l, &cs, cbuf, cti, LDC, q));
-        LLVMSetAlignment(st, (unsigned)kiln_dtype_size(t));
-    }
-    LLVMBasicBlockRef tpart_end = LLVMGetInsertBlock(b);
-    LLVMPositionBuilderAtEnd(b, tfinal);
-    for (int q = 0; q < cs.mr * cs.nrv; q++) {
         LLVMValueRef idx = jit_em_i64(l, q);
         LLVMValueRef s = LLVMBuildStore(b, acc[q], LLVMBuildGEP2(b, cs.vt, tile, &idx, 1, ""));
         LLVMSetAlignment(s, cs.valign);
     }
+    /* not the last slice: the sums go back to c, no epilogue */
+    LLVMBasicBlockRef tpart = LLVMAppendBasicBlockInContext(l->ctx, fn, "tile.partial");
+    LLVMBasicBlockRef tfinal = LLVMAppendBasicBlockInContext(l->ctx, fn, "tile.final");
+    LLVMBuildCondBr(b, final, tfinal, tpart);
+    LLVMPositionBuilderAtEnd(b, tfinal);
     /* rows of this tile inside the block */
     LLVMValueRef left = LLVMBuildSub(b, I1, i, "");
     LLVMValueRef mrc = jit_em_i64(l, cs.mr);
@@ -348,8 +372,7 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
     LLVMBasicBlockRef ebody = LLVMAppendBasicBlockInContext(l->ctx, fn, "epi.vec");
     LLVMBasicBlockRef inext = LLVMAppendBasicBlockInContext(l->ctx, fn, "i.next");
     LLVMBuildBr(b, ehead);
-    LLVMPositionBuilderAtEnd(b, tpart_end);
-    LLVMBuildBr(b, inext);
+    tile_rows(l, &cs, fn, tpart, inext, tile, cbuf, cti, LDC, NULL, 1);
     LLVMPositionBuilderAtEnd(b, ehead);
     LLVMValueRef q = LLVMBuildPhi(b, l->i64, "q");
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, q, nq, ""), ebody, inext);
