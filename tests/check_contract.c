@@ -91,10 +91,7 @@
 static uint64_t
 base_seed(void)
 {
-    const char *e = getenv("KILN_TEST_SEED");
-    if (e && *e)
-        return strtoull(e, NULL, 0);
-    return 0x636f6e74;
+    return ts_base_seed(0x636f6e74);
 }
 
 static bool

@@ -1088,10 +1088,7 @@ END_TEST
 static uint64_t
 base_seed(void)
 {
-    const char *e = getenv("KILN_TEST_SEED");
-    if (e && *e)
-        return strtoull(e, NULL, 0);
-    return 0x6b696c6e;
+    return ts_base_seed(0x6b696c6e);
 }
 
 /* Ops whose compiled form must match bit for bit: exact elementwise ops, the movement ops

@@ -20,8 +20,7 @@
 static uint64_t
 base_seed(void)
 {
-    const char *e = getenv("KILN_TEST_SEED");
-    return e && *e ? strtoull(e, NULL, 0) : 0x6b696c6eull;
+    return ts_base_seed(0x6b696c6eull);
 }
 
 static char *

@@ -8,6 +8,7 @@
 #include "randgraph.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- PRNG ------------------------------------------------------------------------------ */
@@ -19,6 +20,13 @@ splitmix64(uint64_t *x)
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
+}
+
+uint64_t
+ts_base_seed(uint64_t dflt)
+{
+    const char *e = getenv("KILN_TEST_SEED");
+    return e && *e ? strtoull(e, NULL, 0) : dflt;
 }
 
 void

@@ -86,6 +86,9 @@ typedef struct ts_rng {
     uint64_t s[4];
 } ts_rng;
 void ts_rng_seed(ts_rng *r, uint64_t seed);
+/* A suite's base seed: KILN_TEST_SEED (strtoull, any base) when set and not empty, else
+ * dflt (each suite has its own). */
+uint64_t ts_base_seed(uint64_t dflt);
 uint64_t ts_rng_next(ts_rng *r);
 uint64_t ts_rng_below(ts_rng *r, uint64_t n); /* uniform in [0, n), n > 0 */
 
