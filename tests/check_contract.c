@@ -412,6 +412,14 @@ static const mcase view_cases[] = {
     {"long k, k blocked, transposed W and a bias", "x: $T[$M,$K], W: $T[$N,$K], c: $T[$N]",
      "  Wt = permute(W, perm=[1,0])\n", "x", "Wt", "  y = add(h, c)\n", "$T[$M,$N]", NULL,
      "[$M,$N]", 20, 33, 8500, 2},
+    /* fulls are materialised for packing: each must keep its own buffer until the matmul
+     * has read it (two once shared one) */
+    {"full operands", "x: $T[$M,$K]",
+     "  A = full(value=-3) : $T[$M,$K]\n  B = full(value=5) : $T[$K,$N]\n", "A", "B", NULL,
+     "$T[$M,$N]", NULL, "[$M,$N]", 33, 100, 31, 0},
+    {"a 1-D full and a full", "x: $T[$K]",
+     "  A = full(value=-66) : $T[$K]\n  B = full(value=91) : $T[$K,$N]\n", "A", "B", NULL,
+     "$T[$N]", NULL, "[$N]", 1, 24, 21, 0},
     {"permuted result", "x: $T[$M,$K], W: $T[$K,$N]", NULL, "x", "W",
      "  y = permute(h, perm=[1,0])\n", "$T[$N,$M]", "  z = permute(s, perm=[1,0])\n", "[$N,$M]",
      33, 100, 31, 0},

@@ -735,8 +735,10 @@ jit_step_reads(planner *p, int32_t c, int32_t r, ivec *out)
             int32_t x = nd->in[k];
             if (p->ni[x].folded)
                 x = p->ni[x].folded - 1; /* packing reads it */
+            /* a full is a splat in the instructions, but indexed loads and matmul's packing
+             * read the buffer it was materialised in */
             if ((p->ni[x].cls == C_ELEM && p->ni[x].cluster == c) ||
-                (p->ni[x].cls == C_FULL && !jit_op_is_indexing(nd->op)))
+                (p->ni[x].cls == C_FULL && !jit_op_is_indexing(nd->op) && nd->op != IR_OP_MATMUL))
                 continue;
             if (!jit_ivec_push(out, jit_load_source(p, x, c, &tmp)->base))
                 return false;
