@@ -67,6 +67,13 @@ jit_em_i64(L *l, int64_t v)
     return LLVMConstInt(l->i64, (unsigned long long)v, 1);
 }
 
+LLVMValueRef
+jit_em_arg(L *l, LLVMTypeRef t, LLVMValueRef base, int64_t i, const char *name)
+{
+    LLVMValueRef idx = jit_em_i64(l, i);
+    return LLVMBuildLoad2(l->b, t, LLVMBuildGEP2(l->b, t, base, &idx, 1, ""), name);
+}
+
 /* Call an overloaded intrinsic. */
 LLVMValueRef
 jit_em_intr(L *l, const char *name, LLVMTypeRef *over, int nover, LLVMValueRef *args, int nargs)

@@ -26,6 +26,10 @@ IR_HIDDEN LLVMTypeRef jit_em_scalar_type(jit_em *l, kiln_dtype t);
 IR_HIDDEN LLVMTypeRef jit_em_mem_type(jit_em *l, kiln_dtype t);
 IR_HIDDEN LLVMTypeRef jit_em_vec(jit_em *l, LLVMTypeRef t);
 IR_HIDDEN LLVMValueRef jit_em_i64(jit_em *l, int64_t v);
+/* Element i of a kernel's argument array of 8-byte values (ptrs, strides, dims, aux), as
+ * type t (l->ptr or l->i64). */
+IR_HIDDEN LLVMValueRef jit_em_arg(jit_em *l, LLVMTypeRef t, LLVMValueRef base, int64_t i,
+                                  const char *name);
 IR_HIDDEN LLVMValueRef jit_em_intr(jit_em *l, const char *name, LLVMTypeRef *over, int nover,
                                    LLVMValueRef *args, int nargs);
 IR_HIDDEN LLVMValueRef jit_em_intr2(jit_em *l, const char *name, LLVMValueRef x, LLVMValueRef y);

@@ -240,25 +240,21 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
 
     LLVMPositionBuilderAtEnd(b, entry);
     for (int j = 0; j < nslots; j++) {
-        LLVMValueRef idx = jit_em_i64(l, j);
-        s.ptr[j] = LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->ptr, pptrs, &idx, 1, ""), "");
+        s.ptr[j] = jit_em_arg(l, l->ptr, pptrs, j, "");
     }
     for (int k = 0; k < R; k++) {
-        LLVMValueRef idx = jit_em_i64(l, k);
-        dims[k] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pdims, &idx, 1, ""), "");
+        dims[k] = jit_em_arg(l, l->i64, pdims, k, "");
     }
     int k0 = stream_setup(l, d, &s);
     LLVMValueRef inner = dims[R - 1];
     for (int j = 0; j < d->nloads; j++) {
-        LLVMValueRef idx = jit_em_i64(l, (int64_t)j * R + R - 1);
-        s.istride[j] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pstrides, &idx, 1, ""), "");
+        s.istride[j] = jit_em_arg(l, l->i64, pstrides, (int64_t)j * R + R - 1, "");
     }
     /* ext[(j*R + d)*2 + {0,1}]: the last dim's pair is loaded once */
     if (special) {
         for (int j = 0; j < d->nloads; j++)
             for (int k = 0; k < 2 * R; k++) {
-                LLVMValueRef idx = jit_em_i64(l, (int64_t)j * R * 2 + k);
-                extv[j * R * 2 + k] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pext, &idx, 1, ""), "");
+                extv[j * R * 2 + k] = jit_em_arg(l, l->i64, pext, (int64_t)j * R * 2 + k, "");
             }
         for (int j = 0; j < d->nloads; j++) {
             bool idxd = false;
@@ -293,8 +289,7 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
         LLVMValueRef ik = LLVMBuildURem(b, r, dims[k], "");
         r = LLVMBuildUDiv(b, r, dims[k], "");
         for (int j = 0; j < d->nloads; j++) {
-            LLVMValueRef idx = jit_em_i64(l, (int64_t)j * R + k);
-            LLVMValueRef st = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pstrides, &idx, 1, ""), "");
+            LLVMValueRef st = jit_em_arg(l, l->i64, pstrides, (int64_t)j * R + k, "");
             s.off[j] = LLVMBuildAdd(b, s.off[j], LLVMBuildMul(b, ik, st, ""), "");
             if (extv) {
                 LLVMValueRef lo = extv[j * R * 2 + 2 * k], hi = extv[j * R * 2 + 2 * k + 1];

@@ -244,24 +244,15 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
     LLVMValueRef tile = LLVMBuildArrayAlloca(b, cs.vt, jit_em_i64(l, cs.mr * cs.nrv), "tile");
     LLVMSetAlignment(tile, cs.valign);
     for (int j = 0; j < nslots; j++) {
-        LLVMValueRef idx = jit_em_i64(l, j);
-        ptr[j] = LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->ptr, pptrs, &idx, 1, ""), "");
+        ptr[j] = jit_em_arg(l, l->ptr, pptrs, j, "");
     }
     /* jit_caux, 8-byte fields: a, b, then k, batch, i0, i1, j0, j1, kstride, then c, then
      * ldc, kflags */
-    LLVMValueRef ap0, bp0, cbuf, ax[10];
-    {
-        LLVMValueRef i0 = jit_em_i64(l, 0), i1 = jit_em_i64(l, 1), i9 = jit_em_i64(l, 9);
-        ap0 = LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->ptr, paux, &i0, 1, ""), "a");
-        bp0 = LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->ptr, paux, &i1, 1, ""), "b");
-        cbuf = LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->ptr, paux, &i9, 1, ""), "c");
-        for (int f = 0; f < 10; f++) {
-            if (f == 7)
-                continue; /* c */
-            LLVMValueRef idx = jit_em_i64(l, 2 + f);
-            ax[f] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, paux, &idx, 1, ""), "");
-        }
-    }
+    LLVMValueRef ap0 = jit_em_arg(l, l->ptr, paux, 0, "a"), bp0 = jit_em_arg(l, l->ptr, paux, 1, "b");
+    LLVMValueRef cbuf = jit_em_arg(l, l->ptr, paux, 9, "c"), ax[10];
+    for (int f = 0; f < 10; f++)
+        if (f != 7) /* c */
+            ax[f] = jit_em_arg(l, l->i64, paux, 2 + f, "");
     LLVMValueRef K = ax[0], batch = ax[1], I0 = ax[2], I1 = ax[3], J0 = ax[4], J1 = ax[5];
     LLVMValueRef KS = ax[6], LDC = ax[8], KF = ax[9];
     LLVMValueRef accumulate = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, KF, jit_em_i64(l, JIT_K_ACCUMULATE), ""),
@@ -270,16 +261,13 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
                                        jit_em_i64(l, 0), "");
     LLVMValueRef dims[IR_MAX_RANK] = {0};
     for (int k = 0; k < R; k++) {
-        LLVMValueRef idx = jit_em_i64(l, k);
-        dims[k] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pdims, &idx, 1, ""), "");
+        dims[k] = jit_em_arg(l, l->i64, pdims, k, "");
     }
     LLVMValueRef N = dims[R - 1];
     /* per load: the batch element's offset, the row stride and the column stride */
     for (int j = 0; j < d->nloads; j++) {
-        LLVMValueRef idx = jit_em_i64(l, (int64_t)j * R + R - 2);
-        sm[j] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pstrides, &idx, 1, ""), "");
-        idx = jit_em_i64(l, (int64_t)j * R + R - 1);
-        istride[j] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pstrides, &idx, 1, ""), "");
+        sm[j] = jit_em_arg(l, l->i64, pstrides, (int64_t)j * R + R - 2, "");
+        istride[j] = jit_em_arg(l, l->i64, pstrides, (int64_t)j * R + R - 1, "");
         off[j] = jit_em_i64(l, 0);
     }
     LLVMValueRef rem = batch;
@@ -287,8 +275,7 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
         LLVMValueRef ik = LLVMBuildURem(b, rem, dims[k], "");
         rem = LLVMBuildUDiv(b, rem, dims[k], "");
         for (int j = 0; j < d->nloads; j++) {
-            LLVMValueRef idx = jit_em_i64(l, (int64_t)j * R + k);
-            LLVMValueRef st = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pstrides, &idx, 1, ""), "");
+            LLVMValueRef st = jit_em_arg(l, l->i64, pstrides, (int64_t)j * R + k, "");
             off[j] = LLVMBuildAdd(b, off[j], LLVMBuildMul(b, ik, st, ""), "");
         }
     }

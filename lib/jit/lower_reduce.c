@@ -1126,13 +1126,11 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     LLVMBuildBr(b, entry);
     LLVMPositionBuilderAtEnd(b, entry);
     for (int j = 0; j < r.nslots; j++) {
-        LLVMValueRef idx = jit_em_i64(l, j);
-        r.ptr[j] = LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->ptr, pptrs, &idx, 1, ""), "");
+        r.ptr[j] = jit_em_arg(l, l->ptr, pptrs, j, "");
 
     }
     for (int k = 0; k < r.R; k++) {
-        LLVMValueRef idx = jit_em_i64(l, k);
-        r.dims[k] = LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, pdims, &idx, 1, ""), "");
+        r.dims[k] = jit_em_arg(l, l->i64, pdims, k, "");
     }
     r.count = jit_em_i64(l, 1);
     for (int k = r.nk; k < r.R; k++)
@@ -1143,16 +1141,9 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     LLVMValueRef nsub = LLVMBuildUDiv(b, r.count, LLVMBuildSelect(b, empty, jit_em_i64(l, 1), r.inner, ""), "");
     /* aux fields: the piece mode and ranges matter only to kernels that can be split */
     LLVMValueRef aux[7];
-    for (int k = 0; k < 6; k++) {
-        LLVMValueRef idx = jit_em_i64(l, k);
-        aux[k] = r.partial_bytes ? LLVMBuildLoad2(b, l->i64, LLVMBuildGEP2(b, l->i64, paux, &idx, 1, ""), "")
-                                 : jit_em_i64(l, 0);
-    }
-    {
-        LLVMValueRef idx = jit_em_i64(l, 6);
-        aux[6] = r.partial_bytes ? LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->i64, paux, &idx, 1, ""), "")
-                                 : LLVMConstNull(l->ptr);
-    }
+    for (int k = 0; k < 6; k++)
+        aux[k] = r.partial_bytes ? jit_em_arg(l, l->i64, paux, k, "") : jit_em_i64(l, 0);
+    aux[6] = r.partial_bytes ? jit_em_arg(l, l->ptr, paux, 6, "") : LLVMConstNull(l->ptr);
     LLVMValueRef mode = aux[0];
     LLVMValueRef piece = LLVMBuildICmp(b, LLVMIntEQ, mode, jit_em_i64(l, 1), "");
     LLVMValueRef sb = LLVMBuildSelect(b, piece, aux[1], jit_em_i64(l, 0), "");
@@ -1160,10 +1151,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     LLVMValueRef ib = LLVMBuildSelect(b, piece, aux[3], jit_em_i64(l, 0), "");
     LLVMValueRef ie = LLVMBuildSelect(b, piece, aux[4], r.inner, "");
     LLVMValueRef npieces = aux[5], partial = aux[6];
-    {
-        LLVMValueRef idx = jit_em_i64(l, 7);
-        r.scratch = LLVMBuildLoad2(b, l->ptr, LLVMBuildGEP2(b, l->i64, paux, &idx, 1, ""), "");
-    }
+    r.scratch = jit_em_arg(l, l->ptr, paux, 7, "");
     for (int u = 0; u < UNROLL; u++)
         for (int32_t i = 0; i < d->ninst; i++)
             if (d->inst[i].kind == JIT_REDUCE) {
