@@ -25,7 +25,8 @@
  * kept, as in a sum over axis 0) put the lanes along the last kept dim: each lane is its
  * own row, and a pass walks the reduced dims one vector of columns at a time.
  *
- * Accumulation.  f32 and f64 sums, means and products accumulate in f64; integers wrap in
+ * Accumulation.  f32 and f64 sums, means and products accumulate in f64 (f32 sums and means
+ * of rows kernels in blocks of SUM_BLOCK elements per lane added in f32 first); integers wrap in
  * their own type; max/min are llvm.maximum/minimum (NaN wins, -0 < +0); argmax/argmin keep
  * (value, index) per lane with "first index wins, the first NaN wins" when lanes and pieces
  * are combined.  The order of every floating-point operation is fixed by the description
@@ -61,6 +62,7 @@ typedef struct rk {
     LLVMValueRef *val;  /* per inst: values in the current pass body */
     LLVMValueRef *acc, *acci; /* per inst (JIT_REDUCE): accumulator allocas in use */
     LLVMValueRef *accset[4], *acciset[4]; /* UNROLL independent sets (chains) */
+    LLVMValueRef *acc32, *acc32set[4]; /* rows: f32 block accumulators of f32 sums (NULL: none) */
     LLVMValueRef count; /* reduced elements per row */
     LLVMValueRef inner; /* size of the last reduced dim */
     LLVMValueRef vpos;  /* position of lane 0 along the vector dim */
@@ -72,6 +74,10 @@ typedef struct rk {
     size_t partial_bytes;
     int *spill;         /* per inst: 1 + scratch row offset (choose_spills; 0: recomputed) */
     LLVMValueRef scratch;
+    LLVMValueRef *knext; /* rows: per slot, kbase of the next row (NULL: no prefetching) */
+    bool *first_read;   /* per inst: a load the first pass's body reads (prefetched) */
+    int prefetch_pass;  /* rows: the pass whose full vectors prefetch the next row (-1 none) */
+    bool prefetch;      /* the body being emitted prefetches */
 } rk;
 
 /* Full vectors per iteration of a pass that reduces cheap values: independent
@@ -114,6 +120,20 @@ acc_bytes(int W, const jit_kdesc *d, const jit_kinst *in)
                    ? 8
                    : kiln_dtype_size(t);
     return (size_t)W * (s + (is_arg((ir_op)in->op) ? 8 : 0));
+}
+
+/* f32 sums and means in rows kernels add SUM_BLOCK elements per lane in f32, then that block
+ * sum into the lane's f64 accumulator: a conversion and a double add per SUM_BLOCK vectors
+ * instead of per vector (the exp-and-sum pass of softmax: 6.5 -> 5.2 ns a vector on one
+ * core, its data in L2).  Each block adds at most (SUM_BLOCK - 1) f32 roundings to a lane's
+ * terms: docs/semantics.md states the bound. */
+#define SUM_BLOCK JIT_SUM_BLOCK
+
+static bool
+blocked_sum(const jit_kdesc *d, const jit_kinst *in)
+{
+    return (in->op == IR_OP_REDUCE_SUM || in->op == IR_OP_REDUCE_MEAN) &&
+           operand_dtype(d, in) == KILN_DTYPE_F32;
 }
 
 /* The identity of the reduction, as a vector (argmax: any value, index -1). */
@@ -507,6 +527,38 @@ row_values(rk *r, int p)
     }
 }
 
+/* Rows kernels read a row from memory in their first pass and work on it in cache in the
+ * later ones; with nothing else in flight the memory would idle meanwhile.  So the full
+ * vectors of the first later pass prefetch the same position of the next row of every
+ * slot loaded contiguously along the row (one line per vector of f32 at 512 bits): the
+ * next row's memory traffic overlaps this row's arithmetic.  Only slots the first pass
+ * reads are prefetched (layernorm's x, not its gamma and beta).  A prefetch never faults,
+ * so the row after the last one costs nothing but the hint. */
+static void
+prefetch_next_row(rk *r)
+{
+    const jit_kdesc *d = r->d;
+    jit_em *l = r->l;
+    LLVMBuilderRef b = l->b;
+    uint64_t done = 0; /* slots < 64 prefetched already */
+    for (int32_t i = 0; i < d->ninst; i++) {
+        const jit_kinst *in = &d->inst[i];
+        int j = in->slot;
+        if (in->kind != JIT_LOAD || !r->first_read[i] || JIT_CLS(in->cls) != JIT_CONTIG ||
+            j >= 64 || (done >> j & 1))
+            continue;
+        done |= (uint64_t)1 << j;
+        LLVMTypeRef mt = jit_em_mem_type(l, (kiln_dtype)in->dtype);
+        LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildSub(b, r->cur[j], r->kbase[j], ""), r->knext[j], "");
+        off = LLVMBuildAdd(b, off, r->vpos, "");
+        LLVMValueRef args[4] = {LLVMBuildGEP2(b, mt, r->ptr[j], &off, 1, ""),
+                                LLVMConstInt(l->i32, 0, 0), LLVMConstInt(l->i32, 3, 0),
+                                LLVMConstInt(l->i32, 1, 0)}; /* read, keep in L1, data */
+        LLVMTypeRef pt = l->ptr;
+        jit_em_intr(l, "llvm.prefetch", &pt, 1, args, 4);
+    }
+}
+
 /* One pass body at the current position: values, accumulation, stores over the space. */
 static void
 pass_body(rk *r, int p)
@@ -516,6 +568,8 @@ pass_body(rk *r, int p)
     LLVMBuilderRef b = l->b;
     r->pass = p;
     memset(r->val, 0, sizeof(LLVMValueRef) * (size_t)d->ninst);
+    if (r->prefetch && r->knext)
+        prefetch_next_row(r);
     /* spilled values of this pass are computed (and stored) even if nothing of this
      * pass reads them: a later pass will */
     for (int32_t i = 0; i < d->ninst; i++)
@@ -526,10 +580,11 @@ pass_body(rk *r, int p)
         if (!reduces_in(d, r->ph, i, p))
             continue;
         LLVMValueRef v = body_value(r, in->a[0]);
-        LLVMTypeRef at = jit_em_vec(l, acc_scalar(r, in));
+        LLVMValueRef acc = r->acc32 && r->acc32[i] ? r->acc32[i] : r->acc[i];
+        LLVMTypeRef at = r->acc32 && r->acc32[i] ? LLVMTypeOf(v) : jit_em_vec(l, acc_scalar(r, in));
         if (LLVMTypeOf(v) != at)
             v = LLVMBuildFPExt(b, v, at, "");
-        LLVMValueRef a = LLVMBuildLoad2(b, at, r->acc[i], "");
+        LLVMValueRef a = LLVMBuildLoad2(b, at, acc, "");
         if (is_arg((ir_op)in->op)) {
             LLVMValueRef pos = r->cols ? jit_em_splat(l, r->rflat)
                                        : LLVMBuildAdd(b, jit_em_splat(l, LLVMBuildAdd(b, LLVMBuildMul(b, r->sub, r->inner, ""), r->vpos, "")),
@@ -542,10 +597,12 @@ pass_body(rk *r, int p)
             LLVMBuildStore(b, ai, r->acci[i]);
         } else {
             if (r->mask && !r->cols)
-                v = LLVMBuildSelect(b, r->mask, v, identity(r, in), "");
+                v = LLVMBuildSelect(b, r->mask, v,
+                                    acc != r->acc[i] ? jit_em_splat(l, LLVMConstReal(l->f32, -0.0))
+                                                     : identity(r, in), "");
             combine(r, in, &a, NULL, v, NULL);
         }
-        LLVMBuildStore(b, a, r->acc[i]);
+        LLVMBuildStore(b, a, acc);
     }
     for (int32_t k = 0; k < d->nstores; k++) {
         int32_t i = d->stores[k];
@@ -582,6 +639,9 @@ init_accs(rk *r, int p)
             continue;
         for (int u = 0; u < UNROLL; u++) {
             LLVMBuildStore(r->l->b, identity(r, in), r->accset[u][i]);
+            if (r->acc32set[u] && r->acc32set[u][i])
+                LLVMBuildStore(r->l->b, jit_em_splat(r->l, LLVMConstReal(r->l->f32, -0.0)),
+                               r->acc32set[u][i]);
             if (is_arg((ir_op)in->op))
                 LLVMBuildStore(r->l->b, LLVMConstAllOnes(jit_em_vec(r->l, r->l->i64)), r->acciset[u][i]);
         }
@@ -638,6 +698,65 @@ use_set(rk *r, int u)
 {
     r->acc = r->accset[u];
     r->acci = r->acciset[u];
+    r->acc32 = r->acc32set[u];
+}
+
+/* The f32 block sums of pass p's reductions into set 0's f64 accumulators, and the blocks
+ * restarted.  `sets` blocks (1, or UNROLL after an unrolled iteration: their tree
+ * (0 + 1) + (2 + 3) in f32, two more roundings of each term, then one conversion per four
+ * vectors). */
+static void
+flush_blocks(rk *r, int p, int sets)
+{
+    const jit_kdesc *d = r->d;
+    jit_em *l = r->l;
+    LLVMBuilderRef b = l->b;
+    LLVMTypeRef t32 = jit_em_vec(l, l->f32), t64 = jit_em_vec(l, l->f64);
+    LLVMValueRef zero = jit_em_splat(l, LLVMConstReal(l->f32, -0.0));
+    for (int32_t i = 0; i < d->ninst; i++) {
+        if (!reduces_in(d, r->ph, i, p) || !r->acc32set[0] || !r->acc32set[0][i])
+            continue;
+        LLVMValueRef v[UNROLL];
+        for (int u = 0; u < sets; u++) {
+            v[u] = LLVMBuildLoad2(b, t32, r->acc32set[u][i], "");
+            LLVMBuildStore(b, zero, r->acc32set[u][i]);
+        }
+        for (int h = sets / 2; h >= 1; h /= 2)
+            for (int u = 0; u < h; u++)
+                v[u] = LLVMBuildFAdd(b, v[u], v[u + h], "");
+        LLVMValueRef a = LLVMBuildLoad2(b, t64, r->accset[0][i], "");
+        LLVMBuildStore(b, LLVMBuildFAdd(b, a, LLVMBuildFPExt(b, v[0], t64, ""), ""), r->accset[0][i]);
+    }
+}
+
+/* Does pass p have f32 block sums? */
+static bool
+pass_blocks(rk *r, int p)
+{
+    for (int32_t i = 0; r->acc32set[0] && i < r->d->ninst; i++)
+        if (r->acc32set[0][i] && reduces_in(r->d, r->ph, i, p))
+            return true;
+    return false;
+}
+
+/* After an iteration of the one-vector loop: count it, and flush the block every SUM_BLOCK
+ * iterations. */
+static void
+count_block(rk *r, int p, LLVMValueRef kvar)
+{
+    if (!kvar)
+        return;
+    jit_em *l = r->l;
+    LLVMBuilderRef b = l->b;
+    LLVMValueRef k = LLVMBuildAdd(b, LLVMBuildLoad2(b, l->i64, kvar, ""), jit_em_i64(l, 1), "");
+    LLVMValueRef full = LLVMBuildICmp(b, LLVMIntEQ, k, jit_em_i64(l, SUM_BLOCK), "");
+    LLVMBasicBlockRef fb = block(r, "block.flush"), cont = block(r, "block.next");
+    LLVMBuildCondBr(b, full, fb, cont);
+    LLVMPositionBuilderAtEnd(b, fb);
+    flush_blocks(r, p, 1);
+    LLVMBuildBr(b, cont);
+    LLVMPositionBuilderAtEnd(b, cont);
+    LLVMBuildStore(b, LLVMBuildSelect(b, full, jit_em_i64(l, 0), k, ""), kvar);
 }
 
 /* Offsets of slot positions: base + sum over dims [from, to) of idx(flat) * stride, where
@@ -682,6 +801,9 @@ emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMV
          * vectors, then the tail under a mask */
         LLVMValueRef cvar = new_alloca(r, l->i64);
         LLVMBuildStore(b, ib, cvar);
+        LLVMValueRef kvar = pass_blocks(r, p) ? new_alloca(r, l->i64) : NULL;
+        if (kvar)
+            LLVMBuildStore(b, jit_em_i64(l, 0), kvar);
         if (pass_unrolls(r, p)) {
             LLVMBasicBlockRef uh = block(r, "row.unroll"), ub = block(r, "row.unroll.body"),
                               ud = block(r, "row.unroll.done");
@@ -695,36 +817,16 @@ emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMV
             for (int u = 0; u < UNROLL; u++) {
                 use_set(r, u);
                 r->vpos = LLVMBuildAdd(b, c0, jit_em_i64(l, (int64_t)u * l->W), "");
+                r->prefetch = p == r->prefetch_pass;
                 pass_body(r, p);
+                r->prefetch = false;
             }
             use_set(r, 0);
+            if (kvar)
+                flush_blocks(r, p, UNROLL);
             LLVMBuildStore(b, cu, cvar);
             LLVMBuildBr(b, uh);
             LLVMPositionBuilderAtEnd(b, ud);
-        }
-        if (!pass_unrolls(r, p)) {
-            /* a costly pass: one body under a mask for every vector (all lanes but at the
-             * row's end), so its code (an exp, say) is emitted once, not twice */
-            LLVMBasicBlockRef mh = block(r, "row.mvec"), mb = block(r, "row.mvec.body"),
-                              md = block(r, "row.mdone");
-            LLVMBuildBr(b, mh);
-            LLVMPositionBuilderAtEnd(b, mh);
-            LLVMValueRef c = LLVMBuildLoad2(b, l->i64, cvar, "");
-            LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, c, ie, ""), mb, md);
-            LLVMPositionBuilderAtEnd(b, mb);
-            LLVMValueRef rest = LLVMBuildSub(b, ie, c, "");
-            LLVMValueRef full = LLVMBuildICmp(b, LLVMIntSGE, rest, jit_em_i64(l, l->W), "");
-            rest = LLVMBuildSelect(b, full, jit_em_i64(l, l->W), rest, "");
-            r->vpos = c;
-            r->mask = jit_em_first_lanes(l, rest);
-            pass_body(r, p);
-            LLVMBuildStore(b, LLVMBuildAdd(b, c, jit_em_i64(l, l->W), ""), cvar);
-            LLVMBuildBr(b, mh);
-            LLVMPositionBuilderAtEnd(b, md);
-            loop_close(r, &ls);
-            r->mask = NULL;
-            fold_sets(r, p);
-            return;
         }
         LLVMBasicBlockRef head = block(r, "row.vec"), body = block(r, "row.vec.body"),
                           tchk = block(r, "row.tail.check"), tail = block(r, "row.tail"),
@@ -737,7 +839,10 @@ emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMV
         LLVMPositionBuilderAtEnd(b, body);
         r->vpos = c;
         r->mask = NULL;
+        r->prefetch = p == r->prefetch_pass;
         pass_body(r, p);
+        r->prefetch = false;
+        count_block(r, p, kvar);
         LLVMBuildStore(b, cn, cvar);
         LLVMBuildBr(b, head);
         LLVMPositionBuilderAtEnd(b, tchk);
@@ -749,6 +854,10 @@ emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMV
         pass_body(r, p);
         LLVMBuildBr(b, done);
         LLVMPositionBuilderAtEnd(b, done);
+        if (kvar) {
+            flush_blocks(r, p, 1);
+            LLVMBuildStore(b, jit_em_i64(l, 0), kvar);
+        }
         loop_close(r, &ls);
         r->mask = NULL;
     }
@@ -1098,6 +1207,10 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         r.accset[u] = ir_calloc(ni, sizeof(LLVMValueRef));
         r.acciset[u] = ir_calloc(ni, sizeof(LLVMValueRef));
         sets_ok &= r.accset[u] && r.acciset[u];
+        if (!r.cols) {
+            r.acc32set[u] = ir_calloc(ni, sizeof(LLVMValueRef));
+            sets_ok &= r.acc32set[u] != NULL;
+        }
     }
     r.acc = r.accset[0];
     r.acci = r.acciset[0];
@@ -1113,6 +1226,20 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     if (!r.cols)
         choose_spills(d, r.uni, r.ph, r.nphases, r.spill);
     r.partial_bytes = jit_reduce_partial_bytes(d);
+    /* prefetching: rows kernels with a later pass (pieces of long rows have none) */
+    r.prefetch_pass = -1;
+    for (int p = 1; !r.cols && !r.partial_bytes && p <= r.nphases && r.prefetch_pass < 0; p++)
+        if (pass_needed(&r, p))
+            r.prefetch_pass = p;
+    if (r.prefetch_pass > 0) {
+        r.knext = ir_calloc(ns, sizeof(LLVMValueRef));
+        r.first_read = ir_calloc(ni, sizeof(bool));
+        if (!r.knext || !r.first_read) {
+            st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
+            goto done;
+        }
+        pass_needs(d, r.uni, r.spill, r.ph, 0, r.first_read);
+    }
 
     LLVMTypeRef params[6] = {l->ptr, l->ptr, l->ptr, l->i64, l->i64, l->ptr};
     r.fn = LLVMAddFunction(l->mod, name, LLVMFunctionType(LLVMVoidTypeInContext(l->ctx), params, 6, 0));
@@ -1156,6 +1283,8 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         for (int32_t i = 0; i < d->ninst; i++)
             if (d->inst[i].kind == JIT_REDUCE) {
                 r.accset[u][i] = new_alloca(&r, jit_em_vec(l, acc_scalar(&r, &d->inst[i])));
+                if (r.acc32set[u] && blocked_sum(d, &d->inst[i]))
+                    r.acc32set[u][i] = new_alloca(&r, jit_em_vec(l, l->f32));
                 if (is_arg((ir_op)d->inst[i].op))
                     r.acciset[u][i] = new_alloca(&r, jit_em_vec(l, l->i64));
             }
@@ -1173,6 +1302,8 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         for (int j = 0; j < r.nslots; j++)
             zero[j] = jit_em_i64(l, 0);
         add_offsets(&r, r.kbase, zero, lt.i, 0, r.nk);
+        if (r.knext)
+            add_offsets(&r, r.knext, zero, LLVMBuildAdd(b, lt.i, jit_em_i64(l, 1), ""), 0, r.nk);
         ir_free(zero);
         r.vpos = jit_em_i64(l, 0);
         emit_row(&r, mode, sb, se, ib, ie, npieces, partial, lt.i);
@@ -1283,7 +1414,10 @@ done:
     for (int u = 0; u < UNROLL; u++) {
         ir_free(r.accset[u]);
         ir_free(r.acciset[u]);
+        ir_free(r.acc32set[u]);
     }
     ir_free(r.spill);
+    ir_free(r.knext);
+    ir_free(r.first_read);
     return st;
 }

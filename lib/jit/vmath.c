@@ -223,6 +223,7 @@ typedef struct em {
     LLVMTypeRef ie, it; /* integer of the same size: element, value */
     int mant, bias;     /* 23, 127 or 52, 1023 */
     bool avx512;        /* the host has AVX-512 F and VL: vrcp14, vscalef (x86_lanewise) */
+    val nint, nf;       /* exp_core's last n, and the same n as a float */
 } em;
 
 static LLVMTypeRef
@@ -628,7 +629,8 @@ static val
 scale2(em *e, val y, val n)
 {
     if (e->avx512) { /* vscalef: y 2^n rounded once, inf and subnormals as IEEE multiplies */
-        val args[2] = {y, itof(e, n)};
+        /* n as a float: exp_core's, when n is its integer (no conversion back) */
+        val args[2] = {y, e->nf && n == e->nint ? e->nf : itof(e, n)};
         return x86_lanewise(e, "mask.scalef", true, args, 2);
     }
     val n1 = iashr(e, n, 1);
@@ -668,6 +670,8 @@ exp_core(em *e, val x, val xlo, val *n)
     bool d = e->dbl;
     val kf;
     *n = magic_int(e, fma_(e, x, K(e, d ? LOG2E_HI_F64 : LOG2E_HI_F32), K(e, magic(e))), &kf);
+    e->nint = *n; /* scale2(p, n) passes kf to vscalef as it is */
+    e->nf = kf;
     val nk = neg(e, kf);
     val rh = fma_(e, nk, K(e, d ? LN2_HI_F64 : LN2_HI_F32), x);
     val rl = fma_(e, nk, K(e, d ? LN2_LO_F64 : LN2_LO_F32), xlo ? xlo : K(e, 0));

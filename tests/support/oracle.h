@@ -29,11 +29,16 @@
  *         mean), n the reduced count and ulp the spacing of the output dtype at
  *         max(|got|, |want|).  When absum[i] is 0 every reduced element is ±0 (or there
  *         are none), the result is exact in any order and the bytes must match;
+ *         For an f32 output, SUM also allows TS_SUM_F32_BLOCK_ROUNDINGS * 2^-24 * absum[i]:
+ *         compiled f32 sums add blocks of elements in f32 before carrying them in f64;
  *  SUM32  as SUM with 2^-24 for 2^-52: a sum carried in f32 (a compiled f32 matmul);
  *  PROD   |got - want| <= n * 2^-52 * |want| + ulps * ulp; a zero result (whose sign is
  *         the product of the signs in any order) must match byte for byte;
  *  ULPS   |got - want| <= ulps * ulp + abs (ulp as for SUM);
  *  SKIP   not compared. */
+/* f32 roundings a compiled f32 sum may add to each term: JIT_SUM_BLOCK - 1 (lib/jit/jit.h). */
+#define TS_SUM_F32_BLOCK_ROUNDINGS 7
+
 typedef enum ts_tol_kind {
     TS_TOL_EXACT,
     TS_TOL_SUM,

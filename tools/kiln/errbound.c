@@ -21,7 +21,9 @@
  *                           may flip when the operands are within their E of each other
  *   reduce_sum, mean        sum E + 2 gamma(n-1, 2^-53)(sum |x| + sum E), + 1 ULP of the
  *                           result (f32 sums accumulate in f64, kernels in any order:
- *                           ops.def), / n for the mean
+ *                           ops.def), / n for the mean; f32 sums also gamma(B-1, 2^-24)
+ *                           (sum |x| + sum E): kernels add blocks of B = JIT_SUM_BLOCK
+ *                           elements in f32 first
  *   matmul                  the change of sum |a||b| when |a|, |b| grow by their E, +
  *                           (gamma(k, u) + 3 gamma(k, 2^-53)) sum |a||b| + 1 ULP: u is the
  *                           output dtype's, so the bound also holds for kernels that
@@ -563,6 +565,8 @@ reduction(const kiln_graph *g, const ir_node *nd, nstate *ns, size_t n, double *
         }
         const double *sa = s0, *se = s1;
         double gam = 2 * gamma_n(cnt - 1, U64); /* kernel and interpreter */
+        if (t == KILN_DTYPE_F32) /* the kernels' f32 blocks */
+            gam += gamma_n(fmin(cnt, JIT_SUM_BLOCK) - 1, 0x1p-24);
         for (size_t i = 0; i < n; i++) {
             double ei = se ? se[i] : 0;
             double b = ei + gam * (sa[i] + ei);
