@@ -1183,6 +1183,14 @@ static const char big_softmax_text[] =
     "  m = reduce_max(x, axes=[1], keepdim=true)\n  d = sub(x, m)\n  e = exp(d)\n"
     "  s = reduce_sum(e, axes=[1], keepdim=true)\n  y = div(e, s)\n}\n";
 
+/* Reductions over axis 0 long enough to be split along the reduced rows (run.c's columns
+ * pieces): 100 columns are 6 vectors (a block) and a 4-lane tail at 512 bits. */
+static const char big_colsum_text[] =
+    "graph cs(x: f32[3001,100]) -> (s: f32[100], m: f32[1,100], a: i64[100]) {\n"
+    "  s = reduce_sum(x, axes=[0])\n  m = reduce_mean(x, axes=[0], keepdim=true)\n"
+    "  a = argmax(x, axes=[0])\n}\n";
+#define NTHREADS_GRAPHS 3
+
 /* x: values in [-1, 1) with the max 2 at three places (argmax: the first) and the min -2
  * at two; z: x with NaNs at two places (argmax and min: the first NaN).  No Check calls
  * here: the child runs outside any test. */
@@ -1221,7 +1229,7 @@ threads_inputs(const kiln_graph *g, ts_bufs *in, int which)
 static int
 threads_child(const char *path)
 {
-    const char *texts[2] = {big_reduce_text, big_softmax_text};
+    const char *texts[NTHREADS_GRAPHS] = {big_reduce_text, big_softmax_text, big_colsum_text};
     FILE *f = fopen(path, "wb");
     if (!f)
         return 2;
@@ -1230,7 +1238,7 @@ threads_child(const char *path)
     int32_t threads = st.threads;
     fwrite(&threads, sizeof threads, 1, f);
     for (int m = 0; m < 2; m++)
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < NTHREADS_GRAPHS; k++) {
             kiln_graph *g = NULL;
             if (kiln_graph_parse(texts[k], strlen(texts[k]), &g) != KILN_OK)
                 return 3;
@@ -1276,18 +1284,24 @@ START_TEST(test_threads_bit_identical)
     ts_threads_children("reduce", bytes, len);
     /* and the results are the reference's, within the bounds */
     size_t off = 4;
-    const char *texts[2] = {big_reduce_text, big_softmax_text};
+    const char *texts[NTHREADS_GRAPHS] = {big_reduce_text, big_softmax_text, big_colsum_text};
     for (int m = 0; m < 2; m++)
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < NTHREADS_GRAPHS; k++) {
             kiln_graph *g = ts_parse(texts[k]);
             ts_bufs in = {0}, want = {0};
             ck_assert(threads_inputs(g, &in, k));
             char *err = ts_run_mode(g, KILN_MODE_INTERP, &in, &want, 0x5a);
             ck_assert_msg(err == NULL, "%s", err);
-            double absum = 0;
+            double absum = 0, colabs[100] = {0}, colmean[100];
             if (k == 0)
                 for (size_t i = 0; i < BIG_N; i++)
                     absum += fabs((double)((float *)in.buf[0])[i]);
+            if (k == 2) {
+                for (size_t i = 0; i < (size_t)3001 * 100; i++)
+                    colabs[i % 100] += fabs((double)((float *)in.buf[0])[i]);
+                for (int c = 0; c < 100; c++)
+                    colmean[c] = colabs[c] / 3001;
+            }
             for (int i = 0; i < want.n; i++) {
                 kiln_value_info vi;
                 kiln_graph_output(g, i, &vi);
@@ -1297,14 +1311,17 @@ START_TEST(test_threads_bit_identical)
                 ts_tol tol = {TS_TOL_EXACT, 0, 0, 0, NULL};
                 if (k == 1)
                     tol = (ts_tol){TS_TOL_ULPS, 24, 0, 0, NULL};
-                else if (i == 0)
+                else if (k == 2 && i < 2) /* the column sums and means: the sum rule */
+                    tol = (ts_tol){TS_TOL_SUM, 1, 0, 3001, i ? colmean : colabs};
+                else if (k == 0 && i == 0)
                     tol = (ts_tol){TS_TOL_SUM, 1, 0, BIG_N, NULL};
                 double a1 = absum * (1 + 0x1p-40);
                 if (k == 0 && i == 0)
                     tol.absum = &a1;
                 char what[64];
-                snprintf(what, sizeof what, "%s %s output %d", m ? "eager" : "fused",
-                         k ? "softmax" : "full reduction", i);
+                static const char *const names[NTHREADS_GRAPHS] = {"full reduction", "softmax",
+                                                                   "column reductions"};
+                snprintf(what, sizeof what, "%s %s output %d", m ? "eager" : "fused", names[k], i);
                 size_t bad = ts_compare(stderr, what, vi.dtype, vi.count, bytes[0] + off,
                                         want.buf[i], &tol);
                 ck_assert_msg(bad == 0, "%s: %zu elements differ from the reference", what, bad);

@@ -78,6 +78,9 @@ typedef struct rk {
     bool *first_read;   /* per inst: a load the first pass's body reads (prefetched) */
     int prefetch_pass;  /* rows: the pass whose full vectors prefetch the next row (-1 none) */
     bool prefetch;      /* the body being emitted prefetches */
+    /* cols kernels split along the reduced dims (partial_bytes > 0): the mode, this piece's
+     * reduced range and index, the piece count, the partials, vectors per kept row */
+    LLVMValueRef mode, rb, re, q, np, partial, nvr;
 } rk;
 
 /* Full vectors per iteration of a pass that reduces cheap values: independent
@@ -786,7 +789,7 @@ emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMV
     if (r->cols) {
         /* every reduced element, one vector of columns at a time */
         cloop lr;
-        loop_open(r, &lr, jit_em_i64(l, 0), r->count, "col.pass");
+        loop_open(r, &lr, r->rb, r->re, "col.pass");
         r->rflat = lr.i;
         add_offsets(r, r->cur, r->kbase, lr.i, r->nk, r->R);
         r->mask = r->tilemask;
@@ -1074,6 +1077,27 @@ emit_row(rk *r, LLVMValueRef mode, LLVMValueRef sb, LLVMValueRef se, LLVMValueRe
     row_stores(r);
 }
 
+/* One tile of W columns at column c of kept row krow (cols).  A split kernel's partials are
+ * per vector of columns: vector krow * nvr + c / W, piece q at (vector * np + q). */
+static void
+emit_tile(rk *r, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMValueRef ie,
+          LLVMValueRef krow, LLVMValueRef c)
+{
+    jit_em *l = r->l;
+    LLVMBuilderRef b = l->b;
+    LLVMValueRef row = krow, part = r->partial;
+    if (r->partial_bytes) {
+        row = LLVMBuildAdd(b, LLVMBuildMul(b, krow, r->nvr, ""),
+                           LLVMBuildUDiv(b, c, jit_em_i64(l, l->W), ""), "");
+        LLVMValueRef o = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, row, r->np, ""), r->q, ""),
+                                      jit_em_i64(l, (int64_t)r->partial_bytes), "");
+        LLVMValueRef mine = LLVMBuildGEP2(b, l->i8, r->partial, &o, 1, "");
+        part = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, r->mode, jit_em_i64(l, 1), ""),
+                               mine, r->partial, "");
+    }
+    emit_row(r, r->mode, sb, se, ib, ie, r->np, part, row);
+}
+
 /* Columns kernels whose reductions all read the first pass and that store nothing over
  * the space reduce a block of up to COL_BLOCK vectors of columns at once: the reduced
  * dims outside, the vectors inside, the accumulators in an array in L1.  A reduced row's
@@ -1112,7 +1136,8 @@ block_accs(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef v)
 
 /* One block of nv vectors of columns from column c. */
 static void
-emit_block(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef c, LLVMValueRef nv)
+emit_block(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef c, LLVMValueRef nv,
+           LLVMValueRef vi0)
 {
     const jit_kdesc *d = r->d;
     jit_em *l = r->l;
@@ -1125,13 +1150,33 @@ emit_block(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef c, LLVMVal
     r->acciset[0] = cur_seti;
     r->tilemask = NULL;
     r->mask = NULL;
+    /* split kernels: mode 2 takes the accumulators from the pieces, mode 1 writes them */
+    LLVMBasicBlockRef from = NULL, fin = NULL, wr = NULL, done = NULL;
+    LLVMValueRef pb = jit_em_i64(l, (int64_t)r->partial_bytes);
+    if (r->partial_bytes) {
+        from = block(r, "block.from.pieces");
+        fin = block(r, "block.finish.pieces");
+        wr = block(r, "block.write.pieces");
+        done = block(r, "block.done.pieces");
+        LLVMBasicBlockRef own = block(r, "block.reduce");
+        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, r->mode, jit_em_i64(l, 2), ""), from, own);
+        LLVMPositionBuilderAtEnd(b, from);
+        cloop lp;
+        loop_open(r, &lp, jit_em_i64(l, 0), nv, "block.pieces");
+        block_accs(r, arr, arri, lp.i);
+        LLVMValueRef o = LLVMBuildMul(b, LLVMBuildMul(b, LLVMBuildAdd(b, vi0, lp.i, ""), r->np, ""), pb, "");
+        load_partials(r, LLVMBuildGEP2(b, l->i8, r->partial, &o, 1, ""), r->np);
+        loop_close(r, &lp);
+        LLVMBuildBr(b, fin);
+        LLVMPositionBuilderAtEnd(b, own);
+    }
     cloop lv;
     loop_open(r, &lv, jit_em_i64(l, 0), nv, "block.init");
     block_accs(r, arr, arri, lv.i);
     init_accs(r, 0);
     loop_close(r, &lv);
     cloop lr;
-    loop_open(r, &lr, jit_em_i64(l, 0), r->count, "block.pass");
+    loop_open(r, &lr, r->rb, r->re, "block.pass");
     r->rflat = lr.i;
     add_offsets(r, r->cur, r->kbase, lr.i, r->nk, r->R);
     cloop lv2;
@@ -1142,6 +1187,19 @@ emit_block(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef c, LLVMVal
     pass_body(r, 0);
     loop_close(r, &lv2);
     loop_close(r, &lr);
+    if (r->partial_bytes) {
+        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, r->mode, jit_em_i64(l, 1), ""), wr, fin);
+        LLVMPositionBuilderAtEnd(b, wr);
+        cloop lw;
+        loop_open(r, &lw, jit_em_i64(l, 0), nv, "block.write");
+        block_accs(r, arr, arri, lw.i);
+        LLVMValueRef ix = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, vi0, lw.i, ""), r->np, ""), r->q, "");
+        LLVMValueRef o = LLVMBuildMul(b, ix, pb, "");
+        store_partial(r, LLVMBuildGEP2(b, l->i8, r->partial, &o, 1, ""));
+        loop_close(r, &lw);
+        LLVMBuildBr(b, done);
+        LLVMPositionBuilderAtEnd(b, fin);
+    }
     cloop lf;
     loop_open(r, &lf, jit_em_i64(l, 0), nv, "block.finish");
     r->vpos = LLVMBuildAdd(b, c, LLVMBuildMul(b, lf.i, jit_em_i64(l, l->W), ""), "");
@@ -1152,6 +1210,10 @@ emit_block(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef c, LLVMVal
         row_values(r, p);
     row_stores(r);
     loop_close(r, &lf);
+    if (r->partial_bytes) {
+        LLVMBuildBr(b, done);
+        LLVMPositionBuilderAtEnd(b, done);
+    }
     r->accset[0] = saved;
     r->acciset[0] = savedi;
     use_set(r, 0);
@@ -1162,7 +1224,7 @@ emit_block(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef c, LLVMVal
 size_t
 jit_reduce_partial_bytes(const jit_kdesc *d)
 {
-    if (d->kind != JIT_KERNEL_REDUCTION || d->lanes_kept)
+    if (d->kind != JIT_KERNEL_REDUCTION)
         return 0;
     int W = jit_host_info()->vector_bits / 32;
     bool *uni = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
@@ -1171,7 +1233,10 @@ jit_reduce_partial_bytes(const jit_kdesc *d)
     /* each piece reduces, and stores, its own range of the row */
     if (uni && ph) {
         analyse(d, uni, ph);
-        if (first_pass_only(d, ph))
+        bool ok = first_pass_only(d, ph);
+        for (int32_t k = 0; d->lanes_kept && k < d->nstores; k++)
+            ok &= d->store_cls[k] == JIT_ST_ROW; /* cols: as cols_blockable */
+        if (ok)
             for (int32_t i = 0; i < d->ninst; i++)
                 if (d->inst[i].kind == JIT_REDUCE)
                     bytes += acc_bytes(W, d, &d->inst[i]);
@@ -1278,6 +1343,13 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     LLVMValueRef ib = LLVMBuildSelect(b, piece, aux[3], jit_em_i64(l, 0), "");
     LLVMValueRef ie = LLVMBuildSelect(b, piece, aux[4], r.inner, "");
     LLVMValueRef npieces = aux[5], partial = aux[6];
+    /* cols: the reduced range (mode 1: a piece's), the piece, the partials */
+    r.mode = mode;
+    r.rb = LLVMBuildSelect(b, piece, aux[3], jit_em_i64(l, 0), "");
+    r.re = LLVMBuildSelect(b, piece, aux[4], r.count, "");
+    r.q = aux[1];
+    r.np = npieces;
+    r.partial = partial;
     r.scratch = jit_em_arg(l, l->ptr, paux, 7, "");
     for (int u = 0; u < UNROLL; u++)
         for (int32_t i = 0; i < d->ninst; i++)
@@ -1312,6 +1384,9 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         /* kept elements [begin, end) walked as the elementwise kernel walks its space: row
          * by row of the last kept dim, W columns at a time, the tail under a mask */
         LLVMValueRef kin = r.dims[r.nk - 1];
+        /* vectors of columns per kept row: a split kernel's partials are per vector, its
+         * calls cover whole kept rows (run.c), so vectors start at multiples of W */
+        r.nvr = LLVMBuildUDiv(b, LLVMBuildAdd(b, kin, jit_em_i64(l, l->W - 1), ""), jit_em_i64(l, l->W), "");
         LLVMValueRef pos = new_alloca(&r, l->i64);
         LLVMBuildStore(b, pbegin, pos);
         LLVMBasicBlockRef rowh = block(&r, "krow"), rowb = block(&r, "krow.body"),
@@ -1365,7 +1440,9 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
             nvec = LLVMBuildSelect(b, big, jit_em_i64(l, COL_BLOCK), nvec, "");
             LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, nvec, jit_em_i64(l, 0), ""), bb, bd);
             LLVMPositionBuilderAtEnd(b, bb);
-            emit_block(&r, arr, arri, c0, nvec);
+            LLVMValueRef vi0 = LLVMBuildAdd(b, LLVMBuildMul(b, krow, r.nvr, ""),
+                                            LLVMBuildUDiv(b, c0, jit_em_i64(l, l->W), ""), "");
+            emit_block(&r, arr, arri, c0, nvec, vi0);
             LLVMBuildStore(b, LLVMBuildAdd(b, c0, LLVMBuildMul(b, nvec, jit_em_i64(l, l->W), ""), ""), cvar);
             LLVMBuildBr(b, bh);
             LLVMPositionBuilderAtEnd(b, bd);
@@ -1383,7 +1460,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         LLVMPositionBuilderAtEnd(b, tb);
         r.vpos = c;
         r.tilemask = NULL;
-        emit_row(&r, mode, sb, se, ib, ie, npieces, partial, krow);
+        emit_tile(&r, sb, se, ib, ie, krow, c);
         LLVMBuildStore(b, cn, cvar);
         LLVMBuildBr(b, th);
         LLVMPositionBuilderAtEnd(b, tc);
@@ -1392,7 +1469,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         LLVMPositionBuilderAtEnd(b, tt);
         r.vpos = c;
         r.tilemask = jit_em_first_lanes(l, rest);
-        emit_row(&r, mode, sb, se, ib, ie, npieces, partial, krow);
+        emit_tile(&r, sb, se, ib, ie, krow, c);
         LLVMBuildBr(b, tn);
         LLVMPositionBuilderAtEnd(b, tn);
         LLVMBuildStore(b, LLVMBuildAdd(b, ps, seg, ""), pos);

@@ -77,6 +77,58 @@ run_piece(void *ctx, int64_t i)
 #define PIECE_LEN ((int64_t)1 << 16)
 #define MAX_PIECES 64
 
+/* A columns kernel (a sum over axis 0) whose reduced extent is at least COL_SPLIT_MIN and
+ * whose work is at least SMALL_BYTES is split along the reduced dims into pieces of
+ * COL_PIECE_LEN reduced rows (at most MAX_PIECES; the count depends on the sizes alone),
+ * each reducing every kept column over its own rows into partials, then combined in piece
+ * order.  Each thread then streams whole contiguous blocks of rows; split by columns
+ * instead, two threads each read half of every row, a new page every 2 KiB for colsum's
+ * f32[4096,1024], and the rows of a thread slowed by another process held up the run. */
+#define COL_SPLIT_MIN ((int64_t)1 << 10)
+#define COL_PIECE_LEN ((int64_t)256)
+
+/* Piece i of a split columns kernel: every kept element, reduced rows of piece i. */
+static void
+run_col_piece(void *ctx, int64_t i)
+{
+    const krun *r = ctx;
+    jit_raux a = r->aux;
+    a.mode = 1;
+    a.sub_begin = i;
+    a.in_begin = i * r->per;
+    a.in_end = a.in_begin + r->per < r->nsub ? a.in_begin + r->per : r->nsub;
+    r->fn(r->ptrs, r->strides, r->dims, 0, r->total, &a);
+}
+
+static kiln_status
+run_col_split(const jit_step *s, krun *r, int threads)
+{
+    int64_t np = (s->rlen + COL_PIECE_LEN - 1) / COL_PIECE_LEN;
+    if (np > MAX_PIECES)
+        np = MAX_PIECES;
+    r->per = (s->rlen + np - 1) / np;
+    np = (s->rlen + r->per - 1) / r->per;
+    r->nsub = s->rlen; /* the reduced extent, for run_col_piece */
+    int64_t kin = s->dims[s->desc.rank - s->desc.nred - 1], W = jit_host_info()->vector_bits / 32;
+    int64_t nvec = kin ? s->rows / kin * ((kin + W - 1) / W) : 0;
+    size_t total = (size_t)nvec * (size_t)np * s->partial_bytes;
+    r->partial = aligned_alloc(64, (total + 63) & ~(size_t)63);
+    if (!r->partial)
+        return ir_error(KILN_ERR_NOMEM, "kiln_program_run: out of memory (%zu bytes of partial sums)",
+                        total);
+    r->aux.npieces = np;
+    r->aux.partial = r->partial;
+    jit_pool_run(run_col_piece, r, np);
+    /* combine: whole kept rows per chunk, so vectors of columns start where the pieces' did */
+    r->aux.mode = 2;
+    int64_t krows = kin ? s->rows / kin : 0;
+    int64_t per = threads > 1 ? (krows + 4 * threads - 1) / (4 * threads) : krows;
+    r->chunk = (per > 0 ? per : 1) * kin;
+    jit_pool_run(run_chunk, r, (r->total + r->chunk - 1) / r->chunk);
+    free(r->partial);
+    return KILN_OK;
+}
+
 static kiln_status
 run_reduction(const jit_step *s, void *const *ptrs)
 {
@@ -88,7 +140,9 @@ run_reduction(const jit_step *s, void *const *ptrs)
     r.total = s->rows;
     size_t bytes = (size_t)s->rows * (size_t)s->rlen * (s->bytes_per_elem ? s->bytes_per_elem : 1);
     int threads = bytes < SMALL_BYTES ? 1 : jit_pool_threads();
-    if (s->partial_bytes && s->rlen >= SPLIT_MIN) {
+    if (s->desc.lanes_kept && s->partial_bytes && s->rlen >= COL_SPLIT_MIN && bytes >= SMALL_BYTES)
+        return run_col_split(s, &r, threads);
+    if (!s->desc.lanes_kept && s->partial_bytes && s->rlen >= SPLIT_MIN) {
         int64_t nsub = s->rinner ? s->rlen / s->rinner : 0;
         int64_t units = nsub > 1 ? nsub : s->rinner;
         int64_t np = (s->rlen + PIECE_LEN - 1) / PIECE_LEN;
