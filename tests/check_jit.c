@@ -1031,6 +1031,102 @@ plan_steps(kiln_program *p)
     return steps;
 }
 
+/* A wide, shallow graph (the shape of tests/bench/wide_graph.py, smaller and of exact ops
+ * only): 8 inputs squared, then 4 layers of 150 ops of two nodes of the layer before, the
+ * last layer summed in groups of 10 into 15 outputs.  Its ops join their operands' kernels,
+ * so unbounded they would make kernels of hundreds of ops holding hundreds of values until
+ * the end of the body (LLVM's time grows faster than linearly with them).  The planner
+ * ends a kernel at its bound on such values (lib/jit/plan.h), names that bound in the plan,
+ * and the result still matches the interpreter bit for bit, fused and eager. */
+START_TEST(test_wide_graph_bounded)
+{
+    enum { NIN = 8, LAYERS = 4, WIDTH = 150, GROUP = 10, NOUT = WIDTH / GROUP };
+    static const char *const ops[5] = {"add", "mul", "sub", "max", "min"};
+    size_t cap = 4096 + (size_t)(LAYERS + 1) * WIDTH * 64, n = 0;
+    char *t = malloc(cap);
+    ck_assert_ptr_nonnull(t);
+    int len = lanes() * 3 + 1;
+    n += (size_t)snprintf(t + n, cap - n, "graph wide(");
+    for (int i = 0; i < NIN; i++)
+        n += (size_t)snprintf(t + n, cap - n, "%sx%d: f32[%d]", i ? ", " : "", i, len);
+    n += (size_t)snprintf(t + n, cap - n, ") -> (");
+    for (int j = 0; j < NOUT; j++)
+        n += (size_t)snprintf(t + n, cap - n, "%sy%d: f32[%d]", j ? ", " : "", j, len);
+    n += (size_t)snprintf(t + n, cap - n, ") {\n");
+    for (int i = 0; i < NIN; i++)
+        n += (size_t)snprintf(t + n, cap - n, "  h%d = mul(x%d, x%d)\n", i, i, i);
+    uint64_t r = 0x10;
+    for (int l = 0; l < LAYERS; l++)
+        for (int j = 0; j < WIDTH; j++) {
+            r = r * 6364136223846793005u + 1442695040888963407u;
+            unsigned a = (unsigned)(r >> 33), b = (unsigned)(r >> 45);
+            if (l == 0) /* two different squares */
+                n += (size_t)snprintf(t + n, cap - n, "  v0_%d = %s(h%u, h%u)\n", j, ops[a % 5],
+                                      a % NIN, (a % NIN + 1 + b % (NIN - 1)) % NIN);
+            else /* the first operand walks a permutation of the layer before (7 and 150
+                  * are coprime), so every node is read */
+                n += (size_t)snprintf(t + n, cap - n, "  v%d_%d = %s(v%d_%d, v%d_%u)\n", l, j,
+                                      ops[a % 5], l - 1, (7 * j + l) % WIDTH, l - 1, b % WIDTH);
+        }
+    for (int k = 0; k < NOUT; k++)
+        for (int i = 1; i < GROUP; i++) {
+            char sum[16];
+            snprintf(sum, sizeof sum, i == GROUP - 1 ? "y%d" : "s%d_%d", k, i);
+            if (i == 1)
+                n += (size_t)snprintf(t + n, cap - n, "  %s = add(v%d_%d, v%d_%d)\n", sum,
+                                      LAYERS - 1, k * GROUP, LAYERS - 1, k * GROUP + 1);
+            else
+                n += (size_t)snprintf(t + n, cap - n, "  %s = add(s%d_%d, v%d_%d)\n", sum, k, i - 1,
+                                      LAYERS - 1, k * GROUP + i);
+        }
+    n += (size_t)snprintf(t + n, cap - n, "}\n");
+    ck_assert_uint_lt(n, cap);
+    kiln_graph *g = ts_parse(t);
+    free(t);
+
+    /* the plan: several kernels, each storing no more values than the bound it names */
+    kiln_program *p;
+    kiln_options o = {.mode = KILN_MODE_FUSED};
+    ck_assert_int_eq(kiln_program_compile(g, &o, &p), KILN_OK);
+    char *plan = NULL;
+    size_t plen = 0;
+    FILE *f = open_memstream(&plan, &plen);
+    ck_assert_int_eq(kiln_program_dump(p, "plan", f), KILN_OK);
+    fclose(f);
+    kiln_program_free(p);
+    const char *lim = strstr(plan, "(kernel size limit: ");
+    int bound = 0, kernels = 0;
+    if (!lim || sscanf(lim, "(kernel size limit: %d computed values still needed", &bound) != 1)
+        fprintf(stderr, "---- plan\n%s", plan);
+    ck_assert_msg(bound > 0, "no kernel ends at the bound on live values (plan on stderr)");
+    for (const char *s = plan; (s = strstr(s, " instructions\n")) != NULL; s++) {
+        const char *line = s;
+        while (line > plan && line[-1] != '\n')
+            line--;
+        int loads, stores;
+        ck_assert_int_eq(sscanf(line, "%*d elements, rank %*d, %d loads, %d stores", &loads, &stores),
+                         2);
+        if (stores > bound)
+            fprintf(stderr, "---- plan\n%s", plan);
+        ck_assert_msg(stores <= bound,
+                      "a kernel stores %d values, more than its bound %d (plan on stderr)", stores,
+                      bound);
+        kernels++;
+    }
+    ck_assert_int_gt(kernels, 1);
+    free(plan);
+
+    inputs in = {0};
+    inputs_random(g, 0x5101, true, &in);
+    rule rules[NOUT];
+    for (int j = 0; j < NOUT; j++)
+        rules[j] = (rule){.nan = NAN_ANY};
+    check_both(g, &in, rules, "wide graph");
+    inputs_free(&in);
+    kiln_graph_free(g);
+}
+END_TEST
+
 START_TEST(test_fusion_counts)
 {
     kiln_graph *g = parsef(
@@ -2009,6 +2105,7 @@ jit_suite(void)
     tcase_add_test(tc, test_movement);
     tcase_add_test(tc, test_fusion_counts);
     tcase_add_test(tc, test_long_chain);
+    tcase_add_test(tc, test_wide_graph_bounded);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("random");

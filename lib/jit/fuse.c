@@ -414,6 +414,103 @@ fits(planner *p, int32_t c, int32_t n, uint8_t *role)
     return true;
 }
 
+/* ---- bounds on one kernel ------------------------------------------------------------ */
+
+/* Values of cluster c still needed once node n is computed: its members that a later node
+ * reads, and its outputs. */
+static int32_t
+live_after(const planner *p, int32_t c, int32_t n)
+{
+    const cluster *cl = &p->cl[c];
+    int32_t live = 0;
+    for (int32_t i = 0; i < cl->nmembers; i++)
+        live += p->ni[cl->members[i]].stored || p->ni[cl->members[i]].last_reader > n;
+    return live;
+}
+
+enum { ROOM_OK, ROOM_OPS, ROOM_LIVE };
+
+/* Has cluster c room for node n and the pending operands that would be computed with it,
+ * within KERNEL_MAX_OPS and KERNEL_MAX_LIVE? */
+static int
+room(const planner *p, int32_t c, int32_t n)
+{
+    const ir_node *nd = &p->g->nodes[n];
+    int32_t ops = 1, live = p->ni[n].last_reader > n;
+    for (int k = 0; k < nd->nin; k++) {
+        int32_t u = nd->in[k];
+        bool again = false;
+        for (int j = 0; j < k; j++)
+            again |= nd->in[j] == u;
+        if (p->ni[u].pending && !again) {
+            ops++;
+            live += p->ni[u].last_reader > n;
+        }
+    }
+    if (p->cl[c].nmembers + ops > KERNEL_MAX_OPS)
+        return ROOM_OPS;
+    if (live_after(p, c, n) + live > KERNEL_MAX_LIVE)
+        return ROOM_LIVE;
+    return ROOM_OK;
+}
+
+/* Would node n in cluster c keep the steps acyclic: no operand of n outside c depends on c
+ * (else c -> operand -> c)? */
+static bool
+joins_acyclic(const planner *p, int32_t c, int32_t n)
+{
+    const ir_node *nd = &p->g->nodes[n];
+    for (int k = 0; k < nd->nin; k++) {
+        int32_t w = nd->in[k];
+        if (!(p->ni[w].cls == C_ELEM && p->ni[w].cluster == c) && p->ni[w].lastdep >= c)
+            return false;
+    }
+    return true;
+}
+
+/* Why operand u of node n, computed in another kernel than n, is stored there. */
+static void
+boundary_why(planner *p, int32_t u, int32_t n, bool eager, char *buf, size_t len)
+{
+    IR_ASSERT(p->ni[u].cluster >= 0);
+    int32_t c = p->ni[u].cluster;
+    const cluster *cl = &p->cl[c];
+    uint8_t role;
+    const char *why = "fusing would create a cycle";
+    char lim[96];
+    int r = room(p, c, n);
+    if (eager)
+        why = "eager mode: one kernel per op";
+    else if (!fits(p, c, n, &role))
+        why = cl->reduce && long_rows(cl)
+                  ? "rows too long for the caches: one pass per kernel, split over the threads"
+                  : "it does not fit that kernel's iteration space";
+    else if (r == ROOM_OPS) {
+        snprintf(lim, sizeof lim, "kernel size limit: %d ops", KERNEL_MAX_OPS);
+        why = lim;
+    } else if (r == ROOM_LIVE) {
+        snprintf(lim, sizeof lim, "kernel size limit: %d computed values still needed",
+                 KERNEL_MAX_LIVE);
+        why = lim;
+    }
+    snprintf(buf, len, "%s %%%d is in another kernel (%s)", ir_ops[p->g->nodes[n].op].name,
+             (int)n, why);
+}
+
+/* Operands of node n (in cluster join) computed in other clusters are stored by them. */
+static void
+store_operands(planner *p, int32_t n, int32_t join, bool eager)
+{
+    const ir_node *nd = &p->g->nodes[n];
+    for (int k = 0; k < nd->nin; k++) {
+        nodeinfo *u = &p->ni[nd->in[k]];
+        if (u->cls == C_ELEM && u->cluster >= 0 && u->cluster != join && !u->stored) {
+            u->stored = true;
+            boundary_why(p, nd->in[k], n, eager, u->why, sizeof u->why);
+        }
+    }
+}
+
 /* ---- classification and clustering --------------------------------------------------- */
 
 kiln_status
@@ -421,6 +518,11 @@ jit_fuse(planner *p)
 {
     const kiln_graph *g = p->g;
     bool eager = p->mode == KILN_MODE_EAGER;
+    for (int32_t n = 0; n < g->nnodes; n++)
+        for (int k = 0; k < g->nodes[n].nin; k++)
+            p->ni[g->nodes[n].in[k]].last_reader = n; /* nodes are in order: the last wins */
+    for (int32_t i = 0; i < g->noutputs; i++)
+        p->ni[g->outputs[i].node].last_reader = INT32_MAX;
     for (int32_t n = 0; n < g->nnodes; n++) {
         const ir_node *nd = &g->nodes[n];
         nodeinfo *ni = &p->ni[n];
@@ -567,23 +669,9 @@ jit_fuse(planner *p)
         }
         if (!eager) {
             for (int k = 0; k < nscan && join < 0; k++) {
-                int32_t u = nd->in[k];
-                if (p->ni[u].cls != C_ELEM || p->ni[u].cluster < 0 ||
-                    p->cl[p->ni[u].cluster].root_copy >= 0 ||
-                    p->cl[p->ni[u].cluster].nmembers >= MAX_CLUSTER_OPS ||
-                    !fits(p, p->ni[u].cluster, n, &role))
-                    continue;
-                int32_t c = p->ni[u].cluster;
-                bool safe = true;
-                for (int m = 0; m < nd->nin && safe; m++) {
-                    int32_t w = nd->in[m];
-                    if (p->ni[w].cls == C_ELEM && p->ni[w].cluster == c)
-                        continue;
-                    /* w must not depend on cluster c (else c -> w -> c would be a cycle) */
-                    if (p->ni[w].lastdep >= c)
-                        safe = false;
-                }
-                if (safe)
+                int32_t u = nd->in[k], c = p->ni[u].cluster;
+                if (p->ni[u].cls == C_ELEM && c >= 0 && p->cl[c].root_copy < 0 &&
+                    fits(p, c, n, &role) && room(p, c, n) == ROOM_OK && joins_acyclic(p, c, n))
                     join = c;
             }
         }
@@ -596,6 +684,9 @@ jit_fuse(planner *p)
         if (red && !p->cl[join].reduce)
             make_reduce(&p->cl[join], nd->at.axes);
         ni->role = role;
+        /* operands in other clusters are stored by them; why, judged before the pending
+         * operands below join (room() counted them) */
+        store_operands(p, n, join, eager);
         /* pending operands that fit are computed in this kernel (the safety check above saw
          * their lastdep, and a new cluster is newer than all of them); others get kernels of
          * their own */
@@ -628,25 +719,7 @@ jit_fuse(planner *p)
             return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
         if (join > ni->lastdep)
             ni->lastdep = join;
-        /* operands in other clusters are stored by them */
-        for (int k = 0; k < nd->nin; k++) {
-            int32_t u = nd->in[k];
-            if (p->ni[u].cls == C_ELEM && p->ni[u].cluster != join && !p->ni[u].stored) {
-                p->ni[u].stored = true;
-                snprintf(p->ni[u].why, sizeof p->ni[u].why, "%s %%%d is in another kernel (%s)",
-                         ir_ops[nd->op].name, (int)n,
-                         eager ? "eager mode: one kernel per op"
-                               : p->cl[p->ni[u].cluster].reduce && long_rows(&p->cl[p->ni[u].cluster]) &&
-                                         !fits(p, p->ni[u].cluster, n, &role)
-                                     ? "rows too long for the caches: one pass per kernel, split over the threads"
-                               : p->cl[p->ni[u].cluster].nmembers < MAX_CLUSTER_OPS &&
-                                         !fits(p, p->ni[u].cluster, n, &role)
-                                     ? "it does not fit that kernel's iteration space"
-                               : p->cl[p->ni[u].cluster].nmembers >= MAX_CLUSTER_OPS
-                                     ? "its kernel is full"
-                                     : "fusing would create a cycle");
-            }
-        }
+        store_operands(p, n, join, eager); /* and those settled in kernels of their own */
     }
     /* leaves nobody took get kernels of their own; outputs are stored */
     for (int32_t n = 0; n < g->nnodes; n++) {

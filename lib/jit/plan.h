@@ -20,10 +20,24 @@
 enum { C_BUF, C_FULL, C_ELEM, C_VIEW };
 
 
-/* Ops per fused kernel: each adds one instruction and at most three loads or constants,
- * so a cluster this size stays within JIT_MAX_INST; a longer chain continues in a new
- * kernel. */
-#define MAX_CLUSTER_OPS (JIT_MAX_INST / 4)
+/* Bounds on one fused kernel (fuse.c's room()): an op that would take a kernel past one
+ * goes to another, and the values that kernel reads are stored and loaded again.  Both
+ * measured with tests/bench/compile_time.c (docs/benchmarking.md, "Wide graphs"):
+ *   KERNEL_MAX_OPS   ops: each adds one instruction and at most three loads or constants,
+ *                    so a kernel stays within JIT_MAX_INST.  LLVM's time per op is flat in
+ *                    a chain up to here (5,000 random binary ops in kernels of 1024, 256 and
+ *                    64 ops: 395, 466 and 970 ms).
+ *   KERNEL_MAX_LIVE  values computed in the kernel and still needed once the op being added
+ *                    is computed: read by a later op, or stored (a kernel stores its values
+ *                    after computing all of them, so each is held in a register, or spilled,
+ *                    to the end of the body).  LLVM's cost per such value grows past about
+ *                    32: one kernel of K independent stored ops took 19, 25, 36, 59 and 113
+ *                    ms of CPU for K = 16, 32, 48, 64, 96 (0.4-0.7 ms per value up to 48,
+ *                    1.5 beyond).  A wide graph's 5,000 ops in kernels of up to 1024 ops and
+ *                    hundreds of such values compiled in 11.8 s; bounded, in 6.0 s.  (32 is
+ *                    also AVX-512's count of vector registers.) */
+#define KERNEL_MAX_OPS (JIT_MAX_INST / 4)
+#define KERNEL_MAX_LIVE 32
 
 typedef struct view {
     int32_t base;     /* materialised node */
@@ -47,6 +61,7 @@ typedef struct nodeinfo {
     int32_t alias;    /* an output view that is the whole buffer of node alias - 1 (0: none) */
     int32_t folded;   /* a matmul operand computed while packing (a cast to a float dtype or
                        * a product with a scalar full) of node folded - 1 (0: none) */
+    int32_t last_reader; /* the highest node reading it; INT32_MAX for an output */
     char why[160];    /* why it is stored / a boundary */
 } nodeinfo;
 
