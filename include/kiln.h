@@ -444,7 +444,8 @@ typedef struct kiln_stats {
     uint64_t kernel_hits;     /* kernels found in the in-memory kernel cache */
     uint64_t plan_hits;       /* programs whose whole compiled form was cached */
     uint64_t plan_misses;
-    double compile_ms;        /* time spent in LLVM (optimise + codegen + link) */
+    double compile_ms;        /* time spent in LLVM (optimise + codegen + link; summed over
+                               * the threads that generated a plan's modules in parallel) */
     double startup_ms;        /* one-time LLVM/LLJIT start-up (0 until something needs LLVM) */
     int threads;              /* thread pool size (KILN_NUM_THREADS or online cores) */
     uint64_t weights_packed;  /* constant matmul operands packed for the kernels: once per
@@ -459,6 +460,9 @@ typedef struct kiln_stats {
     uint64_t disk_hits, disk_misses, disk_rejected, disk_writes, disk_write_errors;
     double disk_load_ms;      /* time spent adding objects from the disk cache to the JIT */
     double lljit_ms;          /* of startup_ms: creating the LLJIT instance */
+    /* of compile_ms: optimising the IR, generating machine code, adding the object to the
+     * JIT and looking up its kernels */
+    double optimise_ms, codegen_ms, link_ms;
 } kiln_stats;
 KILN_API void kiln_jit_stats(kiln_stats *stats);
 

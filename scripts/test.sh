@@ -39,11 +39,13 @@ tsan=${KILN_TSAN_BUILD_DIR:-build-tsan}
 echo "== $tsan: ThreadSanitizer, check_capture, check_handles, check_cache and check_contract's runtime cases"
 cmake -S . -B "$tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON -DKILN_SANITIZE=thread
 cmake --build "$tsan" -j"$jobs" --target check_capture check_handles check_cache check_contract
-(cd "$tsan" && TSAN_OPTIONS=halt_on_error=1 \
+# libLLVM is not instrumented: its races are suppressed (tests/tsan.supp says why).
+tsan_options="halt_on_error=1 suppressions=$PWD/tests/tsan.supp"
+(cd "$tsan" && TSAN_OPTIONS=$tsan_options \
     ctest --output-on-failure -R '^check_(capture|handles|cache)$') || status=1
 # The contraction suite's runtime cases (matmul packing and blocks on the pool, in child
 # processes of 1, 2 and 4 threads; constant weights packed at compile time).
-(cd "$tsan" && TSAN_OPTIONS=halt_on_error=1 CK_RUN_CASE=runtime \
+(cd "$tsan" && TSAN_OPTIONS=$tsan_options CK_RUN_CASE=runtime \
     ctest --output-on-failure -R '^check_contract$') || status=1
 
 # The libFuzzer targets (parse + compile + run; the .npy reader) for a bounded time each.

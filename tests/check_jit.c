@@ -1548,6 +1548,11 @@ START_TEST(test_cache_hit_no_llvm)
     ck_assert_int_eq(kiln_program_compile(g, NULL, &p), KILN_OK);
     kiln_jit_stats(&s1);
     ck_assert_uint_gt(s1.kernel_compiles, s0.kernel_compiles);
+    /* the compile's LLVM time, split into its three parts */
+    double opt = s1.optimise_ms - s0.optimise_ms, gen = s1.codegen_ms - s0.codegen_ms,
+           link = s1.link_ms - s0.link_ms, all = s1.compile_ms - s0.compile_ms;
+    ck_assert(opt > 0 && gen > 0 && link > 0);
+    ck_assert_double_eq_tol(opt + gen + link, all, 1e-9 * (1 + s1.compile_ms));
     kiln_program_free(p);
     kiln_graph_free(g);
 

@@ -7,23 +7,26 @@
  *     1. each description's key (jit_kdesc_serialise) is looked up in the jit_lru without
  *        waiting: hit, miss (a pending entry is now ours), or busy (another thread is
  *        compiling it);
- *     2. our misses become one module: loaded from the disk cache (disk.c) when it has the
- *        module, else lowered, optimised and code-generated once (and written to disk);
- *        the kernels are published (jit_lru_fill) and waiters wake;
+ *     2. our misses become one batch of modules (at most MODULES_MAX, balanced by a
+ *        guess of their cost) and one disk cache entry (disk.c) that holds the objects of
+ *        all of them: loaded from it when it is there, else every module is lowered,
+ *        then all are optimised and code-generated in parallel on the thread pool, then
+ *        linked one by one (and the entry written); the kernels are published
+ *        (jit_lru_fill) and waiters wake;
  *     3. only then the busy keys are waited for (a thread never waits while it holds
  *        pending keys, so two threads cannot wait for each other).
  *
- * Kernel symbols are named after the module's content (the BLAKE3 hash of its disk key),
+ * Kernel symbols are named after the batch's content (the BLAKE3 hash of its disk key),
  * so an object from the disk cache defines the names a compile would have.  A cached
- * module is never in the JIT twice: its kernels stay cached while any of them is held, so
+ * batch is never in the JIT twice: its kernels stay cached while any of them is held, so
  * a second compile of the same module cannot happen.  Kernels compiled past the cache
  * (KILN_NO_CACHE, dumps, KILN_TEST_PERTURB) get a process-wide serial instead: the same
  * module may then be compiled again while its old code lives, and one LLJIT must never
  * see a name twice.
  *
- * The machine code of a module is shared by its kernels and freed with the last of them
+ * The machine code of a batch is shared by its kernels and freed with the last of them
  * (code_obj).  The cache keeps at most CACHE_ENTRIES kernels and CACHE_BYTES bytes of
- * object code (a module's size split evenly among its kernels), evicting the least
+ * object code (a batch's size split evenly among its kernels), evicting the least
  * recently used kernels no program holds. */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -35,9 +38,11 @@
 #define CACHE_ENTRIES 1024
 #define CACHE_BYTES ((size_t)64 << 20)
 
-/* The machine code of one module, shared by the kernels compiled in it. */
+/* The machine code of one batch of kernels (one disk cache entry): one code object per
+ * module. */
 typedef struct code_obj {
-    void *code;
+    void **codes;
+    int ncodes;
     size_t bytes; /* object code */
     _Atomic int refs;
 } code_obj;
@@ -68,7 +73,9 @@ static void
 code_release(code_obj *c)
 {
     if (c && atomic_fetch_sub(&c->refs, 1) == 1) {
-        jit_lower_free_code(c->code);
+        for (int g = 0; g < c->ncodes; g++)
+            jit_lower_free_code(c->codes[g]);
+        ir_free(c->codes);
         ir_free(c);
     }
 }
@@ -108,36 +115,202 @@ nomem(void)
     return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
 }
 
-/* One module of the n descriptions d[]: from the disk cache or compiled.  On success ks[i]
- * are new kernels (uncached, refs 1) sharing the module's code. */
+/* A plan's kernels are split into at most this many modules, code-generated in parallel
+ * on the thread pool.  A fixed number, not the pool's size, so that the modules (and the
+ * disk cache entry that holds their objects) are the same whatever the thread count. */
+#define MODULES_MAX 4
+
+/* A rough guess of a kernel's code generation cost, for balancing the modules: the
+ * instructions, more for the loops of reductions and contractions. */
+static int
+kernel_weight(const jit_kdesc *d)
+{
+    return 10 + 3 * d->ninst + (d->kind == JIT_KERNEL_ELEMENTWISE ? 0 : 20);
+}
+
+/* Group n descriptions into ng modules: the heaviest first, each to the lightest module
+ * so far (ties: the lowest index); grp[i] is d[i]'s module. */
+static void
+group(int n, const jit_kdesc *const *d, int ng, int *grp, int *order, long *load)
+{
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    for (int i = 1; i < n; i++) /* insertion sort by weight, descending, stable */
+        for (int j = i; j > 0 && kernel_weight(d[order[j]]) > kernel_weight(d[order[j - 1]]); j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    for (int g = 0; g < ng; g++)
+        load[g] = 0;
+    for (int k = 0; k < n; k++) {
+        int best = 0;
+        for (int g = 1; g < ng; g++)
+            if (load[g] < load[best])
+                best = g;
+        grp[order[k]] = best;
+        load[best] += kernel_weight(d[order[k]]);
+    }
+}
+
+/* A disk entry holds the objects of a batch's modules: OBJS_MAGIC, a u32 count, a u64
+ * length per object, then the objects. */
+static const char OBJS_MAGIC[8] = "kobjs\1\0";
+
+/* One module of a batch: its kernels (indices into the batch, ascending) and names. */
+typedef struct modjob {
+    int n;
+    int *idx;
+    const jit_kdesc **d;
+    const char **np;
+    jit_module *m; /* lowered, not yet linked */
+    void *obj;     /* its object code, for the disk cache */
+    size_t obj_len;
+} modjob;
+
+/* Load the entry's objects, one per module; false (nothing loaded) if any does not link
+ * or the entry is not ng objects. */
+static bool
+load_objects(const unsigned char *p, size_t len, modjob *jobs, int ng, code_obj *co,
+             jit_kernel **ks)
+{
+    size_t head = sizeof OBJS_MAGIC + 4 + 8 * (size_t)ng;
+    uint32_t count;
+    if (len < head || memcmp(p, OBJS_MAGIC, sizeof OBJS_MAGIC) != 0)
+        return false;
+    memcpy(&count, p + sizeof OBJS_MAGIC, 4);
+    if (count != (uint32_t)ng)
+        return false;
+    size_t at = head;
+    for (int g = 0; g < ng; g++) {
+        uint64_t l;
+        memcpy(&l, p + sizeof OBJS_MAGIC + 4 + 8 * (size_t)g, 8);
+        if (l > len - at)
+            goto fail;
+        void **addrs = ir_calloc((size_t)jobs[g].n, sizeof *addrs);
+        bool ok = addrs && jit_object_load(p + at, (size_t)l, jobs[g].np[0], jobs[g].n,
+                                           jobs[g].np, addrs, &co->codes[g]) == KILN_OK;
+        for (int k = 0; ok && k < jobs[g].n; k++) /* object to function, as dlsym */
+            memcpy(&ks[jobs[g].idx[k]]->fn, &addrs[k], sizeof ks[0]->fn);
+        ir_free(addrs);
+        if (!ok)
+            goto fail;
+        at += (size_t)l;
+    }
+    if (at == len)
+        return true;
+fail:
+    for (int g = 0; g < ng; g++) {
+        jit_lower_free_code(co->codes[g]);
+        co->codes[g] = NULL;
+    }
+    return false;
+}
+
+/* The disk entry of the compiled modules' objects; false when out of memory. */
+static bool
+pack_objects(const modjob *jobs, int ng, jit_buf *out)
+{
+    jit_buf_put(out, OBJS_MAGIC, sizeof OBJS_MAGIC);
+    uint32_t count = (uint32_t)ng;
+    jit_buf_put(out, &count, 4);
+    for (int g = 0; g < ng; g++) {
+        uint64_t l = jobs[g].obj_len;
+        jit_buf_put(out, &l, 8);
+    }
+    for (int g = 0; g < ng; g++)
+        if (!jobs[g].obj || !jit_buf_put(out, jobs[g].obj, jobs[g].obj_len))
+            return false;
+    return !out->failed;
+}
+
+/* Lower every module, generate them in parallel, link them one by one; the first error
+ * wins (the other modules are still freed or linked, and freed with the batch). */
 static kiln_status
-build_module(int n, const jit_kdesc *const *d, unsigned flags, jit_kernel **ks)
+compile_modules(modjob *jobs, int ng, unsigned flags, bool want_obj, code_obj *co,
+                jit_kernel **ks)
+{
+    kiln_status st = KILN_OK;
+    jit_module **gen = ir_calloc((size_t)ng, sizeof *gen);
+    if (!gen)
+        return nomem();
+    for (int g = 0; g < ng && !st; g++)
+        if (!(st = jit_module_lower(jobs[g].n, jobs[g].d, jobs[g].np, flags & JIT_F_DUMPS,
+                                    want_obj, &jobs[g].m)))
+            gen[g] = jobs[g].m;
+    if (!st)
+        jit_modules_generate(ng, gen);
+    ir_free(gen);
+    for (int g = 0; g < ng; g++) {
+        jit_module *m = jobs[g].m;
+        jobs[g].m = NULL;
+        if (!m)
+            continue;
+        if (st) {
+            jit_module_free(m);
+            continue;
+        }
+        jit_kernel_fn fns[16], *fn = jobs[g].n <= 16 ? fns : ir_calloc((size_t)jobs[g].n, sizeof *fn);
+        if (!fn) {
+            jit_module_free(m);
+            st = nomem();
+            continue;
+        }
+        st = jit_module_link(m, fn, &co->codes[g],
+                             flags & JIT_F_DUMPS ? ks[jobs[g].idx[0]]->dumps : NULL,
+                             want_obj ? &jobs[g].obj : NULL, &jobs[g].obj_len);
+        for (int k = 0; !st && k < jobs[g].n; k++)
+            ks[jobs[g].idx[k]]->fn = fn[k];
+        if (fn != fns)
+            ir_free(fn);
+    }
+    return st;
+}
+
+/* The n descriptions d[] as one batch: one disk cache entry, in modules (one per kernel
+ * with `each`, else at most MODULES_MAX) whose objects are loaded from that entry, or
+ * lowered, code-generated in parallel and linked.  On success ks[i] are new kernels
+ * (uncached, refs 1) sharing the batch's code. */
+static kiln_status
+build_modules(int n, const jit_kdesc *const *d, unsigned flags, bool each, jit_kernel **ks)
 {
     bool cacheable = !(flags & (JIT_F_DUMPS | JIT_F_NOCACHE));
+    int ng = each || n < MODULES_MAX ? n : MODULES_MAX;
+    modjob *jobs = ir_calloc((size_t)ng, sizeof *jobs);
     char (*names)[64] = ir_calloc((size_t)n, sizeof *names);
-    const char **np = ir_calloc((size_t)n, sizeof *np);
-    void **addrs = ir_calloc((size_t)n, sizeof *addrs);
-    jit_kernel_fn *fns = ir_calloc((size_t)n, sizeof *fns);
+    int *grp = ir_calloc((size_t)n, sizeof *grp), *order = ir_calloc((size_t)n, sizeof *order);
+    long *load = ir_calloc((size_t)ng, sizeof *load);
     code_obj *co = ir_calloc(1, sizeof *co);
-    jit_buf key = {0};
-    void *obj = NULL, *data = NULL;
-    size_t obj_len = 0;
+    jit_buf key = {0}, entry = {0};
+    void *data = NULL;
     kiln_status st = KILN_OK;
     for (int i = 0; i < n; i++)
         ks[i] = NULL;
-    if (!names || !np || !addrs || !fns || !co) {
+    if (!jobs || !names || !grp || !order || !load || !co ||
+        !(co->codes = ir_calloc((size_t)ng, sizeof *co->codes))) {
         st = nomem();
         goto done;
     }
+    co->ncodes = ng;
+    group(n, d, ng, grp, order, load);
     for (int i = 0; i < n; i++)
-        if (!(ks[i] = ir_calloc(1, sizeof *ks[i]))) {
+        jobs[grp[i]].n++;
+    for (int g = 0; g < ng; g++) {
+        size_t k = (size_t)jobs[g].n;
+        jobs[g].idx = ir_calloc(k, sizeof *jobs[g].idx);
+        jobs[g].d = ir_calloc(k, sizeof *jobs[g].d);
+        jobs[g].np = ir_calloc(k, sizeof *jobs[g].np);
+        if (!jobs[g].idx || !jobs[g].d || !jobs[g].np) {
             st = nomem();
             goto done;
         }
-    uint8_t digest[32];
+        jobs[g].n = 0;
+    }
+    uint8_t digest[32] = {0};
     char base[48];
     if (cacheable) {
         jit_disk_module_key(n, d, &key);
+        jit_buf_u32(&key, (uint32_t)ng); /* the objects in the entry */
         if (key.failed) {
             st = nomem();
             goto done;
@@ -151,34 +324,36 @@ build_module(int n, const jit_kdesc *const *d, unsigned flags, jit_kernel **ks)
                  (unsigned long long)atomic_fetch_add(&n_serial, 1));
     }
     for (int i = 0; i < n; i++) {
+        modjob *job = &jobs[grp[i]];
         snprintf(names[i], sizeof names[i], "%s_%d", base, i);
-        np[i] = names[i];
+        job->idx[job->n] = i;
+        job->np[job->n] = names[i];
+        job->d[job->n++] = d[i];
+        if (!(ks[i] = ir_calloc(1, sizeof *ks[i]))) {
+            st = nomem();
+            goto done;
+        }
     }
+
     jit_disk disk;
     bool use_disk = cacheable && !(flags & JIT_F_NODISK) && jit_disk_for_compile(&disk);
     const void *cached = NULL;
-    bool loaded = false;
-    if (use_disk && jit_disk_load(&disk, digest, &key, &data, &cached, &obj_len) == JIT_DISK_HIT) {
-        loaded = jit_object_load(cached, obj_len, names[0], n, np, addrs, &co->code) == KILN_OK;
-        if (!loaded)
-            jit_disk_unusable(&disk); /* passed its checks, did not link: compiled anew */
+    size_t len = 0;
+    if (use_disk && jit_disk_load(&disk, digest, &key, &data, &cached, &len) == JIT_DISK_HIT) {
+        if (load_objects(cached, len, jobs, ng, co, ks)) {
+            co->bytes = len;
+            goto publish;
+        }
+        jit_disk_unusable(&disk); /* passed its checks, did not link: compiled anew */
     }
-    if (loaded) {
-        for (int i = 0; i < n; i++)
-            memcpy(&ks[i]->fn, &addrs[i], sizeof ks[i]->fn); /* object to function, as dlsym */
-    } else {
-        st = jit_lower_compile(n, d, np, fns, &co->code,
-                               flags & JIT_F_DUMPS ? ks[0]->dumps : NULL, use_disk ? &obj : NULL,
-                               &obj_len);
-        if (st)
-            goto done;
-        for (int i = 0; i < n; i++)
-            ks[i]->fn = fns[i];
-        atomic_fetch_add(&n_compiles, (uint64_t)n);
-        if (use_disk && obj)
-            jit_disk_store(&disk, digest, &key, obj, obj_len);
-    }
-    co->bytes = obj_len;
+    if ((st = compile_modules(jobs, ng, flags, use_disk, co, ks)))
+        goto done;
+    atomic_fetch_add(&n_compiles, (uint64_t)n);
+    for (int g = 0; g < ng; g++)
+        co->bytes += jobs[g].obj_len;
+    if (use_disk && pack_objects(jobs, ng, &entry))
+        jit_disk_store(&disk, digest, &key, entry.data, entry.len);
+publish:
     atomic_store(&co->refs, n);
     for (int i = 0; i < n; i++) {
         ks[i]->code = co;
@@ -195,19 +370,31 @@ done:
             ks[i] = NULL;
         }
     }
-    ir_free(co);
+    if (co) {
+        for (int g = 0; g < co->ncodes; g++)
+            jit_lower_free_code(co->codes[g]);
+        ir_free(co->codes);
+        ir_free(co);
+    }
+    for (int g = 0; jobs && g < ng; g++) {
+        ir_free(jobs[g].idx);
+        ir_free(jobs[g].d);
+        ir_free(jobs[g].np);
+        free(jobs[g].obj);
+    }
+    ir_free(jobs);
     ir_free(names);
-    ir_free(np);
-    ir_free(addrs);
-    ir_free(fns);
+    ir_free(grp);
+    ir_free(order);
+    ir_free(load);
     ir_free(data);
-    free(obj);
     jit_buf_free(&key);
+    jit_buf_free(&entry);
     return st;
 }
 
 /* Past the cache: every distinct description compiled (equal ones share a kernel), in
- * one module, or one module per kernel with dumps (so each kernel's dumps are its own). */
+ * one batch, with one module per kernel with dumps (so each kernel's dumps are its own). */
 static kiln_status
 get_uncached(int n, const jit_kdesc *const *d, unsigned flags, jit_kernel **out)
 {
@@ -234,13 +421,7 @@ get_uncached(int n, const jit_kdesc *const *d, unsigned flags, jit_kernel **out)
         if (j == i)
             ud[nu++] = d[i];
     }
-    if (flags & JIT_F_DUMPS) {
-        for (int u = 0; u < nu && !st; u++)
-            st = build_module(1, &ud[u], flags, &uk[u]);
-    } else {
-        st = build_module(nu, ud, flags, uk);
-    }
-    if (st)
+    if ((st = build_modules(nu, ud, flags, flags & JIT_F_DUMPS, uk)))
         goto done;
     /* one reference per user */
     for (int u = 0; u < nu; u++)
@@ -309,9 +490,9 @@ jit_kernels_get(int n, const jit_kdesc *const *d, unsigned flags, jit_kernel **o
             busy[nbusy++] = i;
         }
     }
-    /* 2. our misses, in one module */
+    /* 2. our misses, in modules code-generated in parallel */
     if (np) {
-        st = build_module(np, pd, flags, pk);
+        st = build_modules(np, pd, flags, false, pk);
         if (st)
             goto fail;
         for (int j = 0; j < np; j++) {
@@ -342,7 +523,7 @@ jit_kernels_get(int n, const jit_kdesc *const *d, unsigned flags, jit_kernel **o
         }
         /* its compiler gave up: compile it here (and report our own error) */
         jit_kernel *k;
-        if ((st = build_module(1, &d[i], flags, &k)) != KILN_OK) {
+        if ((st = build_modules(1, &d[i], flags, false, &k)) != KILN_OK) {
             jit_lru_abandon(&cache, e);
             goto fail;
         }

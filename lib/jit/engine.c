@@ -3,8 +3,9 @@
  * Facts measured on the development machine with LLVM 19.1.7 that shape this file:
  *  - LLVMRunPasses vectorises nothing unless given a target machine for the host CPU
  *    name and features; the JIT generates code for the same CPU and features.
- *  - Concurrent add+lookup on one LLJIT crashed: one lock serialises the whole
- *    optimise/add/lookup/remove path (compiles are rare; runs never take it).
+ *  - Concurrent add+lookup on one LLJIT crashed: one lock serialises add/lookup/remove
+ *    (runs never take it).  Optimisation and code generation take no lock: each thread
+ *    uses a target machine of its own, so a plan's modules are generated in parallel.
  *  - One unresolved symbol fails every symbol of its module: modules are verified first.
  *  - Emitting assembly mutates the module: dumps are taken from a clone.
  *  - Each compiled module gets its own resource tracker, so freeing a program frees its
@@ -36,6 +37,7 @@
  * check_llvm_sweep, where LLVM is 89% of the time.
  */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,13 +90,22 @@ fatal_handler(const char *reason)
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* the JIT (add, lookup, remove), stats */
 static LLVMOrcLLJITRef jit;
-static LLVMTargetMachineRef opt_tm; /* for LLVMRunPasses and assembly dumps */
 static char *init_error;            /* set when start-up failed */
 static pthread_once_t opt_once = PTHREAD_ONCE_INIT;
 static char *opt_error;
+static char *layout;                /* the host's data layout, for new modules */
 static jit_stats stats;
+
+/* Target machines for optimisation, code generation and assembly dumps, one per thread
+ * generating code at a time: LLVM's code generator must not run on two threads with one
+ * target machine.  A thread takes one (or makes one) and gives it back; at most TM_IDLE
+ * wait here for the next compile. */
+#define TM_IDLE 16
+static pthread_mutex_t tm_lock = PTHREAD_MUTEX_INITIALIZER;
+static LLVMTargetMachineRef tm_idle[TM_IDLE];
+static int ntm_idle;
 
 double
 jit_now_ms(void)
@@ -176,19 +187,64 @@ start(void)
     stats.startup_ms = jit_now_ms() - t0;
 }
 
-/* The optimiser's target machine, made at the first compile: a process whose kernels all
- * come from the disk cache never makes it. */
+static void tm_give(LLVMTargetMachineRef tm);
+
+/* The first target machine for code generation and the data layout, made at the first
+ * compile: a process whose kernels all come from the disk cache never makes them. */
 static void
 start_opt(void)
 {
     double t0 = jit_now_ms();
     char *err = NULL;
-    opt_tm = host_tm(&err);
-    if (!opt_tm)
+    LLVMTargetMachineRef tm = host_tm(&err);
+    if (!tm) {
         opt_error = err;
+        return;
+    }
+    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
+    char *rep = LLVMCopyStringRepOfTargetData(dl);
+    layout = strdup(rep);
+    LLVMDisposeMessage(rep);
+    LLVMDisposeTargetData(dl);
+    if (!layout)
+        opt_error = strdup("out of memory");
+    tm_give(tm);
     pthread_mutex_lock(&lock);
     stats.startup_ms += jit_now_ms() - t0;
     pthread_mutex_unlock(&lock);
+}
+
+/* A target machine of the calling thread's own until tm_give; NULL (and *err) if LLVM
+ * cannot make one. */
+static LLVMTargetMachineRef
+tm_take(char **err)
+{
+    LLVMTargetMachineRef tm = NULL;
+    pthread_mutex_lock(&tm_lock);
+    if (ntm_idle > 0)
+        tm = tm_idle[--ntm_idle];
+    pthread_mutex_unlock(&tm_lock);
+    if (tm)
+        return tm;
+    double t0 = jit_now_ms();
+    tm = host_tm(err);
+    pthread_mutex_lock(&lock);
+    stats.startup_ms += jit_now_ms() - t0;
+    pthread_mutex_unlock(&lock);
+    return tm;
+}
+
+static void
+tm_give(LLVMTargetMachineRef tm)
+{
+    pthread_mutex_lock(&tm_lock);
+    if (ntm_idle < TM_IDLE) {
+        tm_idle[ntm_idle++] = tm;
+        tm = NULL;
+    }
+    pthread_mutex_unlock(&tm_lock);
+    if (tm)
+        LLVMDisposeTargetMachine(tm);
 }
 
 /* LLVM and LLJIT are up (for loading objects); with `compile`, the optimiser too. */
@@ -229,13 +285,12 @@ jit_unit_new(jit_unit *u, const char *name)
     if (st)
         return st;
     during("building", name);
+    snprintf(u->name, sizeof u->name, "%s", name);
     u->tsc = LLVMOrcCreateNewThreadSafeContext();
     u->ctx = LLVMOrcThreadSafeContextGetContext(u->tsc);
     u->mod = LLVMModuleCreateWithNameInContext(name, u->ctx);
     LLVMSetTarget(u->mod, jit_host_info()->triple);
-    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(opt_tm);
-    LLVMSetModuleDataLayout(u->mod, dl);
-    LLVMDisposeTargetData(dl);
+    LLVMSetDataLayout(u->mod, layout);
     return KILN_OK;
 }
 
@@ -246,6 +301,9 @@ jit_unit_dispose(jit_unit *u)
         LLVMDisposeModule(u->mod);
     if (u->tsc)
         LLVMOrcDisposeThreadSafeContext(u->tsc);
+    if (u->obj)
+        LLVMDisposeMemoryBuffer(u->obj);
+    free(u->msg);
     memset(u, 0, sizeof *u);
     during(NULL, NULL);
 }
@@ -263,12 +321,12 @@ jit_engine_test_passes(const char *pipeline)
 }
 
 static char *
-emit_asm(LLVMModuleRef mod)
+emit_asm(LLVMTargetMachineRef tm, LLVMModuleRef mod)
 {
     LLVMModuleRef clone = LLVMCloneModule(mod);
     LLVMMemoryBufferRef buf = NULL;
     char *msg = NULL, *out;
-    if (LLVMTargetMachineEmitToMemoryBuffer(opt_tm, clone, LLVMAssemblyFile, &msg, &buf)) {
+    if (LLVMTargetMachineEmitToMemoryBuffer(tm, clone, LLVMAssemblyFile, &msg, &buf)) {
         out = strdup(msg ? msg : "assembly emission failed");
         LLVMDisposeMessage(msg);
     } else {
@@ -293,21 +351,39 @@ print_module(LLVMModuleRef mod)
     return copy;
 }
 
+/* Keep a generation error in the unit, for jit_unit_link to report (see llvm.h). */
+static void
+unit_fail(jit_unit *u, kiln_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *m = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    if (m) {
+        va_start(ap, fmt);
+        vsnprintf(m, (size_t)len + 1, fmt, ap);
+        va_end(ap);
+    }
+    u->st = st;
+    free(u->msg);
+    u->msg = m;
+}
+
 /* LLVMVerifyModule with the status action (the others print or abort); LLVM's message
- * goes into kiln's error.  `when`: "generated" or "optimised". */
-static kiln_status
-verify(LLVMModuleRef mod, const char *api, const char *when)
+ * goes into the unit's error.  `when`: "generated" or "optimised". */
+static bool
+verify(jit_unit *u, const char *api, const char *when)
 {
     char *msg = NULL;
-    if (!LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
+    if (!LLVMVerifyModule(u->mod, LLVMReturnStatusAction, &msg)) {
         LLVMDisposeMessage(msg);
-        return KILN_OK;
+        return true;
     }
-    kiln_status st = ir_error(KILN_ERR_INTERNAL, "%s: internal error: %s module %s does not verify: %s",
-                              api, when, LLVMGetModuleIdentifier(mod, &(size_t){0}),
-                              msg ? msg : "");
+    unit_fail(u, KILN_ERR_INTERNAL, "%s: internal error: %s module %s does not verify: %s", api,
+              when, LLVMGetModuleIdentifier(u->mod, &(size_t){0}), msg ? msg : "");
     LLVMDisposeMessage(msg);
-    return st;
+    return false;
 }
 
 /* Add the object `obj` (taken) to the JIT with a resource tracker of its own and look up
@@ -354,80 +430,113 @@ link_locked(LLVMMemoryBufferRef obj, int n, const char *const *names, void **add
     return KILN_OK;
 }
 
-kiln_status
-jit_unit_compile(jit_unit *u, int n, const char *const *names, void **addrs, jit_code **code,
-                 jit_dumps *dumps)
+void
+jit_unit_generate(jit_unit *u, jit_dumps *dumps)
 {
     const char *api = "kiln_jit";
-    kiln_status st;
-    *code = NULL;
-    during("verifying", NULL);
-    if ((st = verify(u->mod, api, "generated")) != KILN_OK) {
-        jit_unit_dispose(u);
-        return st;
-    }
+    during("verifying", u->name);
+    if (!verify(u, api, "generated"))
+        goto done;
     if (dumps && dumps->want_llvm)
         dumps->llvm = print_module(u->mod);
 
-    pthread_mutex_lock(&lock);
+    char *err = NULL;
+    LLVMTargetMachineRef tm = tm_take(&err);
+    if (!tm) {
+        unit_fail(u, KILN_ERR_COMPILE, "%s: compilation failed: %s", api, err ? err : "");
+        free(err);
+        goto done;
+    }
     double t0 = jit_now_ms();
     LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
     /* kiln emits explicit vector code, so the optimiser has little left to find: inline the
      * vector math, fold and clean up.  Measured against default<O2> with aggressive code
      * generation: compile time -35..45%, run time the same (docs/jit.md). */
     during("optimising", NULL);
-    LLVMErrorRef e = LLVMRunPasses(u->mod, passes, opt_tm, po);
+    LLVMErrorRef e = LLVMRunPasses(u->mod, passes, tm, po);
     LLVMDisposePassBuilderOptions(po);
+    double t1 = jit_now_ms();
+    u->opt_ms = t1 - t0;
     if (e) {
         char *m = take_error(e);
-        st = ir_error(KILN_ERR_COMPILE, "%s: compilation failed: optimisation: %s", api, m);
+        unit_fail(u, KILN_ERR_COMPILE, "%s: compilation failed: optimisation: %s", api, m);
         free(m);
-        goto fail;
+        goto give;
     }
     /* Code generation's own verifier would be fatal on a module the optimiser broke. */
     during("verifying the optimised", NULL);
-    if ((st = verify(u->mod, api, "optimised")) != KILN_OK)
-        goto fail;
+    if (!verify(u, api, "optimised"))
+        goto give;
     if (dumps && dumps->want_opt)
         dumps->opt = print_module(u->mod);
     during("emitting assembly for", NULL);
     if (dumps && dumps->want_asm)
-        dumps->asm_text = emit_asm(u->mod);
+        dumps->asm_text = emit_asm(tm, u->mod);
 
     /* Code generation with kiln's own target machine, then the object goes to the JIT's
      * linker: LLJIT's IR layer would construct a fresh target machine (and subtarget) for
      * every module, which costs more than compiling a small kernel. */
-    LLVMMemoryBufferRef obj = NULL;
     char *cmsg = NULL;
     during("generating code for", NULL);
-    if (LLVMTargetMachineEmitToMemoryBuffer(opt_tm, u->mod, LLVMObjectFile, &cmsg, &obj)) {
-        st = ir_error(KILN_ERR_COMPILE, "%s: compilation failed: code generation: %s", api,
-                      cmsg ? cmsg : "");
+    double t2 = jit_now_ms();
+    if (LLVMTargetMachineEmitToMemoryBuffer(tm, u->mod, LLVMObjectFile, &cmsg, &u->obj)) {
+        unit_fail(u, KILN_ERR_COMPILE, "%s: compilation failed: code generation: %s", api,
+                  cmsg ? cmsg : "");
         LLVMDisposeMessage(cmsg);
-        goto fail;
+        u->obj = NULL;
     }
-    jit_unit_dispose(u);
-    if (dumps && dumps->want_obj) {
+    u->gen_ms = jit_now_ms() - t2;
+    if (u->obj && dumps && dumps->want_obj) {
         /* a copy for the disk cache (the JIT takes the buffer) */
-        dumps->obj_len = LLVMGetBufferSize(obj);
+        dumps->obj_len = LLVMGetBufferSize(u->obj);
         dumps->obj = malloc(dumps->obj_len ? dumps->obj_len : 1);
         if (dumps->obj)
-            memcpy(dumps->obj, LLVMGetBufferStart(obj), dumps->obj_len);
+            memcpy(dumps->obj, LLVMGetBufferStart(u->obj), dumps->obj_len);
         else
             dumps->obj_len = 0;
     }
-    during("linking", NULL); /* the name is kept: the object is the module's */
+give:
+    tm_give(tm);
+done:
+    LLVMDisposeModule(u->mod);
+    u->mod = NULL;
+    during(NULL, NULL);
+}
+
+kiln_status
+jit_unit_link(jit_unit *u, int n, const char *const *names, void **addrs, jit_code **code)
+{
+    kiln_status st;
+    *code = NULL;
+    if (u->st || !u->obj) {
+        st = u->msg ? ir_error(u->st, "%s", u->msg)
+                    : ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        jit_unit_dispose(u);
+        return st;
+    }
+    LLVMMemoryBufferRef obj = u->obj;
+    u->obj = NULL;
+    pthread_mutex_lock(&lock);
+    double t0 = jit_now_ms();
+    during("linking", u->name);
     st = link_locked(obj, n, names, addrs, code);
+    double link = jit_now_ms() - t0;
     stats.compiles++;
-    stats.compile_ms += jit_now_ms() - t0;
+    stats.opt_ms += u->opt_ms;
+    stats.gen_ms += u->gen_ms;
+    stats.link_ms += link;
+    stats.compile_ms += u->opt_ms + u->gen_ms + link;
     pthread_mutex_unlock(&lock);
-    during(NULL, NULL);
-    return st;
-fail:
     jit_unit_dispose(u);
-    pthread_mutex_unlock(&lock);
-    during(NULL, NULL);
     return st;
+}
+
+kiln_status
+jit_unit_compile(jit_unit *u, int n, const char *const *names, void **addrs, jit_code **code,
+                 jit_dumps *dumps)
+{
+    jit_unit_generate(u, dumps);
+    return jit_unit_link(u, n, names, addrs, code);
 }
 
 kiln_status

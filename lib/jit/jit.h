@@ -338,13 +338,27 @@ typedef struct jit_cache_stats {
 } jit_cache_stats;
 IR_HIDDEN void jit_cache_counters(jit_cache_stats *s);
 
-/* Lowering (lower.c): compile n descriptions into one module, function i named names[i];
- * *code frees them all (jit_lower_free_code).  With obj, *obj (malloc'd, or NULL when out
- * of memory) and *obj_len are a copy of the module's object code, for the disk cache. */
-IR_HIDDEN kiln_status jit_lower_compile(int n, const jit_kdesc *const *d, const char *const *names,
-                                        jit_kernel_fn *fn, void **code, char **dumps /* [3] or NULL */,
-                                        void **obj, size_t *obj_len);
-/* Add an object made by jit_lower_compile (from the disk cache) to the JIT and look up its
+/* Compiling modules (lower.c), in three steps so that modules are code-generated in
+ * parallel and only linking is serialised:
+ *   jit_module_lower: n descriptions become one new LLVM module (an LLVM context of its
+ *     own), function i named names[i] (kept: they must live until jit_module_link); with
+ *     dumps, its IR and assembly are captured; with want_obj, a copy of its object code;
+ *   jit_modules_generate: optimise and generate the object code of each module, on the
+ *     thread pool (each module on one thread, with a target machine of its own); errors
+ *     are kept in the modules;
+ *   jit_module_link: the module's error, or its object added to the JIT and the n
+ *     functions looked up; *code frees them all (jit_lower_free_code); dumps (char *[3]),
+ *     *obj (malloc'd, or NULL when out of memory) and *obj_len become the caller's.  Frees
+ *     the module, also on error.
+ * jit_module_free frees a module that is not linked. */
+typedef struct jit_module jit_module;
+IR_HIDDEN kiln_status jit_module_lower(int n, const jit_kdesc *const *d, const char *const *names,
+                                       bool dumps, bool want_obj, jit_module **out);
+IR_HIDDEN void jit_modules_generate(int n, jit_module *const *m);
+IR_HIDDEN kiln_status jit_module_link(jit_module *m, jit_kernel_fn *fn, void **code,
+                                      char **dumps /* [3] or NULL */, void **obj, size_t *obj_len);
+IR_HIDDEN void jit_module_free(jit_module *m);
+/* Add an object made by jit_module_link (from the disk cache) to the JIT and look up its
  * n functions (engine.c); `name` names it in messages.  *code as jit_lower_compile's.  Starts
  * LLVM and LLJIT if they are not yet, but optimises and generates nothing. */
 IR_HIDDEN kiln_status jit_object_load(const void *obj, size_t len, const char *name, int n,

@@ -8,11 +8,17 @@
 
 #include "jit.h"
 
-/* A module being built, in its own thread-safe context. */
+/* A module being built, in its own thread-safe context; after jit_unit_generate, its object
+ * code or the error that stopped it. */
 typedef struct jit_unit {
     LLVMOrcThreadSafeContextRef tsc;
     LLVMContextRef ctx;
     LLVMModuleRef mod;
+    LLVMMemoryBufferRef obj;
+    kiln_status st; /* of generation: reported by jit_unit_link */
+    char *msg;      /* its message (malloc'd; NULL: out of memory) */
+    double opt_ms, gen_ms;
+    char name[64]; /* the module's, for messages */
 } jit_unit;
 
 /* What to capture while compiling (each a malloc'd string the caller frees). */
@@ -33,12 +39,20 @@ typedef struct jit_code jit_code;
  * not be initialised for this host), KILN_ERR_NOMEM. */
 IR_HIDDEN kiln_status jit_unit_new(jit_unit *u, const char *name);
 IR_HIDDEN void jit_unit_dispose(jit_unit *u);
-/* Verify, optimise for the host CPU, verify again, generate code, add it to the JIT and
- * look up `n` function names.  Consumes the unit (also on error).  LLVM's messages are
- * copied into kiln's error: KILN_ERR_INTERNAL for a module that does not verify (before or
- * after optimisation), KILN_ERR_COMPILE for a failed optimisation, code generation, link
- * or lookup.  From jit_unit_new to the end of jit_unit_compile (or jit_unit_dispose) the
- * calling thread's LLVM fatal errors name the module (engine.c). */
+/* Verify, optimise for the host CPU, verify again and generate the object code, which the
+ * unit keeps (the module is freed).  Takes no lock: several threads may each generate a
+ * unit of their own at once (each thread takes a target machine of its own).  Raises no
+ * error: a failure is kept in the unit (st, msg) for jit_unit_link, so the calling thread,
+ * not a worker, reports it: KILN_ERR_INTERNAL for a module that does not verify (before or
+ * after optimisation), KILN_ERR_COMPILE for a failed optimisation or code generation.
+ * While it runs, the thread's LLVM fatal errors name the module (engine.c). */
+IR_HIDDEN void jit_unit_generate(jit_unit *u, jit_dumps *dumps);
+/* Report the generation's error, or add the object to the JIT (serialised: one lock) and
+ * look up `n` function names (KILN_ERR_COMPILE when either fails).  Consumes the unit. */
+IR_HIDDEN kiln_status jit_unit_link(jit_unit *u, int n, const char *const *names, void **addrs,
+                                    jit_code **code);
+/* jit_unit_generate, then jit_unit_link.  From jit_unit_new to the end of jit_unit_compile
+ * (or jit_unit_dispose) the calling thread's LLVM fatal errors name the module. */
 IR_HIDDEN kiln_status jit_unit_compile(jit_unit *u, int n, const char *const *names, void **addrs,
                                        jit_code **code, jit_dumps *dumps);
 IR_HIDDEN void jit_code_free(jit_code *c);
@@ -46,12 +60,13 @@ IR_HIDDEN void jit_code_free(jit_code *c);
  * thread-safe; call before compiling.  The string must outlive its use. */
 IR_HIDDEN void jit_engine_test_passes(const char *pipeline);
 
-/* Compile statistics for the API and tests: modules compiled and milliseconds spent,
+/* Compile statistics for the API and tests: modules compiled and milliseconds spent (of it
+ * optimising, generating code and linking; summed over the threads that generated them),
  * objects loaded from the disk cache and milliseconds spent, and the one-time start-up
  * (LLVM and LLJIT initialisation; of it, LLJIT's creation) in milliseconds. */
 typedef struct jit_stats {
     uint64_t compiles;
-    double compile_ms;
+    double compile_ms, opt_ms, gen_ms, link_ms;
     uint64_t loads;
     double load_ms;
     double startup_ms;

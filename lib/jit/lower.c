@@ -1,6 +1,6 @@
 /* lower.c — the ELEMENTWISE kernel kind: one LLVM function per description (see jit.h for
- * the signature), and jit_lower_compile, which lowers a plan's descriptions of every kind
- * into one module.
+ * the signature), and jit_module_lower, which lowers descriptions of every kind into one
+ * module; jit_modules_generate and jit_module_link compile such modules.
  *
  *   rows:  the iteration space is walked row by row (the last dim is the row); a row's
  *          load offsets come from its outer indices and the run-time strides;
@@ -382,60 +382,110 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
     return KILN_OK;
 }
 
-kiln_status
-jit_lower_compile(int n, const jit_kdesc *const *d, const char *const *names, jit_kernel_fn *fn,
-                  void **code, char **dumps, void **obj, size_t *obj_len)
-{
+/* One module being compiled: its unit, what it keeps for the caller, its kernels' names. */
+struct jit_module {
     jit_unit u;
-    kiln_status st = jit_unit_new(&u, names[0]);
-    if (st)
+    jit_dumps dm;
+    bool dumps;
+    int n;
+    const char *const *names;
+};
+
+kiln_status
+jit_module_lower(int n, const jit_kdesc *const *d, const char *const *names, bool dumps,
+                 bool want_obj, jit_module **out)
+{
+    *out = NULL;
+    jit_module *m = ir_calloc(1, sizeof *m);
+    if (!m)
+        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+    kiln_status st = jit_unit_new(&m->u, names[0]);
+    if (st) {
+        ir_free(m);
         return st;
+    }
     L l;
-    jit_em_init(&l, u.ctx, u.mod);
+    jit_em_init(&l, m->u.ctx, m->u.mod);
     for (int i = 0; i < n && !st; i++)
         st = d[i]->kind == JIT_KERNEL_REDUCTION     ? jit_lower_reduce(&l, d[i], names[i])
              : d[i]->kind == JIT_KERNEL_CONTRACTION ? jit_lower_contract(&l, d[i], names[i])
                                                     : build_kernel(&l, d[i], names[i]);
     LLVMDisposeBuilder(l.b);
     if (st) {
-        jit_unit_dispose(&u);
+        jit_module_free(m);
         return st;
     }
+    m->dumps = dumps;
+    m->dm.want_llvm = m->dm.want_opt = m->dm.want_asm = dumps;
+    m->dm.want_obj = want_obj;
+    m->n = n;
+    m->names = names;
+    *out = m;
+    return KILN_OK;
+}
 
-    jit_dumps dm = {0};
-    if (dumps)
-        dm.want_llvm = dm.want_opt = dm.want_asm = true;
-    dm.want_obj = obj != NULL;
-    jit_code *c;
+static void
+generate_one(void *ctx, int64_t i)
+{
+    jit_module *const *m = ctx;
+    jit_unit_generate(&m[i]->u, &m[i]->dm);
+}
+
+void
+jit_modules_generate(int n, jit_module *const *m)
+{
+    jit_pool_run(generate_one, (void *)m, n);
+}
+
+kiln_status
+jit_module_link(jit_module *m, jit_kernel_fn *fn, void **code, char **dumps, void **obj,
+                size_t *obj_len)
+{
+    int n = m->n;
     void *small[16];
     void **addr = n <= 16 ? small : ir_calloc((size_t)n, sizeof(void *));
+    kiln_status st;
+    jit_code *c = NULL;
     if (!addr) {
-        jit_unit_dispose(&u);
-        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        jit_unit_dispose(&m->u);
+    } else {
+        st = jit_unit_link(&m->u, n, m->names, addr, &c);
     }
-    st = jit_unit_compile(&u, n, names, addr, &c, dumps || obj ? &dm : NULL);
     if (obj) {
-        if (st) {
-            free(dm.obj);
-            dm.obj = NULL;
-            dm.obj_len = 0;
-        }
-        *obj = dm.obj;
-        *obj_len = dm.obj_len;
+        *obj = st ? NULL : m->dm.obj;
+        *obj_len = st ? 0 : m->dm.obj_len;
+        if (!st)
+            m->dm.obj = NULL;
     }
     if (dumps) {
-        dumps[0] = dm.llvm;
-        dumps[1] = dm.opt;
-        dumps[2] = dm.asm_text;
+        dumps[0] = m->dm.llvm;
+        dumps[1] = m->dm.opt;
+        dumps[2] = m->dm.asm_text;
+        m->dm.llvm = m->dm.opt = m->dm.asm_text = NULL;
     }
     if (!st) {
         for (int i = 0; i < n; i++)
             memcpy(&fn[i], &addr[i], sizeof *fn); /* object to function pointer, as dlsym */
         *code = c;
     }
-    if (addr != small)
+    if (addr && addr != small)
         ir_free(addr);
+    jit_module_free(m);
     return st;
+}
+
+void
+jit_module_free(jit_module *m)
+{
+    if (!m)
+        return;
+    jit_unit_dispose(&m->u);
+    free(m->dm.llvm);
+    free(m->dm.opt);
+    free(m->dm.asm_text);
+    free(m->dm.obj);
+    ir_free(m);
 }
 
 void

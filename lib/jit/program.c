@@ -467,6 +467,9 @@ kiln_jit_stats(kiln_stats *s)
     s->plan_hits = ps.hits;
     s->plan_misses = ps.misses + atomic_load(&uncached_compiles);
     s->compile_ms = js.compile_ms;
+    s->optimise_ms = js.opt_ms;
+    s->codegen_ms = js.gen_ms;
+    s->link_ms = js.link_ms;
     s->startup_ms = js.startup_ms;
     s->lljit_ms = js.lljit_ms;
     s->disk_load_ms = js.load_ms;

@@ -240,10 +240,11 @@ print_stats(double cpu_before, double wall0)
             "kiln run: CPU time before kiln run started (loading, libLLVM's static "
             "constructors): %.1f ms\n"
             "kiln run: in kiln run: %.1f ms wall; LLVM start-up %.2f ms (of it LLJIT %.2f ms); "
-            "LLVM compiles %.2f ms (%llu kernels); disk cache: %llu modules loaded in %.2f ms, "
-            "%llu misses, %llu written\n",
+            "LLVM compiles %.2f ms (%llu kernels; optimise %.2f, codegen %.2f, link %.2f ms); "
+            "disk cache: %llu modules loaded in %.2f ms, %llu misses, %llu written\n",
             cpu_before, clock_ms(CLOCK_MONOTONIC) - wall0, s.startup_ms, s.lljit_ms,
-            s.compile_ms, (unsigned long long)s.kernel_compiles, (unsigned long long)s.disk_hits,
+            s.compile_ms, (unsigned long long)s.kernel_compiles, s.optimise_ms, s.codegen_ms,
+            s.link_ms, (unsigned long long)s.disk_hits,
             s.disk_load_ms, (unsigned long long)s.disk_misses, (unsigned long long)s.disk_writes);
 }
 
