@@ -132,6 +132,13 @@ acc_bytes(int W, const jit_kdesc *d, const jit_kinst *in)
  * terms: docs/semantics.md states the bound. */
 #define SUM_BLOCK JIT_SUM_BLOCK
 
+/* The start of an f32 block: -0.0, so a block of -0.0 terms sums to -0.0 as the reference. */
+static LLVMValueRef
+block_identity(jit_em *l)
+{
+    return jit_em_splat(l, LLVMConstReal(l->f32, -0.0));
+}
+
 static bool
 blocked_sum(const jit_kdesc *d, const jit_kinst *in)
 {
@@ -601,7 +608,7 @@ pass_body(rk *r, int p)
         } else {
             if (r->mask && !r->cols)
                 v = LLVMBuildSelect(b, r->mask, v,
-                                    acc != r->acc[i] ? jit_em_splat(l, LLVMConstReal(l->f32, -0.0))
+                                    acc != r->acc[i] ? block_identity(l)
                                                      : identity(r, in), "");
             combine(r, in, &a, NULL, v, NULL);
         }
@@ -643,8 +650,7 @@ init_accs(rk *r, int p)
         for (int u = 0; u < UNROLL; u++) {
             LLVMBuildStore(r->l->b, identity(r, in), r->accset[u][i]);
             if (r->acc32set[u] && r->acc32set[u][i])
-                LLVMBuildStore(r->l->b, jit_em_splat(r->l, LLVMConstReal(r->l->f32, -0.0)),
-                               r->acc32set[u][i]);
+                LLVMBuildStore(r->l->b, block_identity(r->l), r->acc32set[u][i]);
             if (is_arg((ir_op)in->op))
                 LLVMBuildStore(r->l->b, LLVMConstAllOnes(jit_em_vec(r->l, r->l->i64)), r->acciset[u][i]);
         }
@@ -715,7 +721,7 @@ flush_blocks(rk *r, int p, int sets)
     jit_em *l = r->l;
     LLVMBuilderRef b = l->b;
     LLVMTypeRef t32 = jit_em_vec(l, l->f32), t64 = jit_em_vec(l, l->f64);
-    LLVMValueRef zero = jit_em_splat(l, LLVMConstReal(l->f32, -0.0));
+    LLVMValueRef zero = block_identity(l);
     for (int32_t i = 0; i < d->ninst; i++) {
         if (!reduces_in(d, r->ph, i, p) || !r->acc32set[0] || !r->acc32set[0][i])
             continue;
@@ -1077,6 +1083,17 @@ emit_row(rk *r, LLVMValueRef mode, LLVMValueRef sb, LLVMValueRef se, LLVMValueRe
     row_stores(r);
 }
 
+/* A split columns kernel's partials of vector of columns `vec`, piece `piece`: at
+ * (vec * np + piece) * partial_bytes. */
+static LLVMValueRef
+piece_partial(rk *r, LLVMValueRef vec, LLVMValueRef piece)
+{
+    LLVMBuilderRef b = r->l->b;
+    LLVMValueRef o = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, vec, r->np, ""), piece, ""),
+                                  jit_em_i64(r->l, (int64_t)r->partial_bytes), "");
+    return LLVMBuildGEP2(b, r->l->i8, r->partial, &o, 1, "");
+}
+
 /* One tile of W columns at column c of kept row krow (cols).  A split kernel's partials are
  * per vector of columns: vector krow * nvr + c / W, piece q at (vector * np + q). */
 static void
@@ -1089,9 +1106,7 @@ emit_tile(rk *r, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMValueRef
     if (r->partial_bytes) {
         row = LLVMBuildAdd(b, LLVMBuildMul(b, krow, r->nvr, ""),
                            LLVMBuildUDiv(b, c, jit_em_i64(l, l->W), ""), "");
-        LLVMValueRef o = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, row, r->np, ""), r->q, ""),
-                                      jit_em_i64(l, (int64_t)r->partial_bytes), "");
-        LLVMValueRef mine = LLVMBuildGEP2(b, l->i8, r->partial, &o, 1, "");
+        LLVMValueRef mine = piece_partial(r, row, r->q);
         part = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, r->mode, jit_em_i64(l, 1), ""),
                                mine, r->partial, "");
     }
@@ -1152,7 +1167,6 @@ emit_block(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef c, LLVMVal
     r->mask = NULL;
     /* split kernels: mode 2 takes the accumulators from the pieces, mode 1 writes them */
     LLVMBasicBlockRef from = NULL, fin = NULL, wr = NULL, done = NULL;
-    LLVMValueRef pb = jit_em_i64(l, (int64_t)r->partial_bytes);
     if (r->partial_bytes) {
         from = block(r, "block.from.pieces");
         fin = block(r, "block.finish.pieces");
@@ -1164,8 +1178,7 @@ emit_block(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef c, LLVMVal
         cloop lp;
         loop_open(r, &lp, jit_em_i64(l, 0), nv, "block.pieces");
         block_accs(r, arr, arri, lp.i);
-        LLVMValueRef o = LLVMBuildMul(b, LLVMBuildMul(b, LLVMBuildAdd(b, vi0, lp.i, ""), r->np, ""), pb, "");
-        load_partials(r, LLVMBuildGEP2(b, l->i8, r->partial, &o, 1, ""), r->np);
+        load_partials(r, piece_partial(r, LLVMBuildAdd(b, vi0, lp.i, ""), jit_em_i64(l, 0)), r->np);
         loop_close(r, &lp);
         LLVMBuildBr(b, fin);
         LLVMPositionBuilderAtEnd(b, own);
@@ -1193,9 +1206,7 @@ emit_block(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef c, LLVMVal
         cloop lw;
         loop_open(r, &lw, jit_em_i64(l, 0), nv, "block.write");
         block_accs(r, arr, arri, lw.i);
-        LLVMValueRef ix = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, vi0, lw.i, ""), r->np, ""), r->q, "");
-        LLVMValueRef o = LLVMBuildMul(b, ix, pb, "");
-        store_partial(r, LLVMBuildGEP2(b, l->i8, r->partial, &o, 1, ""));
+        store_partial(r, piece_partial(r, LLVMBuildAdd(b, vi0, lw.i, ""), r->q));
         loop_close(r, &lw);
         LLVMBuildBr(b, done);
         LLVMPositionBuilderAtEnd(b, fin);
