@@ -27,7 +27,9 @@
  *
  * Accumulation.  f32 and f64 sums, means and products accumulate in f64 (f32 sums and means
  * of rows kernels in blocks of SUM_BLOCK elements per lane added in f32 first); integers wrap in
- * their own type; max/min are llvm.maximum/minimum (NaN wins, -0 < +0); argmax/argmin keep
+ * their own type; max/min are llvm.maximum/minimum (NaN wins, -0 < +0; in rows kernels the
+ * passes use the bare vmaxps/vminps with the NaNs and the zeros' signs tracked apart, see
+ * fast_extreme); argmax/argmin keep
  * (value, index) per lane with "first index wins, the first NaN wins" when lanes and pieces
  * are combined.  The order of every floating-point operation is fixed by the description
  * and the sizes alone, never by the thread count.
@@ -63,6 +65,9 @@ typedef struct rk {
     LLVMValueRef *acc, *acci; /* per inst (JIT_REDUCE): accumulator allocas in use */
     LLVMValueRef *accset[4], *acciset[4]; /* UNROLL independent sets (chains) */
     LLVMValueRef *acc32, *acc32set[4]; /* rows: f32 block accumulators of f32 sums (NULL: none) */
+    /* rows: float max/min on the bare instruction (see fast_extreme): per inst, a NaN seen
+     * (<W x i1>) and the signed-integer max/min of the bit patterns (NULL: none) */
+    LLVMValueRef *accnan, *accnanset[4], *accbits, *accbitsset[4];
     LLVMValueRef count; /* reduced elements per row */
     LLVMValueRef inner; /* size of the last reduced dim */
     LLVMValueRef vpos;  /* position of lane 0 along the vector dim */
@@ -144,6 +149,85 @@ blocked_sum(const jit_kdesc *d, const jit_kinst *in)
 {
     return (in->op == IR_OP_REDUCE_SUM || in->op == IR_OP_REDUCE_MEAN) &&
            operand_dtype(d, in) == KILN_DTYPE_F32;
+}
+
+/* Float max/min in rows kernels.  llvm.maximum (NaN wins, -0 < +0) is six instructions
+ * on AVX-512, three of them on mask registers, in one dependency chain: the max pass of
+ * softmax cost 1.4 ns a vector on one core.  Instead a pass keeps three accumulators per
+ * lane, each one instruction a vector and independent of the others:
+ *   a = x > a ? x : a       (vmaxps: a stays on NaN and on equal values, -0 == +0)
+ *   n = n | isnan(x)        (a NaN was seen)
+ *   z = smax(z, bits(x))    (signed max of the bit patterns: 0 when +0 was seen and no
+ *                            positive value; min: smin, INT_MIN exactly when -0 was seen)
+ * and the end of the pass (fold_sets) puts them together: NaN if n; +0 for max (-0 for
+ * min) if a == 0 and z says that zero was seen; else a.  This is exact: a NaN is never lost,
+ * and a zero result takes the sign llvm.maximum would give it.  It holds however the pass
+ * starts (identities, or a value combined from pieces, which the fix never worsens: it only
+ * turns a zero into the zero that was seen).  Columns kernels keep llvm.maximum: their
+ * accumulators move between arrays (emit_block), where these would have to follow. */
+static bool
+fast_extreme(const rk *r, const jit_kinst *in)
+{
+    return !r->cols && (in->op == IR_OP_REDUCE_MAX || in->op == IR_OP_REDUCE_MIN) &&
+           ir_dtype_is_float(operand_dtype(r->d, in));
+}
+
+static LLVMTypeRef
+bits_type(rk *r, const jit_kinst *in)
+{
+    return LLVMIntTypeInContext(r->l->ctx, (unsigned)kiln_dtype_size(operand_dtype(r->d, in)) * 8);
+}
+
+/* The signed-integer extreme of the identity: INT_MIN for max, INT_MAX for min. */
+static LLVMValueRef
+bits_identity(rk *r, const jit_kinst *in)
+{
+    LLVMTypeRef it = bits_type(r, in);
+    unsigned long long top = 1ull << (LLVMGetIntTypeWidth(it) - 1);
+    return jit_em_splat(r->l, LLVMConstInt(it, in->op == IR_OP_REDUCE_MAX ? top : top - 1, 0));
+}
+
+/* One vector into the three accumulators of a fast max/min (v: masked lanes already the
+ * identity). */
+static void
+fast_extreme_step(rk *r, const jit_kinst *in, int32_t i, LLVMValueRef v)
+{
+    jit_em *l = r->l;
+    LLVMBuilderRef b = l->b;
+    bool mx = in->op == IR_OP_REDUCE_MAX;
+    LLVMTypeRef at = LLVMTypeOf(v), nt = jit_em_vec(l, l->i1),
+                bt = jit_em_vec(l, bits_type(r, in));
+    LLVMValueRef a = LLVMBuildLoad2(b, at, r->acc[i], "");
+    LLVMValueRef gt = LLVMBuildFCmp(b, mx ? LLVMRealOGT : LLVMRealOLT, v, a, "");
+    LLVMBuildStore(b, LLVMBuildSelect(b, gt, v, a, ""), r->acc[i]);
+    LLVMValueRef n = LLVMBuildLoad2(b, nt, r->accnan[i], "");
+    n = LLVMBuildOr(b, n, LLVMBuildFCmp(b, LLVMRealUNO, v, v, ""), "");
+    LLVMBuildStore(b, n, r->accnan[i]);
+    LLVMValueRef z = LLVMBuildLoad2(b, bt, r->accbits[i], "");
+    z = jit_em_intr2(l, mx ? "llvm.smax" : "llvm.smin", z, LLVMBuildBitCast(b, v, bt, ""));
+    LLVMBuildStore(b, z, r->accbits[i]);
+}
+
+/* The exact max/min of set u's lanes from its three accumulators. */
+static LLVMValueRef
+fast_extreme_value(rk *r, const jit_kinst *in, int32_t i, int u, LLVMValueRef a)
+{
+    jit_em *l = r->l;
+    LLVMBuilderRef b = l->b;
+    bool mx = in->op == IR_OP_REDUCE_MAX;
+    LLVMTypeRef st = acc_scalar(r, in), nt = jit_em_vec(l, l->i1),
+                bt = jit_em_vec(l, bits_type(r, in));
+    LLVMValueRef n = LLVMBuildLoad2(b, nt, r->accnanset[u][i], "");
+    LLVMValueRef z = LLVMBuildLoad2(b, bt, r->accbitsset[u][i], "");
+    LLVMTypeRef it = bits_type(r, in);
+    LLVMValueRef seen = LLVMBuildICmp(b, LLVMIntEQ, z,
+                                      jit_em_splat(l, mx ? LLVMConstNull(it)
+                                                         : LLVMConstInt(it, 1ull << (LLVMGetIntTypeWidth(it) - 1), 0)),
+                                      "");
+    LLVMValueRef zero = LLVMBuildFCmp(b, LLVMRealOEQ, a, LLVMConstNull(LLVMTypeOf(a)), "");
+    a = LLVMBuildSelect(b, LLVMBuildAnd(b, seen, zero, ""),
+                        jit_em_splat(l, LLVMConstReal(st, mx ? 0.0 : -0.0)), a, "");
+    return LLVMBuildSelect(b, n, jit_em_splat(l, LLVMConstReal(st, NAN)), a, "");
 }
 
 /* The identity of the reduction, as a vector (argmax: any value, index -1). */
@@ -610,6 +694,10 @@ pass_body(rk *r, int p)
                 v = LLVMBuildSelect(b, r->mask, v,
                                     acc != r->acc[i] ? block_identity(l)
                                                      : identity(r, in), "");
+            if (fast_extreme(r, in)) {
+                fast_extreme_step(r, in, i, v);
+                continue;
+            }
             combine(r, in, &a, NULL, v, NULL);
         }
         LLVMBuildStore(b, a, acc);
@@ -653,6 +741,12 @@ init_accs(rk *r, int p)
                 LLVMBuildStore(r->l->b, block_identity(r->l), r->acc32set[u][i]);
             if (is_arg((ir_op)in->op))
                 LLVMBuildStore(r->l->b, LLVMConstAllOnes(jit_em_vec(r->l, r->l->i64)), r->acciset[u][i]);
+            if (fast_extreme(r, in)) {
+                LLVMBuildStore(r->l->b,
+                               LLVMConstNull(jit_em_vec(r->l, r->l->i1)),
+                               r->accnanset[u][i]);
+                LLVMBuildStore(r->l->b, bits_identity(r, in), r->accbitsset[u][i]);
+            }
         }
     }
 }
@@ -674,6 +768,8 @@ fold_sets(rk *r, int p)
         for (int u = 0; u < UNROLL; u++) {
             v[u] = LLVMBuildLoad2(b, at, r->accset[u][i], "");
             x[u] = arg ? LLVMBuildLoad2(b, it, r->acciset[u][i], "") : NULL;
+            if (fast_extreme(r, in))
+                v[u] = fast_extreme_value(r, in, i, u, v[u]);
         }
         for (int h = UNROLL / 2; h >= 1; h /= 2)
             for (int u = 0; u < h; u++)
@@ -708,6 +804,8 @@ use_set(rk *r, int u)
     r->acc = r->accset[u];
     r->acci = r->acciset[u];
     r->acc32 = r->acc32set[u];
+    r->accnan = r->accnanset[u];
+    r->accbits = r->accbitsset[u];
 }
 
 /* The f32 block sums of pass p's reductions into set 0's f64 accumulators, and the blocks
@@ -1285,7 +1383,9 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         sets_ok &= r.accset[u] && r.acciset[u];
         if (!r.cols) {
             r.acc32set[u] = ir_calloc(ni, sizeof(LLVMValueRef));
-            sets_ok &= r.acc32set[u] != NULL;
+            r.accnanset[u] = ir_calloc(ni, sizeof(LLVMValueRef));
+            r.accbitsset[u] = ir_calloc(ni, sizeof(LLVMValueRef));
+            sets_ok &= r.acc32set[u] && r.accnanset[u] && r.accbitsset[u];
         }
     }
     r.acc = r.accset[0];
@@ -1370,6 +1470,11 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
                     r.acc32set[u][i] = new_alloca(&r, jit_em_vec(l, l->f32));
                 if (is_arg((ir_op)d->inst[i].op))
                     r.acciset[u][i] = new_alloca(&r, jit_em_vec(l, l->i64));
+                if (fast_extreme(&r, &d->inst[i])) {
+                    r.accnanset[u][i] =
+                        new_alloca(&r, jit_em_vec(l, l->i1));
+                    r.accbitsset[u][i] = new_alloca(&r, jit_em_vec(l, bits_type(&r, &d->inst[i])));
+                }
             }
     use_set(&r, 0);
 
@@ -1503,6 +1608,8 @@ done:
         ir_free(r.accset[u]);
         ir_free(r.acciset[u]);
         ir_free(r.acc32set[u]);
+        ir_free(r.accnanset[u]);
+        ir_free(r.accbitsset[u]);
     }
     ir_free(r.spill);
     ir_free(r.knext);
