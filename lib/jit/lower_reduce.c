@@ -83,6 +83,7 @@ typedef struct rk {
     bool *first_read;   /* per inst: a load the first pass's body reads (prefetched) */
     int prefetch_pass;  /* rows: the pass whose full vectors prefetch the next row (-1 none) */
     bool prefetch;      /* the body being emitted prefetches */
+    bool prefetch_cheap; /* the prefetching pass has no vector math: loads only */
     /* cols kernels split along the reduced dims (partial_bytes > 0): the mode, this piece's
      * reduced range and index, the piece count, the partials, vectors per kept row */
     LLVMValueRef mode, rb, re, q, np, partial, nvr;
@@ -651,6 +652,24 @@ prefetch_next_row(rk *r)
         LLVMTypeRef pt = l->ptr;
         jit_em_intr(l, "llvm.prefetch", &pt, 1, args, 4);
     }
+    /* the next row's stores over the space, for writing, when this pass is costly (vector
+     * math): their lines' read-for-ownership overlaps the arithmetic instead of stalling the
+     * later pass's stores (softmax on one core, f32[4096,1024]: 3.06 -> 2.80 ms).  Cheap
+     * passes leave it to the hardware: there it cost layernorm 10%, its x, y, gamma and
+     * beta rows and the next x and y all 4 KiB apart, in the same sets of L1. */
+    for (int32_t k = 0; k < d->nstores && !r->prefetch_cheap; k++) {
+        int j = d->nloads + k;
+        if (d->store_cls[k] != JIT_ST_SPACE)
+            continue;
+        LLVMTypeRef mt = jit_em_mem_type(l, (kiln_dtype)d->inst[d->stores[k]].dtype);
+        LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildSub(b, r->cur[j], r->kbase[j], ""), r->knext[j], "");
+        off = LLVMBuildAdd(b, off, r->vpos, "");
+        LLVMValueRef args[4] = {LLVMBuildGEP2(b, mt, r->ptr[j], &off, 1, ""),
+                                LLVMConstInt(l->i32, 1, 0), LLVMConstInt(l->i32, 3, 0),
+                                LLVMConstInt(l->i32, 1, 0)}; /* write, keep in L1, data */
+        LLVMTypeRef pt = l->ptr;
+        jit_em_intr(l, "llvm.prefetch", &pt, 1, args, 4);
+    }
 }
 
 /* One pass body at the current position: values, accumulation, stores over the space. */
@@ -796,6 +815,21 @@ pass_unrolls(rk *r, int p)
         if (space_store_in(d, r->ph, k, p))
             cost += 8;
     return red && cost < 16;
+}
+
+/* Does pass p compute vector math (a reduction's operand or a stored value)? */
+static bool
+pass_has_math(rk *r, int p)
+{
+    const jit_kdesc *d = r->d;
+    int cost = 0;
+    for (int32_t i = 0; i < d->ninst; i++)
+        if (reduces_in(d, r->ph, i, p))
+            cost += recompute_cost(d, r->uni, d->inst[i].a[0], 0);
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (space_store_in(d, r->ph, k, p))
+            cost += recompute_cost(d, r->uni, d->stores[k], 0);
+    return cost >= 20;
 }
 
 static void
@@ -1415,6 +1449,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
             goto done;
         }
         pass_needs(d, r.uni, r.spill, r.ph, 0, r.first_read);
+        r.prefetch_cheap = !pass_has_math(&r, r.prefetch_pass);
     }
 
     LLVMTypeRef params[6] = {l->ptr, l->ptr, l->ptr, l->i64, l->i64, l->ptr};
