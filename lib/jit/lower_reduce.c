@@ -1231,6 +1231,8 @@ piece_partial(rk *r, LLVMValueRef vec, LLVMValueRef piece)
     return LLVMBuildGEP2(b, r->l->i8, r->partial, &o, 1, "");
 }
 
+static bool cols_blockable(rk *r);
+
 /* One tile of W columns at column c of kept row krow (cols).  A split kernel's partials are
  * per vector of columns: vector krow * nvr + c / W, piece q at (vector * np + q). */
 static void
@@ -1240,6 +1242,22 @@ emit_tile(rk *r, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMValueRef
     jit_em *l = r->l;
     LLVMBuilderRef b = l->b;
     LLVMValueRef row = krow, part = r->partial;
+    if (r->partial_bytes && cols_blockable(r)) {
+        /* a blockable kernel's tiles are only its last partial vector of columns: no pieces
+         * for it (the pieces' calls skip it; the finishing call, and an unsplit one, reduce
+         * it over every reduced row, in one order whatever the threads), so the pieces'
+         * code exists once, in the block path */
+        LLVMBasicBlockRef whole = block(r, "tile.whole"), skip = block(r, "tile.skip");
+        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, r->mode, jit_em_i64(l, 1), ""), skip, whole);
+        LLVMPositionBuilderAtEnd(b, whole);
+        size_t pb = r->partial_bytes;
+        r->partial_bytes = 0;
+        emit_row(r, r->mode, sb, se, ib, ie, r->np, part, row);
+        r->partial_bytes = pb;
+        LLVMBuildBr(b, skip);
+        LLVMPositionBuilderAtEnd(b, skip);
+        return;
+    }
     if (r->partial_bytes) {
         row = LLVMBuildAdd(b, LLVMBuildMul(b, krow, r->nvr, ""),
                            LLVMBuildUDiv(b, c, jit_em_i64(l, l->W), ""), "");
@@ -1605,20 +1623,26 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
             ir_free(arr);
             ir_free(arri);
         }
-        LLVMBasicBlockRef th = block(&r, "tile"), tb = block(&r, "tile.body"),
-                          tc = block(&r, "tile.tail.check"), tt = block(&r, "tile.tail"),
-                          tn = block(&r, "krow.next");
+        /* full tiles, unless the blocks took every full vector of columns: then only the
+         * masked tail is left (one path fewer to compile: colsum's code is a third smaller) */
+        LLVMBasicBlockRef th = block(&r, "tile"), tc = block(&r, "tile.tail.check"),
+                          tt = block(&r, "tile.tail"), tn = block(&r, "krow.next");
         LLVMBuildBr(b, th);
         LLVMPositionBuilderAtEnd(b, th);
         LLVMValueRef c = LLVMBuildLoad2(b, l->i64, cvar, "");
-        LLVMValueRef cn = LLVMBuildAdd(b, c, jit_em_i64(l, l->W), "");
-        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, cn, cend, ""), tb, tc);
-        LLVMPositionBuilderAtEnd(b, tb);
-        r.vpos = c;
-        r.tilemask = NULL;
-        emit_tile(&r, sb, se, ib, ie, krow, c);
-        LLVMBuildStore(b, cn, cvar);
-        LLVMBuildBr(b, th);
+        if (!cols_blockable(&r)) {
+            LLVMBasicBlockRef tb = block(&r, "tile.body");
+            LLVMValueRef cn = LLVMBuildAdd(b, c, jit_em_i64(l, l->W), "");
+            LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, cn, cend, ""), tb, tc);
+            LLVMPositionBuilderAtEnd(b, tb);
+            r.vpos = c;
+            r.tilemask = NULL;
+            emit_tile(&r, sb, se, ib, ie, krow, c);
+            LLVMBuildStore(b, cn, cvar);
+            LLVMBuildBr(b, th);
+        } else {
+            LLVMBuildBr(b, tc);
+        }
         LLVMPositionBuilderAtEnd(b, tc);
         LLVMValueRef rest = LLVMBuildSub(b, cend, c, "");
         LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, rest, jit_em_i64(l, 0), ""), tt, tn);
