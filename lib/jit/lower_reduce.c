@@ -629,12 +629,26 @@ row_values(rk *r, int p)
  * next row's memory traffic overlaps this row's arithmetic.  Only slots the first pass
  * reads are prefetched (layernorm's x, not its gamma and beta).  A prefetch never faults,
  * so the row after the last one costs nothing but the hint. */
+/* Prefetch slot j's element of the next row at the current position (write: for a store),
+ * into L1. */
+static void
+prefetch_slot(rk *r, int j, kiln_dtype t, bool write)
+{
+    jit_em *l = r->l;
+    LLVMBuilderRef b = l->b;
+    LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildSub(b, r->cur[j], r->kbase[j], ""), r->knext[j], "");
+    off = LLVMBuildAdd(b, off, r->vpos, "");
+    LLVMValueRef args[4] = {LLVMBuildGEP2(b, jit_em_mem_type(l, t), r->ptr[j], &off, 1, ""),
+                            LLVMConstInt(l->i32, write, 0), LLVMConstInt(l->i32, 3, 0),
+                            LLVMConstInt(l->i32, 1, 0)}; /* read or write, keep in L1, data */
+    LLVMTypeRef pt = l->ptr;
+    jit_em_intr(l, "llvm.prefetch", &pt, 1, args, 4);
+}
+
 static void
 prefetch_next_row(rk *r)
 {
     const jit_kdesc *d = r->d;
-    jit_em *l = r->l;
-    LLVMBuilderRef b = l->b;
     uint64_t done = 0; /* slots < 64 prefetched already */
     for (int32_t i = 0; i < d->ninst; i++) {
         const jit_kinst *in = &d->inst[i];
@@ -643,33 +657,16 @@ prefetch_next_row(rk *r)
             j >= 64 || (done >> j & 1))
             continue;
         done |= (uint64_t)1 << j;
-        LLVMTypeRef mt = jit_em_mem_type(l, (kiln_dtype)in->dtype);
-        LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildSub(b, r->cur[j], r->kbase[j], ""), r->knext[j], "");
-        off = LLVMBuildAdd(b, off, r->vpos, "");
-        LLVMValueRef args[4] = {LLVMBuildGEP2(b, mt, r->ptr[j], &off, 1, ""),
-                                LLVMConstInt(l->i32, 0, 0), LLVMConstInt(l->i32, 3, 0),
-                                LLVMConstInt(l->i32, 1, 0)}; /* read, keep in L1, data */
-        LLVMTypeRef pt = l->ptr;
-        jit_em_intr(l, "llvm.prefetch", &pt, 1, args, 4);
+        prefetch_slot(r, j, (kiln_dtype)in->dtype, false);
     }
     /* the next row's stores over the space, for writing, when this pass is costly (vector
      * math): their lines' read-for-ownership overlaps the arithmetic instead of stalling the
      * later pass's stores (softmax on one core, f32[4096,1024]: 3.06 -> 2.80 ms).  Cheap
      * passes leave it to the hardware: there it cost layernorm 10%, its x, y, gamma and
      * beta rows and the next x and y all 4 KiB apart, in the same sets of L1. */
-    for (int32_t k = 0; k < d->nstores && !r->prefetch_cheap; k++) {
-        int j = d->nloads + k;
-        if (d->store_cls[k] != JIT_ST_SPACE)
-            continue;
-        LLVMTypeRef mt = jit_em_mem_type(l, (kiln_dtype)d->inst[d->stores[k]].dtype);
-        LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildSub(b, r->cur[j], r->kbase[j], ""), r->knext[j], "");
-        off = LLVMBuildAdd(b, off, r->vpos, "");
-        LLVMValueRef args[4] = {LLVMBuildGEP2(b, mt, r->ptr[j], &off, 1, ""),
-                                LLVMConstInt(l->i32, 1, 0), LLVMConstInt(l->i32, 3, 0),
-                                LLVMConstInt(l->i32, 1, 0)}; /* write, keep in L1, data */
-        LLVMTypeRef pt = l->ptr;
-        jit_em_intr(l, "llvm.prefetch", &pt, 1, args, 4);
-    }
+    for (int32_t k = 0; k < d->nstores && !r->prefetch_cheap; k++)
+        if (d->store_cls[k] == JIT_ST_SPACE)
+            prefetch_slot(r, d->nloads + k, (kiln_dtype)d->inst[d->stores[k]].dtype, true);
 }
 
 /* One pass body at the current position: values, accumulation, stores over the space. */
