@@ -518,3 +518,12 @@ jit_math_ulp_bound(ir_op op, kiln_dtype dtype)
     double b = jit_math_available(op) ? jit_vm_ulp_bound(ir_ops[op].name, dtype) : 0;
     return b > 0 ? b : 0;
 }
+
+LLVMValueRef
+jit_em_opaque(jit_em *l, LLVMValueRef v)
+{
+    LLVMTypeRef t = LLVMTypeOf(v);
+    LLVMTypeRef ft = LLVMFunctionType(t, &t, 1, 0);
+    LLVMValueRef as = LLVMGetInlineAsm(ft, "", 0, "=r,0", 4, 0, 0, LLVMInlineAsmDialectATT, 0);
+    return LLVMBuildCall2(l->b, ft, as, &v, 1, "");
+}

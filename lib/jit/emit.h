@@ -25,6 +25,10 @@ IR_HIDDEN LLVMTypeRef jit_em_scalar_type(jit_em *l, kiln_dtype t);
 /* In memory: bool is a byte. */
 IR_HIDDEN LLVMTypeRef jit_em_mem_type(jit_em *l, kiln_dtype t);
 IR_HIDDEN LLVMTypeRef jit_em_vec(jit_em *l, LLVMTypeRef t);
+/* v (an i64) through an empty inline asm: the same register, a value the optimiser and
+ * code generator cannot see through (loop strength reduction finds no induction variable
+ * users behind it). */
+IR_HIDDEN LLVMValueRef jit_em_opaque(jit_em *l, LLVMValueRef v);
 IR_HIDDEN LLVMValueRef jit_em_i64(jit_em *l, int64_t v);
 /* Element i of a kernel's argument array of 8-byte values (ptrs, strides, dims, aux), as
  * type t (l->ptr or l->i64). */

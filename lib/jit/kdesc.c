@@ -12,12 +12,13 @@
  * its speed (format 2: f32 sums in blocks, unmasked costly passes, prefetching; format 3:
  * f32 gelu's corrected quotient; format 4: rows kernels' bare vmaxps/vminps; format 5:
  * prefetching the next row's stores; format 6: the shorter f32 exp; format 7: a split
- * blockable columns kernel's last partial vector reduced whole), so an upgrade never keeps
- * running the old code from the disk.
+ * blockable columns kernel's last partial vector reduced whole; format 8: vector bodies'
+ * positions through an opaque copy), so an upgrade never keeps running the old code from
+ * the disk.
  * A CONTRACTION description needs nothing more: its tile follows from the dtype and the
  * vector width, which the disk key holds.
  *
- *   format 1 to 7 (the same bytes):
+ *   format 1 to 8 (the same bytes):
  *     i32 kind, rank, nred, lanes_kept, ninst, nloads, nstores
  *     ninst x { u8 kind, op, dtype, cls; i32 slot; i32 a[0..3); u8 value[8]; u8 value2[8] }
  *     nstores x i32 store index

@@ -957,9 +957,10 @@ emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMV
             LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, cu, ie, ""), ub, ud);
             LLVMPositionBuilderAtEnd(b, ub);
             r->mask = NULL;
+            LLVMValueRef c0o = jit_em_opaque(l, c0);
             for (int u = 0; u < UNROLL; u++) {
                 use_set(r, u);
-                r->vpos = LLVMBuildAdd(b, c0, jit_em_i64(l, (int64_t)u * l->W), "");
+                r->vpos = LLVMBuildAdd(b, c0o, jit_em_i64(l, (int64_t)u * l->W), "");
                 r->prefetch = p == r->prefetch_pass;
                 pass_body(r, p);
                 r->prefetch = false;
@@ -980,7 +981,7 @@ emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMV
         LLVMValueRef cn = LLVMBuildAdd(b, c, jit_em_i64(l, l->W), "");
         LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, cn, ie, ""), body, tchk);
         LLVMPositionBuilderAtEnd(b, body);
-        r->vpos = c;
+        r->vpos = jit_em_opaque(l, c); /* as lower.c's vector body */
         r->mask = NULL;
         r->prefetch = p == r->prefetch_pass;
         pass_body(r, p);
