@@ -622,13 +622,6 @@ row_values(rk *r, int p)
     }
 }
 
-/* Rows kernels read a row from memory in their first pass and work on it in cache in the
- * later ones; with nothing else in flight the memory would idle meanwhile.  So the full
- * vectors of the first later pass prefetch the same position of the next row of every
- * slot loaded contiguously along the row (one line per vector of f32 at 512 bits): the
- * next row's memory traffic overlaps this row's arithmetic.  Only slots the first pass
- * reads are prefetched (layernorm's x, not its gamma and beta).  A prefetch never faults,
- * so the row after the last one costs nothing but the hint. */
 /* Prefetch slot j's element of the next row at the current position (write: for a store),
  * into L1. */
 static void
@@ -645,6 +638,13 @@ prefetch_slot(rk *r, int j, kiln_dtype t, bool write)
     jit_em_intr(l, "llvm.prefetch", &pt, 1, args, 4);
 }
 
+/* Rows kernels read a row from memory in their first pass and work on it in cache in the
+ * later ones; with nothing else in flight the memory would idle meanwhile.  So the full
+ * vectors of the first later pass prefetch the same position of the next row of every
+ * slot loaded contiguously along the row (one line per vector of f32 at 512 bits): the
+ * next row's memory traffic overlaps this row's arithmetic.  Only slots the first pass
+ * reads are prefetched (layernorm's x, not its gamma and beta).  A prefetch never faults,
+ * so the row after the last one costs nothing but the hint. */
 static void
 prefetch_next_row(rk *r)
 {
