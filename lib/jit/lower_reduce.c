@@ -1229,41 +1229,31 @@ piece_partial(rk *r, LLVMValueRef vec, LLVMValueRef piece)
     return LLVMBuildGEP2(b, r->l->i8, r->partial, &o, 1, "");
 }
 
-static bool cols_blockable(rk *r);
-
-/* One tile of W columns at column c of kept row krow (cols).  A split kernel's partials are
- * per vector of columns: vector krow * nvr + c / W, piece q at (vector * np + q). */
+/* One tile of W columns of kept row krow (cols; r->vpos at its first column).  A split
+ * columns kernel is a blockable one (jit_reduce_partial_bytes asks what cols_blockable
+ * does), whose blocks take every full vector of columns: its tiles are only its last
+ * partial vector, which has no pieces (the pieces' calls skip it; the finishing call, like
+ * an unsplit one, reduces it over every reduced row, in one order whatever the threads), so
+ * the pieces' code exists once, in the block path. */
 static void
 emit_tile(rk *r, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMValueRef ie,
-          LLVMValueRef krow, LLVMValueRef c)
+          LLVMValueRef krow)
 {
-    jit_em *l = r->l;
-    LLVMBuilderRef b = l->b;
-    LLVMValueRef row = krow, part = r->partial;
-    if (r->partial_bytes && cols_blockable(r)) {
-        /* a blockable kernel's tiles are only its last partial vector of columns: no pieces
-         * for it (the pieces' calls skip it; the finishing call, and an unsplit one, reduce
-         * it over every reduced row, in one order whatever the threads), so the pieces'
-         * code exists once, in the block path */
-        LLVMBasicBlockRef whole = block(r, "tile.whole"), skip = block(r, "tile.skip");
-        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, r->mode, jit_em_i64(l, 1), ""), skip, whole);
-        LLVMPositionBuilderAtEnd(b, whole);
-        size_t pb = r->partial_bytes;
-        r->partial_bytes = 0;
-        emit_row(r, r->mode, sb, se, ib, ie, r->np, part, row);
-        r->partial_bytes = pb;
-        LLVMBuildBr(b, skip);
-        LLVMPositionBuilderAtEnd(b, skip);
+    if (!r->partial_bytes) {
+        emit_row(r, r->mode, sb, se, ib, ie, r->np, r->partial, krow);
         return;
     }
-    if (r->partial_bytes) {
-        row = LLVMBuildAdd(b, LLVMBuildMul(b, krow, r->nvr, ""),
-                           LLVMBuildUDiv(b, c, jit_em_i64(l, l->W), ""), "");
-        LLVMValueRef mine = piece_partial(r, row, r->q);
-        part = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, r->mode, jit_em_i64(l, 1), ""),
-                               mine, r->partial, "");
-    }
-    emit_row(r, r->mode, sb, se, ib, ie, r->np, part, row);
+    jit_em *l = r->l;
+    LLVMBuilderRef b = l->b;
+    LLVMBasicBlockRef whole = block(r, "tile.whole"), skip = block(r, "tile.skip");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, r->mode, jit_em_i64(l, 1), ""), skip, whole);
+    LLVMPositionBuilderAtEnd(b, whole);
+    size_t pb = r->partial_bytes;
+    r->partial_bytes = 0;
+    emit_row(r, r->mode, sb, se, ib, ie, r->np, r->partial, krow);
+    r->partial_bytes = pb;
+    LLVMBuildBr(b, skip);
+    LLVMPositionBuilderAtEnd(b, skip);
 }
 
 /* Columns kernels whose reductions all read the first pass and that store nothing over
@@ -1635,7 +1625,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
             LLVMPositionBuilderAtEnd(b, tb);
             r.vpos = c;
             r.tilemask = NULL;
-            emit_tile(&r, sb, se, ib, ie, krow, c);
+            emit_tile(&r, sb, se, ib, ie, krow);
             LLVMBuildStore(b, cn, cvar);
             LLVMBuildBr(b, th);
         } else {
@@ -1647,7 +1637,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         LLVMPositionBuilderAtEnd(b, tt);
         r.vpos = c;
         r.tilemask = jit_em_first_lanes(l, rest);
-        emit_tile(&r, sb, se, ib, ie, krow, c);
+        emit_tile(&r, sb, se, ib, ie, krow);
         LLVMBuildBr(b, tn);
         LLVMPositionBuilderAtEnd(b, tn);
         LLVMBuildStore(b, LLVMBuildAdd(b, ps, seg, ""), pos);
