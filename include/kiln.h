@@ -279,8 +279,8 @@ typedef struct kiln_options {
     const kiln_tensor *inputs;
     /* The captured graph's name (NULL: "captured"). */
     const char *graph_name;
-    /* KILN_KEEP_DUMPS, KILN_NO_CACHE, KILN_NO_DISK_CACHE, KILN_STREAM or KILN_NO_STREAM
-     * (below), or 0. */
+    /* KILN_KEEP_DUMPS, KILN_NO_CACHE, KILN_NO_DISK_CACHE, KILN_STREAM or KILN_NO_STREAM,
+     * KILN_COMPACT or KILN_NO_COMPACT (below), or 0. */
     unsigned flags;
 } kiln_options;
 
@@ -300,6 +300,15 @@ typedef struct kiln_options {
  * the same bits either way.  Setting both is KILN_ERR_INVALID_ARG. */
 #define KILN_STREAM 8u
 #define KILN_NO_STREAM 16u
+/* Compact code.  A plan whose elementwise kernels hold more than 1024 distinct
+ * instructions (thousands of ops: generated or unrolled graphs) compiles them compactly:
+ * vector math called out of line, one masked loop body, LLVM's fast code generator.  That
+ * compiles about 10x faster and runs slower (docs/jit.md, "Compact code"); reductions and
+ * matmuls are always compiled in full.  KILN_COMPACT: compact whatever the size;
+ * KILN_NO_COMPACT: never (the best code, however long it takes).  Results are the same
+ * bits either way.  Setting both is KILN_ERR_INVALID_ARG. */
+#define KILN_COMPACT 32u
+#define KILN_NO_COMPACT 64u
 
 /* kiln_scope_end: finish the scope.  The `noutputs` tensors in `outputs` become outputs
  * after any marked with kiln_scope_output.  Boundaries are checked, the client is

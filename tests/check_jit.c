@@ -308,9 +308,13 @@ describe(FILE *f, const kiln_graph *g, kiln_program *p)
     }
 }
 
-/* Compile g in `mode`, run it and the interpreter on `in` (or take `ref`, the expected
- * outputs, when not NULL), compare every output by rules[i] (NULL: exact).  Returns NULL
- * when all match, else a malloc'd report. */
+/* kiln_options flags for run_compare's compiles: the compact-code tests set KILN_COMPACT
+ * around the same checks as the full code's (and clear it again: CK_FORK=no). */
+static unsigned test_flags;
+
+/* Compile g in `mode` (with test_flags), run it and the interpreter on `in` (or take
+ * `ref`, the expected outputs, when not NULL), compare every output by rules[i] (NULL:
+ * exact).  Returns NULL when all match, else a malloc'd report. */
 static char *
 run_compare(const kiln_graph *g, kiln_mode mode, const inputs *in, const rule *rules,
             void *const *ref)
@@ -327,6 +331,7 @@ run_compare(const kiln_graph *g, kiln_mode mode, const inputs *in, const rule *r
     kiln_program *p = NULL;
     kiln_options opt = {0};
     opt.mode = mode;
+    opt.flags = test_flags;
     for (int i = 0; i < nout; i++) {
         ck_assert_int_eq(kiln_graph_output(g, i, &info[i]), KILN_OK);
         got[i] = malloc(info[i].bytes + GUARD);
@@ -791,6 +796,16 @@ START_TEST(test_elementwise_op)
     }
     ck_assert_msg(nfailed == 0, "%d op/dtype cases differ from the reference (details on "
                   "stderr): %s", nfailed, failed);
+}
+END_TEST
+
+/* The same cases compiled as compact code (KILN_COMPACT: vector math called out of line,
+ * every vector under a mask, LLVM's fast code generator), held to the same rules. */
+START_TEST(test_elementwise_op_compact)
+{
+    test_flags = KILN_COMPACT;
+    test_elementwise_op_fn(_i);
+    test_flags = 0;
 }
 END_TEST
 
@@ -1934,6 +1949,163 @@ START_TEST(test_streaming_stores)
 }
 END_TEST
 
+/* ---- compact code ----------------------------------------------------------------------- */
+
+/* Compile g with `flags` in `mode`, run it on `in`; res[i] malloc'd outputs. */
+static void
+run_with_flags(const kiln_graph *g, kiln_mode mode, unsigned flags, const inputs *in, void **res,
+               const char *ctx)
+{
+    kiln_options o = {.mode = mode, .flags = flags};
+    kiln_program *p;
+    ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s: %s", ctx, kiln_errmsg());
+    for (int i = 0; i < kiln_graph_num_outputs(g); i++) {
+        kiln_value_info vi;
+        kiln_graph_output(g, i, &vi);
+        res[i] = malloc(vi.bytes + 1);
+        ck_assert_ptr_nonnull(res[i]);
+    }
+    ck_assert_msg(kiln_program_run(p, (const void *const *)in->buf, res) == KILN_OK, "%s: %s", ctx,
+                  kiln_errmsg());
+    kiln_program_free(p);
+}
+
+/* Does program p's plan say its kernels are compact? */
+static bool
+plan_compact(const kiln_graph *g, kiln_mode mode, unsigned flags)
+{
+    kiln_options o = {.mode = mode, .flags = flags};
+    kiln_program *p;
+    ck_assert_int_eq(kiln_program_compile(g, &o, &p), KILN_OK);
+    char *plan = dump_of(p, "plan");
+    bool c = strstr(plan, "\ncompact code: ") != NULL;
+    free(plan);
+    kiln_program_free(p);
+    return c;
+}
+
+/* Compact code (KILN_COMPACT) gives the same bits as full code (KILN_NO_COMPACT), NaN
+ * payloads aside, on random graphs of every op (reductions and matmuls stay full code in
+ * a compact plan), fused and eager: the same instructions, out of line and under a mask.
+ * The plan decides by size: a wide graph of more than 1024 distinct instructions is
+ * compact by default, fused; its eager plan (a few distinct one-op kernels) and a small
+ * graph are not.  Out-of-line vector math is a call in the assembly.  Both flags: an
+ * error. */
+START_TEST(test_compact_code)
+{
+    uint64_t base = base_seed();
+    for (int i = 0; i < 60; i++) {
+        uint64_t seed = base + 3000000 + (uint64_t)i;
+        ts_randgraph_opts o;
+        ts_randgraph_defaults(&o);
+        o.plain_names = true;
+        o.reduce_consumer_pct = 30;
+        if (i % 2) {
+            o.max_dim = 37;
+            o.max_rank = 2;
+            o.max_elems = 4096;
+        }
+        kiln_graph *g = ts_random_graph(seed, &o);
+        ck_assert_msg(g != NULL, "seed %" PRIu64 ": generator failed: %s", seed, kiln_errmsg());
+        inputs in = {0};
+        inputs_random(g, seed ^ 0x636f6d70ull, (seed >> 3) & 1, &in);
+        int nout = kiln_graph_num_outputs(g);
+        ck_assert_int_le(nout, MAXIO);
+        for (int m = 0; m < 2; m++) {
+            kiln_mode mode = m ? KILN_MODE_EAGER : KILN_MODE_FUSED;
+            char ctx[160];
+            snprintf(ctx, sizeof ctx, "compact code, random graph seed %" PRIu64 " (base %" PRIu64
+                     " + %d), %s", seed, base, 3000000 + i, mode_name(mode));
+            void *full[MAXIO] = {0}, *comp[MAXIO] = {0};
+            run_with_flags(g, mode, KILN_NO_COMPACT, &in, full, ctx);
+            run_with_flags(g, mode, KILN_COMPACT, &in, comp, ctx);
+            for (int k = 0; k < nout; k++) {
+                kiln_value_info vi;
+                kiln_graph_output(g, k, &vi);
+                for (size_t e = 0; e < vi.count; e++)
+                    if (!elem_match(vi.dtype, comp[k], full[k], e, (rule){.nan = NAN_ANY})) {
+                        char a[64], b[64];
+                        ts_elem_str(vi.dtype, comp[k], e, a, sizeof a);
+                        ts_elem_str(vi.dtype, full[k], e, b, sizeof b);
+                        describe(stderr, g, NULL);
+                        ck_abort_msg("%s: output %d element %zu: compact %s, full %s", ctx, k, e, a, b);
+                    }
+                free(full[k]);
+                free(comp[k]);
+            }
+        }
+        inputs_free(&in);
+        kiln_graph_free(g);
+    }
+
+    /* the plan's choice: 12 inputs, 1,200 ops of two earlier values each (each new op
+     * reads the one before it, so the kernels are long and distinct) */
+    enum { NIN = 12, NOPS = 1200 };
+    static const char *const ops[4] = {"add", "mul", "sub", "max"};
+    size_t cap = 1024 + (size_t)NOPS * 48, n = 0;
+    char *t = malloc(cap);
+    ck_assert_ptr_nonnull(t);
+    n += (size_t)snprintf(t + n, cap - n, "graph big(");
+    for (int i = 0; i < NIN; i++)
+        n += (size_t)snprintf(t + n, cap - n, "%sx%d: f32[%d]", i ? ", " : "", i, 3 * lanes() + 1);
+    n += (size_t)snprintf(t + n, cap - n, ") -> (y: f32[%d]) {\n  v0 = add(x0, x1)\n", 3 * lanes() + 1);
+    uint64_t r = 0x636f;
+    for (int j = 1; j < NOPS; j++) {
+        r = r * 6364136223846793005u + 1442695040888963407u;
+        unsigned a = (unsigned)(r >> 33);
+        if (a % 3 == 0)
+            n += (size_t)snprintf(t + n, cap - n, "  v%d = %s(v%d, x%u)\n", j, ops[a % 4], j - 1, a % NIN);
+        else
+            n += (size_t)snprintf(t + n, cap - n, "  v%d = %s(v%d, v%u)\n", j, ops[a % 4], j - 1,
+                                  (unsigned)(r >> 45) % (unsigned)j);
+    }
+    n += (size_t)snprintf(t + n, cap - n, "  y = neg(v%d)\n}\n", NOPS - 1);
+    ck_assert_uint_lt(n, cap);
+    kiln_graph *big = ts_parse(t);
+    free(t);
+    kiln_graph *small = parsef("graph s(x: f32[100]) -> (o: f32[100]) {\n  a = tanh(x)\n  o = mul(a, x)\n}\n");
+    ck_assert(plan_compact(big, KILN_MODE_FUSED, 0));
+    ck_assert(!plan_compact(big, KILN_MODE_FUSED, KILN_NO_COMPACT));
+    ck_assert(!plan_compact(big, KILN_MODE_EAGER, 0));
+    ck_assert(!plan_compact(small, KILN_MODE_FUSED, 0));
+    ck_assert(plan_compact(small, KILN_MODE_FUSED, KILN_COMPACT));
+    ck_assert(plan_compact(small, KILN_MODE_EAGER, KILN_COMPACT));
+    {
+        inputs in = {0};
+        inputs_random(big, 0x636f6d71, true, &in);
+        void *full[1], *comp[1];
+        run_with_flags(big, KILN_MODE_FUSED, KILN_NO_COMPACT, &in, full, "big graph");
+        run_with_flags(big, KILN_MODE_FUSED, 0, &in, comp, "big graph");
+        for (size_t e = 0; e < (size_t)(3 * lanes() + 1); e++)
+            ck_assert_msg(elem_match(KILN_DTYPE_F32, comp[0], full[0], e, (rule){.nan = NAN_ANY}),
+                          "big graph: element %zu: compact and full code differ", e);
+        free(full[0]);
+        free(comp[0]);
+        inputs_free(&in);
+    }
+    /* out-of-line vector math: a call in the compact kernel's assembly, none in the full one */
+    for (int k = 0; k < 2; k++) {
+        kiln_options o = {.flags = KILN_KEEP_DUMPS | (k ? KILN_COMPACT : KILN_NO_COMPACT)};
+        kiln_program *p;
+        ck_assert_int_eq(kiln_program_compile(small, &o, &p), KILN_OK);
+        char *as = dump_of(p, "asm");
+        ck_assert_msg((strstr(as, "call") != NULL) == (k == 1), "%s: asm:\n%.3000s",
+                      k ? "KILN_COMPACT" : "KILN_NO_COMPACT", as);
+        free(as);
+        kiln_program_free(p);
+    }
+    /* both flags: an error, not a guess */
+    kiln_options o = {.flags = KILN_COMPACT | KILN_NO_COMPACT};
+    kiln_program *p = NULL;
+    ck_assert_int_eq(kiln_program_compile(small, &o, &p), KILN_ERR_INVALID_ARG);
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strstr(kiln_errmsg(), "KILN_COMPACT and KILN_NO_COMPACT exclude each other") != NULL,
+                  "%s", kiln_errmsg());
+    kiln_graph_free(big);
+    kiln_graph_free(small);
+}
+END_TEST
+
 /* ---- programs shared between threads ----------------------------------------------------- */
 
 /* Several threads compile the same graphs (racing on both caches) and run one shared
@@ -2100,6 +2272,7 @@ jit_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_elementwise_coverage);
     tcase_add_loop_test(tc, test_elementwise_op, 0, 8);
+    tcase_add_loop_test(tc, test_elementwise_op_compact, 0, 8);
     tcase_add_test(tc, test_int_div_edges);
     tcase_add_test(tc, test_sizes_chain);
     suite_add_tcase(s, tc);
@@ -2128,6 +2301,7 @@ jit_suite(void)
     tcase_add_test(tc, test_reference_steps);
     tcase_add_test(tc, test_dumps_vectorized);
     tcase_add_test(tc, test_streaming_stores);
+    tcase_add_test(tc, test_compact_code);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_interp_mode);
     suite_add_tcase(s, tc);

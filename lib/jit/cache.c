@@ -125,27 +125,49 @@ nomem(void)
 static int
 kernel_weight(const jit_kdesc *d)
 {
-    return 10 + 3 * d->ninst + (d->kind == JIT_KERNEL_ELEMENTWISE ? 0 : 20);
+    int w = 10 + 3 * d->ninst + (d->kind == JIT_KERNEL_ELEMENTWISE ? 0 : 20);
+    return d->tier == JIT_TIER_COMPACT ? (w + 3) / 4 : w; /* the fast code generator */
 }
 
 /* Group n descriptions into ng modules: the heaviest first, each to the lightest module
- * so far (ties: the lowest index); grp[i] is d[i]'s module. */
+ * so far (ties: the lowest index); grp[i] is d[i]'s module.  A module is generated at one
+ * optimisation level, so compact kernels never share one with full ones: when a batch
+ * has both, modules [0, gc) take the compact ones and [gc, ng) the rest, gc in proportion
+ * to their weights (every module gets at least one kernel: ng <= n). */
 static void
 group(int n, const jit_kdesc *const *d, int ng, int *grp, int *order, long *load)
 {
-    for (int i = 0; i < n; i++)
+    long wt[2] = {0, 0};
+    int cnt[2] = {0, 0};
+    for (int i = 0; i < n; i++) {
         order[i] = i;
+        int t = d[i]->tier == JIT_TIER_COMPACT;
+        wt[t] += kernel_weight(d[i]);
+        cnt[t]++;
+    }
     for (int i = 1; i < n; i++) /* insertion sort by weight, descending, stable */
         for (int j = i; j > 0 && kernel_weight(d[order[j]]) > kernel_weight(d[order[j - 1]]); j--) {
             int t = order[j];
             order[j] = order[j - 1];
             order[j - 1] = t;
         }
+    int gc = cnt[1] == 0 ? 0 : cnt[0] == 0 ? ng : (int)((ng * wt[1] + (wt[0] + wt[1]) / 2) / (wt[0] + wt[1]));
+    if (cnt[1] && cnt[0]) {
+        if (gc < 1)
+            gc = 1;
+        if (gc > cnt[1])
+            gc = cnt[1];
+        if (gc > ng - 1)
+            gc = ng - 1;
+        if (ng - gc > cnt[0])
+            gc = ng - cnt[0];
+    }
     for (int g = 0; g < ng; g++)
         load[g] = 0;
     for (int k = 0; k < n; k++) {
-        int best = 0;
-        for (int g = 1; g < ng; g++)
+        bool c = d[order[k]]->tier == JIT_TIER_COMPACT;
+        int lo = c ? 0 : gc, hi = c ? gc : ng, best = lo;
+        for (int g = lo + 1; g < hi; g++)
             if (load[g] < load[best])
                 best = g;
         grp[order[k]] = best;

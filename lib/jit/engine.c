@@ -101,11 +101,12 @@ static jit_stats stats;
 /* Target machines for optimisation, code generation and assembly dumps, one per thread
  * generating code at a time: LLVM's code generator must not run on two threads with one
  * target machine.  A thread takes one (or makes one) and gives it back; at most TM_IDLE
- * wait here for the next compile. */
+ * of each optimisation level (full, and fast for compact units) wait here for the next
+ * compile. */
 #define TM_IDLE 16
 static pthread_mutex_t tm_lock = PTHREAD_MUTEX_INITIALIZER;
-static LLVMTargetMachineRef tm_idle[TM_IDLE];
-static int ntm_idle;
+static LLVMTargetMachineRef tm_idle[2][TM_IDLE];
+static int ntm_idle[2];
 
 double
 jit_now_ms(void)
@@ -124,8 +125,11 @@ take_error(LLVMErrorRef e)
     return copy;
 }
 
+/* A target machine for the host CPU: code generation at LLVM's default level, or with
+ * `fast` at none (fast instruction selection, the fast register allocator, no loop
+ * strength reduction: compact units, jit_tier). */
 static LLVMTargetMachineRef
-host_tm(char **err)
+host_tm(bool fast, char **err)
 {
     const jit_host *h = jit_host_info();
     LLVMTargetRef target;
@@ -136,7 +140,8 @@ host_tm(char **err)
         return NULL;
     }
     LLVMTargetMachineRef tm =
-        LLVMCreateTargetMachine(target, h->triple, h->cpu, h->features, LLVMCodeGenLevelDefault,
+        LLVMCreateTargetMachine(target, h->triple, h->cpu, h->features,
+                                fast ? LLVMCodeGenLevelNone : LLVMCodeGenLevelDefault,
                                 LLVMRelocDefault, LLVMCodeModelJITDefault);
     if (!tm)
         *err = strdup("LLVMCreateTargetMachine failed for the host CPU");
@@ -149,7 +154,7 @@ start_llvm(void)
     LLVMInitializeNativeTarget();
     LLVMInitializeNativeAsmPrinter();
     char *err = NULL;
-    LLVMTargetMachineRef jit_tm = host_tm(&err);
+    LLVMTargetMachineRef jit_tm = host_tm(false, &err);
     if (!jit_tm) {
         init_error = err;
         return;
@@ -187,7 +192,7 @@ start(void)
     stats.startup_ms = jit_now_ms() - t0;
 }
 
-static void tm_give(LLVMTargetMachineRef tm);
+static void tm_give(bool fast, LLVMTargetMachineRef tm);
 
 /* The first target machine for code generation and the data layout, made at the first
  * compile: a process whose kernels all come from the disk cache never makes them. */
@@ -196,7 +201,7 @@ start_opt(void)
 {
     double t0 = jit_now_ms();
     char *err = NULL;
-    LLVMTargetMachineRef tm = host_tm(&err);
+    LLVMTargetMachineRef tm = host_tm(false, &err);
     if (!tm) {
         opt_error = err;
         return;
@@ -208,7 +213,7 @@ start_opt(void)
     LLVMDisposeTargetData(dl);
     if (!layout)
         opt_error = strdup("out of memory");
-    tm_give(tm);
+    tm_give(false, tm);
     pthread_mutex_lock(&lock);
     stats.startup_ms += jit_now_ms() - t0;
     pthread_mutex_unlock(&lock);
@@ -217,17 +222,17 @@ start_opt(void)
 /* A target machine of the calling thread's own until tm_give; NULL (and *err) if LLVM
  * cannot make one. */
 static LLVMTargetMachineRef
-tm_take(char **err)
+tm_take(bool fast, char **err)
 {
     LLVMTargetMachineRef tm = NULL;
     pthread_mutex_lock(&tm_lock);
-    if (ntm_idle > 0)
-        tm = tm_idle[--ntm_idle];
+    if (ntm_idle[fast] > 0)
+        tm = tm_idle[fast][--ntm_idle[fast]];
     pthread_mutex_unlock(&tm_lock);
     if (tm)
         return tm;
     double t0 = jit_now_ms();
-    tm = host_tm(err);
+    tm = host_tm(fast, err);
     pthread_mutex_lock(&lock);
     stats.startup_ms += jit_now_ms() - t0;
     pthread_mutex_unlock(&lock);
@@ -235,11 +240,11 @@ tm_take(char **err)
 }
 
 static void
-tm_give(LLVMTargetMachineRef tm)
+tm_give(bool fast, LLVMTargetMachineRef tm)
 {
     pthread_mutex_lock(&tm_lock);
-    if (ntm_idle < TM_IDLE) {
-        tm_idle[ntm_idle++] = tm;
+    if (ntm_idle[fast] < TM_IDLE) {
+        tm_idle[fast][ntm_idle[fast]++] = tm;
         tm = NULL;
     }
     pthread_mutex_unlock(&tm_lock);
@@ -441,7 +446,7 @@ jit_unit_generate(jit_unit *u, jit_dumps *dumps)
         dumps->llvm = print_module(u->mod);
 
     char *err = NULL;
-    LLVMTargetMachineRef tm = tm_take(&err);
+    LLVMTargetMachineRef tm = tm_take(u->compact, &err);
     if (!tm) {
         unit_fail(u, KILN_ERR_COMPILE, "%s: compilation failed: %s", api, err ? err : "");
         free(err);
@@ -451,9 +456,11 @@ jit_unit_generate(jit_unit *u, jit_dumps *dumps)
     LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
     /* kiln emits explicit vector code, so the optimiser has little left to find: inline the
      * vector math, fold and clean up.  Measured against default<O2> with aggressive code
-     * generation: compile time -35..45%, run time the same (docs/jit.md). */
+     * generation: compile time -35..45%, run time the same (docs/jit.md).  Compact units
+     * skip it: their vector math stays out of line, and the rest saved 12% of a 5,000-op
+     * wide graph's compile at no measurable cost in run time (docs/jit.md, "Compact code"). */
     during("optimising", NULL);
-    LLVMErrorRef e = LLVMRunPasses(u->mod, passes, tm, po);
+    LLVMErrorRef e = u->compact ? NULL : LLVMRunPasses(u->mod, passes, tm, po);
     LLVMDisposePassBuilderOptions(po);
     double t1 = jit_now_ms();
     u->opt_ms = t1 - t0;
@@ -463,9 +470,10 @@ jit_unit_generate(jit_unit *u, jit_dumps *dumps)
         free(m);
         goto give;
     }
-    /* Code generation's own verifier would be fatal on a module the optimiser broke. */
+    /* Code generation's own verifier would be fatal on a module the optimiser broke (a
+     * compact unit was not optimised: verified above). */
     during("verifying the optimised", NULL);
-    if (!verify(u, api, "optimised"))
+    if (!u->compact && !verify(u, api, "optimised"))
         goto give;
     if (dumps && dumps->want_opt)
         dumps->opt = print_module(u->mod);
@@ -496,7 +504,7 @@ jit_unit_generate(jit_unit *u, jit_dumps *dumps)
             dumps->obj_len = 0;
     }
 give:
-    tm_give(tm);
+    tm_give(u->compact, tm);
 done:
     LLVMDisposeModule(u->mod);
     u->mod = NULL;

@@ -126,6 +126,20 @@ typedef struct jit_kinst {
 /* f32 sums and means in reduction kernels (rows) add this many elements per lane in f32,
  * then carry the block's sum in f64 (lower_reduce.c; the bound in docs/semantics.md). */
 #define JIT_SUM_BLOCK 8
+
+/* How a kernel is compiled (part of its description, so of the cache keys).  FULL: vector
+ * math inlined, the vector body once unmasked and once more under a lane mask for the
+ * head and the tail, LLVM's optimising code generator.  COMPACT (ELEMENTWISE only, for
+ * plans too large to compile that way in reasonable time; the planner decides, see
+ * plan.c): vector math called out of line (one copy per module), one vector body under a
+ * lane mask for every iteration (no streaming stores), LLVM's fast code generator
+ * (-O0: fast instruction selection and register allocation).  Same results, bit for
+ * bit; slower code (docs/jit.md, "Compact code"). */
+typedef enum jit_tier {
+    JIT_TIER_FULL,
+    JIT_TIER_COMPACT,
+} jit_tier;
+
 typedef struct jit_kdesc {
     int32_t kind;       /* jit_kernel_kind */
     int32_t rank;       /* >= 1 (REDUCTION: >= 2) */
@@ -136,6 +150,7 @@ typedef struct jit_kdesc {
     jit_kinst *inst;    /* ninst */
     int32_t *stores;    /* nstores instruction indices, stored in this order */
     uint8_t *store_cls; /* nstores jit_store_class: REDUCTION; ELEMENTWISE (or NULL) */
+    int32_t tier;       /* jit_tier */
 } jit_kdesc;
 
 /* CONTRACTION run-time arguments: rows [i0, i1) x columns [j0, j1) of batch element
@@ -203,7 +218,7 @@ IR_HIDDEN void jit_buf_u64(jit_buf *b, uint64_t v);
 IR_HIDDEN void jit_buf_str(jit_buf *b, const char *s); /* u32 length, then the bytes */
 IR_HIDDEN void jit_buf_free(jit_buf *b);
 /* The version of jit_kdesc_serialise's format: bump it with any change to what it writes. */
-#define JIT_KDESC_FORMAT 8
+#define JIT_KDESC_FORMAT 9
 /* Append description d, every field written explicitly (kdesc.c says how): the cache key of
  * a kernel.  A new field of jit_kdesc must be written here. */
 IR_HIDDEN void jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b);
@@ -311,8 +326,18 @@ typedef struct jit_kernel jit_kernel;
  * measurements); leave the disk cache alone (KILN_NO_DISK_CACHE); stream every eligible
  * store whatever its size, or none (KILN_STREAM, KILN_NO_STREAM; the default decides by
  * size, see describe.c). */
-enum { JIT_F_DUMPS = 1, JIT_F_NOCACHE = 2, JIT_F_NODISK = 4, JIT_F_STREAM = 8, JIT_F_NO_STREAM = 16 };
+enum {
+    JIT_F_DUMPS = 1,
+    JIT_F_NOCACHE = 2,
+    JIT_F_NODISK = 4,
+    JIT_F_STREAM = 8,
+    JIT_F_NO_STREAM = 16,
+    JIT_F_COMPACT = 32,    /* every elementwise kernel JIT_TIER_COMPACT (KILN_COMPACT) */
+    JIT_F_NO_COMPACT = 64, /* none (KILN_NO_COMPACT); neither: by the plan's size (plan.c) */
+};
 #define JIT_F_STORES (JIT_F_STREAM | JIT_F_NO_STREAM)
+/* The flags that change a plan's code: a compiled program is cached under them. */
+#define JIT_F_PLAN (JIT_F_STORES | JIT_F_COMPACT | JIT_F_NO_COMPACT)
 /* Find or compile the kernels for the n descriptions d[] (a plan's): out[i] and hit[i]
  * (found in the in-memory cache).  Every kernel the cache lacks is compiled in one LLVM
  * module, so a plan pays LLVM's per-module cost once, or that module is loaded from the disk
@@ -452,6 +477,7 @@ typedef struct jit_plan {
     size_t temp_bytes;
     char *simplify_log;
     int nkernels, nhits; /* kernels compiled for this plan / found in the cache */
+    bool compact;        /* its elementwise kernels are JIT_TIER_COMPACT (plan.c) */
 } jit_plan;
 
 /* Build and compile the plan of verified graph `g` in `mode` (FUSED or EAGER). */

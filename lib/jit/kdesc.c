@@ -13,16 +13,17 @@
  * f32 gelu's corrected quotient; format 4: rows kernels' bare vmaxps/vminps; format 5:
  * prefetching the next row's stores; format 6: the shorter f32 exp; format 7: a split
  * blockable columns kernel's last partial vector reduced whole; format 8: vector bodies'
- * positions through an opaque copy), so an upgrade never keeps running the old code from
- * the disk.
+ * positions through an opaque copy; format 9: the tier), so an upgrade never keeps
+ * running the old code from the disk.
  * A CONTRACTION description needs nothing more: its tile follows from the dtype and the
  * vector width, which the disk key holds.
  *
- *   format 1 to 8 (the same bytes):
+ *   format 9 (1 to 8: the same without the tier):
  *     i32 kind, rank, nred, lanes_kept, ninst, nloads, nstores
  *     ninst x { u8 kind, op, dtype, cls; i32 slot; i32 a[0..3); u8 value[8]; u8 value2[8] }
  *     nstores x i32 store index
  *     u8 has_store_cls; then nstores x u8 store class when set
+ *     u8 tier
  */
 #include <string.h>
 
@@ -122,4 +123,5 @@ jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b)
     jit_buf_u8(b, d->store_cls != NULL);
     if (d->store_cls)
         jit_buf_put(b, d->store_cls, (size_t)d->nstores);
+    jit_buf_u8(b, (unsigned)d->tier);
 }

@@ -19,6 +19,7 @@ typedef struct jit_unit {
     char *msg;      /* its message (malloc'd; NULL: out of memory) */
     double opt_ms, gen_ms;
     char name[64]; /* the module's, for messages */
+    bool compact;  /* JIT_TIER_COMPACT kernels: LLVM's fast code generator */
 } jit_unit;
 
 /* What to capture while compiling (each a malloc'd string the caller frees). */

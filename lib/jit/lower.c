@@ -187,6 +187,99 @@ stream_setup(L *l, const jit_kdesc *d, kstate *s)
     return k0;
 }
 
+/* The blocks and row values of build_kernel's loop over one row segment. */
+typedef struct rowloop {
+    LLVMBasicBlockRef row, vhead, vbody, tailchk, masked, rownext;
+    LLVMValueRef col, cend, head; /* the segment [col, cend); head: lanes peeled first */
+} rowloop;
+
+/* Compact kernels: one body, `masked`, for every vector of the segment, under a mask of
+ * its `mn` lanes from column `mc`: W lanes while c + W <= cend, then the tail. */
+static void
+loop_compact(L *l, const jit_kdesc *d, kstate *s, const rowloop *r)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMValueRef Wc = jit_em_i64(l, l->W);
+    LLVMBasicBlockRef vhead = r->vhead, tailchk = r->tailchk, masked = r->masked, rownext = r->rownext;
+    LLVMValueRef cend = r->cend, col = r->col;
+    LLVMBuildBr(b, vhead);
+    LLVMPositionBuilderAtEnd(b, vhead);
+    LLVMValueRef c = LLVMBuildPhi(b, l->i64, "c");
+    LLVMValueRef cn = LLVMBuildAdd(b, c, Wc, "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, cn, cend, ""), masked, tailchk);
+    LLVMPositionBuilderAtEnd(b, tailchk);
+    LLVMValueRef rest = LLVMBuildSub(b, cend, c, "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, rest, jit_em_i64(l, 0), ""), masked, rownext);
+    LLVMPositionBuilderAtEnd(b, masked);
+    LLVMValueRef mc = LLVMBuildPhi(b, l->i64, "mc");
+    LLVMValueRef mn = LLVMBuildPhi(b, l->i64, "mn");
+    LLVMValueRef last = LLVMBuildPhi(b, l->i1, "last");
+    LLVMValueRef mcin[2] = {c, c}, mnin[2] = {Wc, rest},
+                 lin[2] = {LLVMConstInt(l->i1, 0, 0), LLVMConstInt(l->i1, 1, 0)};
+    LLVMBasicBlockRef mbb[2] = {vhead, tailchk};
+    LLVMAddIncoming(mc, mcin, mbb, 2);
+    LLVMAddIncoming(mn, mnin, mbb, 2);
+    LLVMAddIncoming(last, lin, mbb, 2);
+    emit_body(l, d, s, mc, jit_em_first_lanes(l, mn));
+    LLVMBasicBlockRef masked_end = LLVMGetInsertBlock(b);
+    LLVMValueRef cin[2] = {col, LLVMBuildAdd(b, mc, Wc, "")};
+    LLVMBasicBlockRef cbb[2] = {r->row, masked_end};
+    LLVMBuildCondBr(b, last, rownext, vhead);
+    LLVMAddIncoming(c, cin, cbb, 2);
+}
+
+/* Full kernels: the vector body unmasked while c + W <= cend, and `masked`, the same
+ * instructions under a mask, for the head (then on to the vector body) and the tail
+ * (then the next row). */
+static void
+loop_full(L *l, const jit_kdesc *d, kstate *s, const rowloop *r)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMValueRef Wc = jit_em_i64(l, l->W), head = r->head;
+    LLVMBasicBlockRef vhead = r->vhead, vbody = r->vbody, tailchk = r->tailchk, masked = r->masked,
+                      rownext = r->rownext;
+    LLVMValueRef cend = r->cend, col = r->col;
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, head, jit_em_i64(l, 0), ""), masked, vhead);
+
+    /* vec.head: phi c; full vectors while c + W <= cend.  (One body under a mask for every
+     * iteration halves the code, but measured 1.4-2x slower on AVX-512: kept two, but for
+     * compact kernels.) */
+    LLVMPositionBuilderAtEnd(b, vhead);
+    LLVMValueRef c = LLVMBuildPhi(b, l->i64, "c");
+    LLVMValueRef cn = LLVMBuildAdd(b, c, Wc, "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, cn, cend, ""), vbody, tailchk);
+    LLVMPositionBuilderAtEnd(b, vbody);
+    /* the position through jit_em_opaque: loop strength reduction then has no address to
+     * rewrite (x86 addresses base + index * 4 for free), which saves it its analysis: 4-13%
+     * of a small kernel's compile instructions, the same code speed */
+    emit_body(l, d, s, jit_em_opaque(l, c), NULL);
+    LLVMBasicBlockRef vbody_end = LLVMGetInsertBlock(b);
+    LLVMBuildBr(b, vhead);
+
+    /* masked: the same instructions under a mask of `n` lanes from column mc — the head
+     * (then on to the vector body) or the tail (then the next row) */
+    LLVMPositionBuilderAtEnd(b, tailchk);
+    LLVMValueRef rest = LLVMBuildSub(b, cend, c, "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, rest, jit_em_i64(l, 0), ""), masked, rownext);
+    LLVMPositionBuilderAtEnd(b, masked);
+    LLVMValueRef mc = LLVMBuildPhi(b, l->i64, "mc");
+    LLVMValueRef mn = LLVMBuildPhi(b, l->i64, "mn");
+    LLVMValueRef is_head = LLVMBuildPhi(b, l->i1, "is_head");
+    LLVMValueRef mcin[2] = {col, c}, mnin[2] = {head, rest},
+                 hin[2] = {LLVMConstInt(l->i1, 1, 0), LLVMConstInt(l->i1, 0, 0)};
+    LLVMBasicBlockRef mbb[2] = {r->row, tailchk};
+    LLVMAddIncoming(mc, mcin, mbb, 2);
+    LLVMAddIncoming(mn, mnin, mbb, 2);
+    LLVMAddIncoming(is_head, hin, mbb, 2);
+    emit_body(l, d, s, mc, jit_em_first_lanes(l, mn));
+    LLVMBasicBlockRef masked_end = LLVMGetInsertBlock(b);
+    LLVMValueRef after = LLVMBuildAdd(b, mc, mn, "");
+    LLVMBuildCondBr(b, is_head, vhead, rownext);
+    LLVMValueRef cin[3] = {col, cn, after};
+    LLVMBasicBlockRef cbb[3] = {r->row, vbody_end, masked_end};
+    LLVMAddIncoming(c, cin, cbb, 3);
+}
+
 static kiln_status
 build_kernel(L *l, const jit_kdesc *d, const char *name)
 {
@@ -206,7 +299,8 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
     LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(l->ctx, fn, "entry");
     LLVMBasicBlockRef rowhead = LLVMAppendBasicBlockInContext(l->ctx, fn, "row");
     LLVMBasicBlockRef vhead = LLVMAppendBasicBlockInContext(l->ctx, fn, "vec.head");
-    LLVMBasicBlockRef vbody = LLVMAppendBasicBlockInContext(l->ctx, fn, "vec.body");
+    bool compact = d->tier == JIT_TIER_COMPACT;
+    LLVMBasicBlockRef vbody = compact ? NULL : LLVMAppendBasicBlockInContext(l->ctx, fn, "vec.body");
     LLVMBasicBlockRef tailchk = LLVMAppendBasicBlockInContext(l->ctx, fn, "tail.check");
     LLVMBasicBlockRef masked = LLVMAppendBasicBlockInContext(l->ctx, fn, "masked");
     LLVMBasicBlockRef rownext = LLVMAppendBasicBlockInContext(l->ctx, fn, "row.next");
@@ -245,7 +339,8 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
     for (int k = 0; k < R; k++) {
         dims[k] = jit_em_arg(l, l->i64, pdims, k, "");
     }
-    int k0 = stream_setup(l, d, &s);
+    s.peel = -1; /* compact: every iteration is masked, so nothing streams or peels */
+    int k0 = compact ? -1 : stream_setup(l, d, &s);
     LLVMValueRef inner = dims[R - 1];
     for (int j = 0; j < d->nloads; j++) {
         s.istride[j] = jit_em_arg(l, l->i64, pstrides, (int64_t)j * R + R - 1, "");
@@ -300,7 +395,6 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
         }
     }
     s.out_base = LLVMBuildMul(b, row, inner, "");
-    LLVMValueRef Wc = jit_em_i64(l, l->W);
     /* head: the lanes before the peeled store's next aligned address (fewer than W, at
      * most the row's segment; see stream_setup) */
     LLVMValueRef head = jit_em_i64(l, 0);
@@ -321,44 +415,8 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
         head = LLVMBuildSelect(b, ok, head, jit_em_i64(l, 0), "");
         head = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, head, seg, ""), head, seg, "head");
     }
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, head, jit_em_i64(l, 0), ""), masked, vhead);
-
-    /* vec.head: phi c; full vectors while c + W <= cend.  (One body under a mask for every
-     * iteration halves the code, but measured 1.4-2x slower on AVX-512: kept two.) */
-    LLVMPositionBuilderAtEnd(b, vhead);
-    LLVMValueRef c = LLVMBuildPhi(b, l->i64, "c");
-    LLVMValueRef cn = LLVMBuildAdd(b, c, Wc, "");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, cn, cend, ""), vbody, tailchk);
-    LLVMPositionBuilderAtEnd(b, vbody);
-    /* the position through jit_em_opaque: loop strength reduction then has no address to
-     * rewrite (x86 addresses base + index * 4 for free), which saves it its analysis: 4-13%
-     * of a small kernel's compile instructions, the same code speed */
-    emit_body(l, d, &s, jit_em_opaque(l, c), NULL);
-    LLVMBasicBlockRef vbody_end = LLVMGetInsertBlock(b);
-    LLVMBuildBr(b, vhead);
-
-    /* masked: the same instructions under a mask of `n` lanes from column mc — the head
-     * (then on to the vector body) or the tail (then the next row) */
-    LLVMPositionBuilderAtEnd(b, tailchk);
-    LLVMValueRef rest = LLVMBuildSub(b, cend, c, "");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, rest, jit_em_i64(l, 0), ""), masked, rownext);
-    LLVMPositionBuilderAtEnd(b, masked);
-    LLVMValueRef mc = LLVMBuildPhi(b, l->i64, "mc");
-    LLVMValueRef mn = LLVMBuildPhi(b, l->i64, "mn");
-    LLVMValueRef is_head = LLVMBuildPhi(b, l->i1, "is_head");
-    LLVMValueRef mcin[2] = {col, c}, mnin[2] = {head, rest},
-                 hin[2] = {LLVMConstInt(l->i1, 1, 0), LLVMConstInt(l->i1, 0, 0)};
-    LLVMBasicBlockRef mbb[2] = {rowhead, tailchk};
-    LLVMAddIncoming(mc, mcin, mbb, 2);
-    LLVMAddIncoming(mn, mnin, mbb, 2);
-    LLVMAddIncoming(is_head, hin, mbb, 2);
-    emit_body(l, d, &s, mc, jit_em_first_lanes(l, mn));
-    LLVMBasicBlockRef masked_end = LLVMGetInsertBlock(b);
-    LLVMValueRef after = LLVMBuildAdd(b, mc, mn, "");
-    LLVMBuildCondBr(b, is_head, vhead, rownext);
-    LLVMValueRef cin[3] = {col, cn, after};
-    LLVMBasicBlockRef cbb[3] = {rowhead, vbody_end, masked_end};
-    LLVMAddIncoming(c, cin, cbb, 3);
+    rowloop rl = {rowhead, vhead, vbody, tailchk, masked, rownext, col, cend, head};
+    (compact ? loop_compact : loop_full)(l, d, &s, &rl);
 
     LLVMPositionBuilderAtEnd(b, rownext);
     LLVMValueRef pos2 = LLVMBuildAdd(b, pos, seg, "");
@@ -407,12 +465,18 @@ jit_module_lower(int n, const jit_kdesc *const *d, const char *const *names, boo
         ir_free(m);
         return st;
     }
+    /* one tier per module (cache.c groups them so): it sets the code generator's level */
+    m->u.compact = n > 0 && d[0]->tier == JIT_TIER_COMPACT;
     L l;
     jit_em_init(&l, m->u.ctx, m->u.mod);
-    for (int i = 0; i < n && !st; i++)
+    for (int i = 0; i < n && !st; i++) {
+        IR_ASSERT((d[i]->tier == JIT_TIER_COMPACT) == m->u.compact);
         st = d[i]->kind == JIT_KERNEL_REDUCTION     ? jit_lower_reduce(&l, d[i], names[i])
              : d[i]->kind == JIT_KERNEL_CONTRACTION ? jit_lower_contract(&l, d[i], names[i])
                                                     : build_kernel(&l, d[i], names[i]);
+    }
+    if (m->u.compact)
+        jit_vm_outline(m->u.mod);
     LLVMDisposeBuilder(l.b);
     if (st) {
         jit_module_free(m);

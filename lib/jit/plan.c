@@ -80,6 +80,66 @@ done:
     return st;
 }
 
+/* A plan compiles its elementwise kernels compactly (JIT_TIER_COMPACT, jit.h) when their
+ * distinct descriptions hold more than COMPACT_MIN_INST instructions in all: LLVM's full
+ * pipeline costs about 0.6 ms of CPU per instruction of such kernels (so 0.6 s at this
+ * size), compact code about a tenth of that (wide graphs of 1,250 and 5,000 ops:
+ * docs/benchmarking.md, "Wide graphs").  Equal descriptions are one kernel, compiled
+ * once, so eager mode's thousands of steps of a few distinct kernels stay in full. */
+#define COMPACT_MIN_INST 1024
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static kiln_status
+choose_tier(jit_plan *plan, unsigned flags)
+{
+    bool compact = flags & JIT_F_COMPACT;
+    if (!compact && !(flags & JIT_F_NO_COMPACT)) {
+        int n = 0;
+        for (int32_t i = 0; i < plan->nsteps; i++)
+            n += plan->steps[i].kind == JIT_STEP_KERNEL &&
+                 plan->steps[i].desc.kind == JIT_KERNEL_ELEMENTWISE;
+        /* (hash, instructions) of each description, sorted: the distinct ones counted once */
+        uint64_t *h = ir_calloc(2 * (size_t)n + 2, sizeof *h);
+        if (!h)
+            return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        int k = 0;
+        for (int32_t i = 0; i < plan->nsteps; i++) {
+            const jit_step *s = &plan->steps[i];
+            if (s->kind != JIT_STEP_KERNEL || s->desc.kind != JIT_KERNEL_ELEMENTWISE)
+                continue;
+            jit_buf b = {0};
+            jit_kdesc_serialise(&s->desc, &b);
+            if (b.failed) {
+                ir_free(h);
+                return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+            }
+            h[2 * k] = ir_hash_bytes(0x74696572ull, b.data, b.len);
+            h[2 * k + 1] = (uint64_t)s->desc.ninst;
+            k++;
+            jit_buf_free(&b);
+        }
+        qsort(h, (size_t)k, 2 * sizeof *h, cmp_u64);
+        uint64_t total = 0;
+        for (int j = 0; j < k; j++)
+            if (j == 0 || h[2 * j] != h[2 * j - 2])
+                total += h[2 * j + 1];
+        ir_free(h);
+        compact = total > COMPACT_MIN_INST;
+    }
+    for (int32_t i = 0; compact && i < plan->nsteps; i++)
+        if (plan->steps[i].kind == JIT_STEP_KERNEL &&
+            plan->steps[i].desc.kind == JIT_KERNEL_ELEMENTWISE)
+            plan->steps[i].desc.tier = JIT_TIER_COMPACT;
+    plan->compact = compact;
+    return KILN_OK;
+}
+
 kiln_status
 jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **out)
 {
@@ -175,7 +235,7 @@ jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **
 
     /* compile: every description exists; the kernels the cache lacks become one LLVM
      * module */
-    if ((st = compile_kernels(plan, flags)))
+    if ((st = choose_tier(plan, flags)) || (st = compile_kernels(plan, flags)))
         goto fail;
     st = KILN_OK;
     *out = plan;
@@ -208,6 +268,10 @@ jit_plan_dump(const jit_plan *p, FILE *f)
     char b1[64];
     fprintf(f, "plan: %d steps, %d kernels (%d from the cache), %zu bytes of temporaries\n",
             p->nsteps, p->nkernels, p->nhits, p->temp_bytes);
+    if (p->compact)
+        fprintf(f, "compact code: elementwise kernels with out-of-line vector math, one masked "
+                   "body, LLVM's fast code generator (more than %d distinct instructions, or "
+                   "KILN_COMPACT)\n", COMPACT_MIN_INST);
     if (p->simplify_log)
         fputs(p->simplify_log, f);
     for (int i = 0; i < p->nsteps; i++) {

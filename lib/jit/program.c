@@ -3,7 +3,8 @@
  * A program owns the captured graph and holds a compiled form: for FUSED and EAGER a
  * jit_plan (kernels + schedule + buffer plan), for INTERP the reference interpreter.
  * Compiled forms are cached (a jit_lru, lru.c) by the graph's structural hash, the
- * mode and the store flags (KILN_STREAM, KILN_NO_STREAM): capturing the same graph again takes a reference to the cached form (no planning,
+ * mode and the flags that change the code (KILN_STREAM, KILN_NO_STREAM, KILN_COMPACT,
+ * KILN_NO_COMPACT): capturing the same graph again takes a reference to the cached form (no planning,
  * no LLVM work), and a thread capturing a graph another thread is compiling waits for it;
  * a graph differing only in sizes is planned again but finds its kernels in the kernel
  * cache (cache.c), or a new process in the disk cache (disk.c). */
@@ -27,7 +28,7 @@ typedef struct compiled {
 /* The cache key: the graph (a private copy, for equality checks) and the mode. */
 typedef struct plan_key {
     kiln_mode mode;
-    unsigned stores; /* JIT_F_STORES bits it is planned with */
+    unsigned flags; /* the JIT_F_PLAN bits it is planned with */
     kiln_graph *graph;
 } plan_key;
 
@@ -37,7 +38,7 @@ static bool
 key_equal(const void *a, const void *b)
 {
     const plan_key *x = a, *y = b;
-    return x->mode == y->mode && x->stores == y->stores && ir_graph_equal(x->graph, y->graph);
+    return x->mode == y->mode && x->flags == y->flags && ir_graph_equal(x->graph, y->graph);
 }
 
 static void
@@ -154,7 +155,7 @@ compile(const char *api, const kiln_graph *g, kiln_mode mode, unsigned flags, co
         plan_key *k = ir_calloc(1, sizeof *k);
         if (k) {
             k->mode = mode;
-            k->stores = flags & JIT_F_STORES;
+            k->flags = flags & JIT_F_PLAN;
             k->graph = graph_clone(g);
         }
         if (!k || !k->graph) {
@@ -214,6 +215,11 @@ program_new(const char *api, kiln_graph *g, const kiln_options *o, kiln_program 
         return ir_error(KILN_ERR_INVALID_ARG, "%s: invalid argument: flags KILN_STREAM and "
                                               "KILN_NO_STREAM exclude each other", api);
     }
+    if ((of & KILN_COMPACT) && (of & KILN_NO_COMPACT)) {
+        kiln_graph_free(g);
+        return ir_error(KILN_ERR_INVALID_ARG, "%s: invalid argument: flags KILN_COMPACT and "
+                                              "KILN_NO_COMPACT exclude each other", api);
+    }
     kiln_program *p = ir_calloc(1, sizeof *p);
     if (!p || !ir_handle_add(&live_programs, p)) {
         ir_free(p);
@@ -229,7 +235,8 @@ program_new(const char *api, kiln_graph *g, const kiln_options *o, kiln_program 
         unsigned flags = (want_dumps() || (o && (o->flags & KILN_KEEP_DUMPS)) ? JIT_F_DUMPS : 0) |
                          ((o && (o->flags & KILN_NO_CACHE)) || (pert && *pert) ? JIT_F_NOCACHE : 0) |
                          (o && (o->flags & KILN_NO_DISK_CACHE) ? JIT_F_NODISK : 0) |
-                         (of & KILN_STREAM ? JIT_F_STREAM : 0) | (of & KILN_NO_STREAM ? JIT_F_NO_STREAM : 0);
+                         (of & KILN_STREAM ? JIT_F_STREAM : 0) | (of & KILN_NO_STREAM ? JIT_F_NO_STREAM : 0) |
+                         (of & KILN_COMPACT ? JIT_F_COMPACT : 0) | (of & KILN_NO_COMPACT ? JIT_F_NO_COMPACT : 0);
         kiln_status st = compile(api, g, mode, flags, &p->comp);
         if (st) {
             kiln_program_free(p);

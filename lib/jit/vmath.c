@@ -1545,6 +1545,22 @@ get_fn(LLVMContextRef ctx, LLVMModuleRef mod, jit_vm_fn fn, bool dbl, unsigned l
     return f;
 }
 
+void
+jit_vm_outline(LLVMModuleRef mod)
+{
+    LLVMContextRef ctx = LLVMGetModuleContext(mod);
+    unsigned inl = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
+    for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f)) {
+        size_t n;
+        const char *name = LLVMGetValueName2(f, &n);
+        if (n < 9 || strncmp(name, "kiln.vm.", 8) ||
+            !LLVMGetEnumAttributeAtIndex(f, LLVMAttributeFunctionIndex, inl))
+            continue;
+        LLVMRemoveEnumAttributeAtIndex(f, LLVMAttributeFunctionIndex, inl);
+        add_fn_attr(ctx, f, "noinline");
+    }
+}
+
 /* An f32 function computed by its f64 version, rounded once. */
 static val
 b_widen(em *e, val *args)

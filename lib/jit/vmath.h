@@ -80,6 +80,12 @@ IR_HIDDEN LLVMValueRef jit_vm_emit(jit_vm *vm, jit_vm_fn fn, LLVMValueRef x, LLV
  * left: once for quotients below 2^52.  Types and errors as jit_vm_emit. */
 IR_HIDDEN LLVMValueRef jit_vm_fmod(jit_vm *vm, LLVMValueRef x, LLVMValueRef y);
 
+/* The functions jit_vm_emit calls are internal functions of the module (one per function,
+ * type and lane count), inlined at every call by the optimiser's always-inline pass.  This
+ * makes those of `mod` out-of-line calls instead (noinline): compact kernels (jit_tier),
+ * whose code generation then sees each function's body once per module. */
+IR_HIDDEN void jit_vm_outline(LLVMModuleRef mod);
+
 /* One wrapper per function, for readability at call sites. */
 #define JIT_VM_DECL1(e, n, a) IR_HIDDEN LLVMValueRef jit_vm_##n(jit_vm *vm, LLVMValueRef x);
 #define JIT_VM_DECL(e, n, a) JIT_VM_DECL##a(e, n, a)

@@ -23,13 +23,15 @@ def positive(v, where):
         problems.append(f"{where}: expected a positive number, got {v!r}")
 
 
-for key in ("kiln_version", "machine", "startup_ms", "lljit_ms", "warm", "stores", "workloads"):
+for key in ("kiln_version", "machine", "startup_ms", "lljit_ms", "warm", "stores", "code", "workloads"):
     need(doc, key, "top level")
 positive(doc.get("startup_ms", 0), "startup_ms")
 positive(doc.get("lljit_ms", 0), "lljit_ms")
 warm = doc.get("warm")
 if doc.get("stores") not in ("auto", "stream", "cached"):
     problems.append(f"top level: stores is {doc.get('stores')!r}")
+if doc.get("code") not in ("auto", "full", "compact"):
+    problems.append(f"top level: code is {doc.get('code')!r}")
 if warm not in (True, False):
     problems.append(f"top level: warm is {warm!r}, not a boolean")
 m = doc.get("machine", {})

@@ -1,6 +1,6 @@
 /* compile_time.c — cold compile time of graphs, fused and eager.
  *
- *     compile_time [--runs N] [--mode fused|eager] FILE.kiln ...
+ *     compile_time [--runs N] [--mode fused|eager] [--code auto|full|compact] FILE.kiln ...
  *
  * For each graph: kiln_program_compile N times per mode (default 3; both modes unless
  * --mode names one), alternating fused and eager, each as a new process with the disk cache
@@ -12,7 +12,9 @@
  * time inside LLVM (kiln_jit_stats' compile_ms: optimise + codegen + link), the kernels
  * compiled, and the wall time per elementwise node (a node line that is not a `full`).  The
  * first compile of the process also pays LLVM's one-time start-up, so a warm-up compile of
- * the first graph runs before anything is timed.  tests/bench/wide_bench.sh runs it
+ * the first graph runs before anything is timed.  --code: the plan decides (auto, the
+ * default), full code always (KILN_NO_COMPACT) or compact code always (KILN_COMPACT;
+ * docs/jit.md, "Compact code").  tests/bench/wide_bench.sh runs it
  * (docs/benchmarking.md, "Wide graphs").  Not a test: CTest never times anything. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -65,6 +67,8 @@ read_all(const char *path, size_t *len)
     return buf;
 }
 
+static unsigned code_flags; /* --code */
+
 /* One cold compile in mode m: wall ms, CPU ms of the process, LLVM ms and kernels
  * compiled. */
 static kiln_status
@@ -72,7 +76,7 @@ compile_once(const kiln_graph *g, kiln_mode m, double *wall, double *cpu, double
              unsigned long *kernels)
 {
     kiln_stats a, b;
-    kiln_options o = {.mode = m, .flags = KILN_NO_DISK_CACHE};
+    kiln_options o = {.mode = m, .flags = KILN_NO_DISK_CACHE | code_flags};
     kiln_program *p = NULL;
     jit_plan_cache_trim();
     jit_cache_trim();
@@ -110,13 +114,19 @@ main(int argc, char **argv)
             m1 = 1;
         else if (strcmp(argv[first], "--mode") == 0 && strcmp(argv[first + 1], "eager") == 0)
             m0 = 1;
+        else if (strcmp(argv[first], "--code") == 0 && strcmp(argv[first + 1], "auto") == 0)
+            code_flags = 0;
+        else if (strcmp(argv[first], "--code") == 0 && strcmp(argv[first + 1], "full") == 0)
+            code_flags = KILN_NO_COMPACT;
+        else if (strcmp(argv[first], "--code") == 0 && strcmp(argv[first + 1], "compact") == 0)
+            code_flags = KILN_COMPACT;
         else
             break;
         first += 2;
     }
     if (first >= argc || argv[first][0] == '-' || runs < 1 || runs > MAX_RUNS) {
-        fprintf(stderr, "usage: compile_time [--runs 1..%d] [--mode fused|eager] FILE.kiln ...\n",
-                MAX_RUNS);
+        fprintf(stderr, "usage: compile_time [--runs 1..%d] [--mode fused|eager] "
+                        "[--code auto|full|compact] FILE.kiln ...\n", MAX_RUNS);
         return 2;
     }
     printf("%-24s %6s  %-6s %9s %9s %9s %8s %8s\n", "graph", "nodes", "mode", "wall ms", "cpu ms",

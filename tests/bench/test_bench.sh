@@ -54,8 +54,9 @@ for dt in f32 f64; do
         fi
     done
 done
-# 4. --warm: the caches are kept and every workload says so (table and JSON)
-if ! "$kiln" bench "$src/bench/chain.kiln" "$src/bench/small.kiln" --warm --stores stream --scale 256 --time 0.02 \
+# 4. --warm: the caches are kept and every workload says so (table and JSON); and
+# --code compact: compact code, within the same error bounds
+if ! "$kiln" bench "$src/bench/chain.kiln" "$src/bench/small.kiln" --warm --stores stream --code compact --scale 256 --time 0.02 \
         --json "$tmp/warm.json" >"$tmp/warm.out" 2>"$tmp/warm.err"; then
     echo "FAIL: kiln bench --warm exited non-zero"; cat "$tmp/warm.out" "$tmp/warm.err"; fail=1
 fi
@@ -64,6 +65,9 @@ grep -qE '^[^ ]+chain.kiln +[^ ]+ +warm ' "$tmp/warm.out" && ! grep -qE '^[^ ]+ 
 grep -q "^caches: warm everywhere (--warm)" "$tmp/warm.out" || { echo "FAIL: --warm footnote"; fail=1; }
 grep -q '"stores": "stream"' "$tmp/warm.json" && grep -q '"stores": "auto"' "$tmp/bench.json" \
     || { echo "FAIL: JSON stores"; fail=1; }
+grep -q '"code": "compact"' "$tmp/warm.json" && grep -q '"code": "auto"' "$tmp/bench.json" \
+    && grep -q "^code: compact (KILN_COMPACT) in every workload" "$tmp/warm.out" \
+    || { echo "FAIL: --code compact not in the JSON or the table"; fail=1; }
 grep -qE '^chain +[^ ]+ +cold ' "$tmp/bench.out" && grep -qE '^small +[^ ]+ +warm ' "$tmp/bench.out" \
     || { echo "FAIL: chain not run from cold caches, or small not warm"; fail=1; }
 if command -v python3 >/dev/null; then
@@ -73,6 +77,11 @@ fi
 # usage errors exit 2
 "$kiln" bench --mode nonsense >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL: bench usage exit code"; fail=1; }
 "$kiln" bench --stores nonsense >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL: bench --stores usage exit code"; fail=1; }
+"$kiln" bench --code nonsense >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL: bench --code usage exit code"; fail=1; }
+"$kiln" dump "$src/bench/chain.kiln" --plan --code nonsense >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL: dump --code usage exit code"; fail=1; }
+"$kiln" dump "$src/bench/chain.kiln" --plan --code compact | grep -q "^compact code: " \
+    && ! "$kiln" dump "$src/bench/chain.kiln" --plan | grep -q "^compact code: " \
+    || { echo "FAIL: dump --plan --code compact does not say compact code (or auto does)"; fail=1; }
 "$kiln" check >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL: check usage exit code"; fail=1; }
 
 [ $fail -eq 0 ] && echo "bench and check: ok"

@@ -246,3 +246,16 @@ cli_parse_mode(const char *s, kiln_mode *mode)
         }
     return -1;
 }
+
+int
+cli_parse_code(const char *s, unsigned *flags)
+{
+    static const char *const names[3] = {"auto", "full", "compact"};
+    static const unsigned f[3] = {0, KILN_NO_COMPACT, KILN_COMPACT};
+    for (int k = 0; k < 3; k++)
+        if (strcmp(s, names[k]) == 0) {
+            *flags = f[k];
+            return 0;
+        }
+    return -1;
+}

@@ -102,6 +102,7 @@ typedef struct opts {
     bool eager, interp;
     bool warm;     /* --warm: no cache eviction between timed runs */
     unsigned stores; /* --stores: 0 (auto), KILN_STREAM or KILN_NO_STREAM */
+    unsigned code;   /* --code: 0 (auto), KILN_COMPACT or KILN_NO_COMPACT */
     double budget; /* seconds of timed runs per mode and workload */
 } opts;
 
@@ -131,6 +132,9 @@ cmd_bench_help(FILE *f)
             "                   labelled 'warm' in the table and the JSON)\n"
             "  --stores S       auto (default: kiln decides by size), stream (non-temporal\n"
             "                   stores wherever allowed: KILN_STREAM) or cached (KILN_NO_STREAM)\n"
+            "  --code C         auto (default: kiln decides by size), full (KILN_NO_COMPACT) or\n"
+            "                   compact (KILN_COMPACT: out-of-line vector math, one masked\n"
+            "                   loop body, LLVM's fast code generator; docs/jit.md)\n"
             "  --json FILE      every figure, the machine and kiln's version as JSON\n"
             "  --plot FILE.svg  bars of fused and eager bandwidth against the probe\n"
             "  -h, --help       this text\n"
@@ -496,9 +500,9 @@ replay_node(kiln_device *dev, const kiln_graph *g, int32_t n, const kiln_tensor 
  * warm (kiln bench's own directory, see cmd_bench): what a new process pays for it once
  * LLVM and LLJIT are up.  Median of 5. */
 static kiln_status
-disk_compile_ms(const kiln_graph *g, double *ms)
+disk_compile_ms(const kiln_graph *g, unsigned flags, double *ms)
 {
-    kiln_options of = {.mode = KILN_MODE_FUSED};
+    kiln_options of = {.mode = KILN_MODE_FUSED, .flags = flags};
     kiln_program *p;
     kiln_status st = kiln_program_compile(g, &of, &p); /* fills the disk cache */
     if (st)
@@ -765,7 +769,7 @@ bench_one(const char *name, kiln_graph *g, const opts *o, probe *pr, evictor *ev
     /* cold compile: caches bypassed, median of 3 */
     double cold[3];
     for (int k = 0; k < 3; k++) {
-        kiln_options oc = {.mode = KILN_MODE_FUSED, .flags = KILN_NO_CACHE | o->stores};
+        kiln_options oc = {.mode = KILN_MODE_FUSED, .flags = KILN_NO_CACHE | o->stores | o->code};
         kiln_program *p;
         double a = bench_now();
         if ((st = kiln_program_compile(g, &oc, &p)))
@@ -775,10 +779,10 @@ bench_one(const char *name, kiln_graph *g, const opts *o, probe *pr, evictor *ev
     }
     qsort(cold, 3, sizeof cold[0], cmp_double);
     r->compile_ms = cold[1] * 1e3;
-    kiln_options of = {.mode = KILN_MODE_FUSED, .flags = o->stores},
-                 oe = {.mode = KILN_MODE_EAGER, .flags = o->stores},
+    kiln_options of = {.mode = KILN_MODE_FUSED, .flags = o->stores | o->code},
+                 oe = {.mode = KILN_MODE_EAGER, .flags = o->stores | o->code},
                  oi = {.mode = KILN_MODE_INTERP};
-    if ((st = disk_compile_ms(g, &r->disk_ms)))
+    if ((st = disk_compile_ms(g, o->stores | o->code, &r->disk_ms)))
         goto done;
     if ((st = kiln_program_compile(g, &of, &pf)))
         goto done;
@@ -962,8 +966,10 @@ write_json(const char *path, const result *rs, int n, const kiln_stats *ks, cons
     fprintf(f, ", \"vector_bits\": %d, \"threads\": %d, \"llvm_version\": \"%s\", "
                "\"llc_bytes\": %zu, \"llc_source\": \"%s\"},\n",
             h->vector_bits, ks->threads, h->llvm_version, h->llc_bytes, h->llc_source);
-    fprintf(f, "  \"warm\": %s,\n  \"stores\": \"%s\",\n", o->warm ? "true" : "false",
-            o->stores == KILN_STREAM ? "stream" : o->stores == KILN_NO_STREAM ? "cached" : "auto");
+    fprintf(f, "  \"warm\": %s,\n  \"stores\": \"%s\",\n  \"code\": \"%s\",\n",
+            o->warm ? "true" : "false",
+            o->stores == KILN_STREAM ? "stream" : o->stores == KILN_NO_STREAM ? "cached" : "auto",
+            o->code == KILN_COMPACT ? "compact" : o->code == KILN_NO_COMPACT ? "full" : "auto");
     fprintf(f, "  \"startup_ms\": %.6g,\n  \"lljit_ms\": %.6g,\n  \"workloads\": [\n",
             ks->startup_ms, ks->lljit_ms);
     for (int i = 0; i < n; i++) {
@@ -1138,6 +1144,12 @@ cmd_bench(int argc, char **argv)
                 free(files);
                 return cli_usage("bench", "--stores is auto, stream or cached, not '%s'", v);
             }
+        } else if ((m = cli_option("bench", argc, argv, &i, "--code", &v)) != 0) {
+            if (m < 0 || cli_parse_code(v, &o.code)) {
+                free(files);
+                return m < 0 ? CLI_USAGE
+                             : cli_usage("bench", "--code is auto, full or compact, not '%s'", v);
+            }
         } else if ((m = cli_option("bench", argc, argv, &i, "--json", &o.json)) != 0) {
             if (m < 0) {
                 free(files);
@@ -1235,6 +1247,9 @@ cmd_bench(int argc, char **argv)
         printf("stores: %s in every workload (--stores).\n",
                o.stores == KILN_STREAM ? "non-temporal wherever allowed (KILN_STREAM)"
                                        : "ordinary, never non-temporal (KILN_NO_STREAM)");
+    if (o.code)
+        printf("code: %s in every workload (--code).\n",
+               o.code == KILN_COMPACT ? "compact (KILN_COMPACT)" : "full (KILN_NO_COMPACT)");
     printf("GB/s = minimal traffic (inputs + outputs) / median fused time; %%bw = that / the "
            "limit, the best run of the copy and triad probes around the workload; %%peak = "
            "GFLOP/s / the FMA probe's best around it; compile = cold (caches bypassed), and in "

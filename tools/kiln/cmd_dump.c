@@ -1,5 +1,5 @@
 /* cmd_dump.c — `kiln dump FILE.kiln [--dot] [--plan] [--llvm] [--opt] [--asm]
- * [--mode fused|eager]`: parse, verify and print a graph again, in the text format or as
+ * [--mode fused|eager] [--code auto|full|compact]`: parse, verify and print a graph again, in the text format or as
  * Graphviz DOT; with the compiler views, compile it and print what the JIT made of it. */
 #include <errno.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@ void
 cmd_dump_help(FILE *f)
 {
     fputs("usage: kiln dump FILE.kiln [--dot] [--plan] [--llvm] [--opt] [--asm]\n"
-          "                 [--mode fused|eager]\n"
+          "                 [--mode fused|eager] [--code auto|full|compact]\n"
           "\n"
           "Parse and verify the graph in FILE.kiln ('-' reads standard input) and print it\n"
           "again in kiln's text format (what it prints parses back to the same graph).\n"
@@ -24,6 +24,9 @@ cmd_dump_help(FILE *f)
           "  --opt       ... after optimisation (look for <16 x float> on AVX-512)\n"
           "  --asm       ... and the host assembly (zmm registers on AVX-512)\n"
           "  --mode M    compile fused (default) or eager (one kernel per op)\n"
+          "  --code C    auto (default: compact code for plans of more than 1024 distinct\n"
+          "              elementwise instructions), full or compact (vector math called\n"
+          "              out of line, one masked loop body, LLVM's fast code generator)\n"
           "  -h, --help  show this help\n"
           "\n"
           "With compiler views the graph text is not printed unless --graph is given too.\n"
@@ -35,7 +38,7 @@ cmd_dump_help(FILE *f)
 int
 cmd_dump(int argc, char **argv)
 {
-    const char *path = NULL, *mode = "fused", *v;
+    const char *path = NULL, *mode = "fused", *code = "auto", *v;
     bool dot = false, graph = false;
     /* the compiler views, in the order they print */
     static const char *const views[] = {"plan", "llvm", "opt", "asm"};
@@ -60,6 +63,10 @@ cmd_dump(int argc, char **argv)
             if (m < 0)
                 return CLI_USAGE;
             mode = v;
+        } else if ((m = cli_option("dump", argc, argv, &i, "--code", &v)) != 0) {
+            if (m < 0)
+                return CLI_USAGE;
+            code = v;
         } else if (a[0] == '-' && a[1] != '\0') {
             return cli_usage("dump", "unknown option '%s'", a);
         } else if (path) {
@@ -73,6 +80,9 @@ cmd_dump(int argc, char **argv)
     kiln_mode km;
     if (cli_parse_mode(mode, &km) || km == KILN_MODE_INTERP)
         return cli_usage("dump", "--mode is fused or eager, not '%s'", mode);
+    unsigned cflags;
+    if (cli_parse_code(code, &cflags))
+        return cli_usage("dump", "--code is auto, full or compact, not '%s'", code);
 
     kiln_graph *g;
     if (cli_load_graph(path, &g))
@@ -83,7 +93,8 @@ cmd_dump(int argc, char **argv)
     else if (graph || !any)
         st = kiln_graph_print(g, stdout);
     if (!st && any) {
-        kiln_options o = {.mode = km, .flags = want[1] || want[2] || want[3] ? KILN_KEEP_DUMPS : 0};
+        kiln_options o = {.mode = km,
+                          .flags = cflags | (want[1] || want[2] || want[3] ? KILN_KEEP_DUMPS : 0)};
         kiln_program *p = NULL; /* stays NULL if compiling fails */
         st = kiln_program_compile(g, &o, &p);
         for (int k = 0; k < 4 && !st; k++)
