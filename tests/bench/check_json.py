@@ -81,7 +81,8 @@ for w in doc.get("workloads", []):
                                                  "matmul_small") else "cold"
     if caches != expect:
         problems.append(f"{where}: caches {caches!r}, expected {expect!r}")
-    for key in ("flops", "gflops", "error_fused", "error_eager", "error_bound", "error_unit"):
+    for key in ("flops", "gflops", "error_fused", "error_eager", "error_unit",
+                "bound_ratio_fused", "bound_ratio_eager"):
         need(w, key, where)
     for key in ("threads", "peak_gflops", "fraction_of_peak"):
         need(w, key, where)
@@ -91,9 +92,10 @@ for w in doc.get("workloads", []):
             positive(w.get(key, 0), f"{where}.{key}")
     if w.get("name", "").endswith("_1t") and w.get("threads") != 1:
         problems.append(f"{where}: a _1t workload ran on {w.get('threads')} threads")
-    for key in ("error_fused", "error_eager"):
-        if key in w and "error_bound" in w and not (w[key] <= w["error_bound"]):
-            problems.append(f"{where}: {key} {w[key]} above bound {w['error_bound']}")
+    # the verdict: every element within kiln check's propagated bound
+    for key in ("bound_ratio_fused", "bound_ratio_eager"):
+        if key in w and not (0 <= w[key] <= 1):
+            problems.append(f"{where}: {key} {w[key]}: an element beyond its bound")
 
 if problems:
     print("\n".join(problems))

@@ -74,6 +74,19 @@ if command -v python3 >/dev/null; then
     python3 "$src/tests/bench/check_json.py" "$tmp/warm.json" \
         "$src/bench/chain.kiln,$src/bench/small.kiln" || fail=1
 fi
+# 5. the verdict is kiln check's propagated bound: tanh(x) - x cancels (thousands of ULPs
+# of the result for tanh's 1 ULP), which an elementwise ULP bound would call a failure
+printf 'graph cancel(x: f32[65536]) -> (y: f32[65536]) {\n  t = tanh(x)\n  y = sub(t, x)\n}\n' >"$tmp/cancel.kiln"
+if ! "$kiln" bench "$tmp/cancel.kiln" --scale 1 --time 0.02 --json "$tmp/cancel.json" >"$tmp/cancel.out" 2>&1; then
+    echo "FAIL: kiln bench of a cancelling graph exited non-zero"; cat "$tmp/cancel.out"; fail=1
+fi
+if command -v python3 >/dev/null; then
+    python3 - "$tmp/cancel.json" <<'PY' || { echo "FAIL: cancelling graph JSON"; fail=1; }
+import json, sys
+w = json.load(open(sys.argv[1]))["workloads"][0]
+assert w["ok"] and w["error_fused"] > 2 and 0 <= w["bound_ratio_fused"] <= 1, w
+PY
+fi
 # usage errors exit 2
 "$kiln" bench --mode nonsense >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL: bench usage exit code"; fail=1; }
 "$kiln" bench --stores nonsense >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL: bench --stores usage exit code"; fail=1; }
