@@ -193,90 +193,82 @@ typedef struct rowloop {
     LLVMValueRef col, cend, head; /* the segment [col, cend); head: lanes peeled first */
 } rowloop;
 
-/* Compact kernels: one body, `masked`, for every vector of the segment, under a mask of
- * its `mn` lanes from column `mc`: W lanes while c + W <= cend, then the tail. */
+/* tail.check and `masked`: the lanes left of the segment after column c (cend - c) run
+ * the instructions under a mask, and so do n0 lanes from column c0 when `masked` is entered
+ * from block `from`; after the tail comes the next row, otherwise vec.head again, at
+ * column mc + mn.  Returns that column; *end is the block it comes from. */
+static LLVMValueRef
+masked_block(L *l, const jit_kdesc *d, kstate *s, const rowloop *r, LLVMValueRef c,
+             LLVMBasicBlockRef from, LLVMValueRef c0, LLVMValueRef n0, LLVMBasicBlockRef *end)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMPositionBuilderAtEnd(b, r->tailchk);
+    LLVMValueRef rest = LLVMBuildSub(b, r->cend, c, "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, rest, jit_em_i64(l, 0), ""), r->masked,
+                    r->rownext);
+    LLVMPositionBuilderAtEnd(b, r->masked);
+    LLVMValueRef mc = LLVMBuildPhi(b, l->i64, "mc");
+    LLVMValueRef mn = LLVMBuildPhi(b, l->i64, "mn");
+    LLVMValueRef again = LLVMBuildPhi(b, l->i1, "again"); /* not the tail: vec.head next */
+    LLVMValueRef mcin[2] = {c0, c}, mnin[2] = {n0, rest},
+                 ain[2] = {LLVMConstInt(l->i1, 1, 0), LLVMConstInt(l->i1, 0, 0)};
+    LLVMBasicBlockRef mbb[2] = {from, r->tailchk};
+    LLVMAddIncoming(mc, mcin, mbb, 2);
+    LLVMAddIncoming(mn, mnin, mbb, 2);
+    LLVMAddIncoming(again, ain, mbb, 2);
+    emit_body(l, d, s, mc, jit_em_first_lanes(l, mn));
+    *end = LLVMGetInsertBlock(b);
+    LLVMValueRef after = LLVMBuildAdd(b, mc, mn, "");
+    LLVMBuildCondBr(b, again, r->vhead, r->rownext);
+    return after;
+}
+
+/* Compact kernels: `masked` for every vector of the segment, W lanes while c + W <= cend,
+ * then the tail. */
 static void
 loop_compact(L *l, const jit_kdesc *d, kstate *s, const rowloop *r)
 {
     LLVMBuilderRef b = l->b;
     LLVMValueRef Wc = jit_em_i64(l, l->W);
-    LLVMBasicBlockRef vhead = r->vhead, tailchk = r->tailchk, masked = r->masked, rownext = r->rownext;
-    LLVMValueRef cend = r->cend, col = r->col;
-    LLVMBuildBr(b, vhead);
-    LLVMPositionBuilderAtEnd(b, vhead);
+    LLVMBuildBr(b, r->vhead);
+    LLVMPositionBuilderAtEnd(b, r->vhead);
     LLVMValueRef c = LLVMBuildPhi(b, l->i64, "c");
     LLVMValueRef cn = LLVMBuildAdd(b, c, Wc, "");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, cn, cend, ""), masked, tailchk);
-    LLVMPositionBuilderAtEnd(b, tailchk);
-    LLVMValueRef rest = LLVMBuildSub(b, cend, c, "");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, rest, jit_em_i64(l, 0), ""), masked, rownext);
-    LLVMPositionBuilderAtEnd(b, masked);
-    LLVMValueRef mc = LLVMBuildPhi(b, l->i64, "mc");
-    LLVMValueRef mn = LLVMBuildPhi(b, l->i64, "mn");
-    LLVMValueRef last = LLVMBuildPhi(b, l->i1, "last");
-    LLVMValueRef mcin[2] = {c, c}, mnin[2] = {Wc, rest},
-                 lin[2] = {LLVMConstInt(l->i1, 0, 0), LLVMConstInt(l->i1, 1, 0)};
-    LLVMBasicBlockRef mbb[2] = {vhead, tailchk};
-    LLVMAddIncoming(mc, mcin, mbb, 2);
-    LLVMAddIncoming(mn, mnin, mbb, 2);
-    LLVMAddIncoming(last, lin, mbb, 2);
-    emit_body(l, d, s, mc, jit_em_first_lanes(l, mn));
-    LLVMBasicBlockRef masked_end = LLVMGetInsertBlock(b);
-    LLVMValueRef cin[2] = {col, LLVMBuildAdd(b, mc, Wc, "")};
-    LLVMBasicBlockRef cbb[2] = {r->row, masked_end};
-    LLVMBuildCondBr(b, last, rownext, vhead);
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, cn, r->cend, ""), r->masked, r->tailchk);
+    LLVMBasicBlockRef mend;
+    LLVMValueRef after = masked_block(l, d, s, r, c, r->vhead, c, Wc, &mend);
+    LLVMValueRef cin[2] = {r->col, after};
+    LLVMBasicBlockRef cbb[2] = {r->row, mend};
     LLVMAddIncoming(c, cin, cbb, 2);
 }
 
 /* Full kernels: the vector body unmasked while c + W <= cend, and `masked`, the same
  * instructions under a mask, for the head (then on to the vector body) and the tail
- * (then the next row). */
+ * (then the next row).  (One body under a mask for every iteration halves the code, but
+ * measured 1.4-2x slower on AVX-512: kept two, but for compact kernels.) */
 static void
 loop_full(L *l, const jit_kdesc *d, kstate *s, const rowloop *r)
 {
     LLVMBuilderRef b = l->b;
-    LLVMValueRef Wc = jit_em_i64(l, l->W), head = r->head;
-    LLVMBasicBlockRef vhead = r->vhead, vbody = r->vbody, tailchk = r->tailchk, masked = r->masked,
-                      rownext = r->rownext;
-    LLVMValueRef cend = r->cend, col = r->col;
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, head, jit_em_i64(l, 0), ""), masked, vhead);
-
-    /* vec.head: phi c; full vectors while c + W <= cend.  (One body under a mask for every
-     * iteration halves the code, but measured 1.4-2x slower on AVX-512: kept two, but for
-     * compact kernels.) */
-    LLVMPositionBuilderAtEnd(b, vhead);
+    LLVMValueRef Wc = jit_em_i64(l, l->W);
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, r->head, jit_em_i64(l, 0), ""), r->masked,
+                    r->vhead);
+    /* vec.head: phi c; full vectors while c + W <= cend */
+    LLVMPositionBuilderAtEnd(b, r->vhead);
     LLVMValueRef c = LLVMBuildPhi(b, l->i64, "c");
     LLVMValueRef cn = LLVMBuildAdd(b, c, Wc, "");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, cn, cend, ""), vbody, tailchk);
-    LLVMPositionBuilderAtEnd(b, vbody);
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, cn, r->cend, ""), r->vbody, r->tailchk);
+    LLVMPositionBuilderAtEnd(b, r->vbody);
     /* the position through jit_em_opaque: loop strength reduction then has no address to
      * rewrite (x86 addresses base + index * 4 for free), which saves it its analysis: 4-13%
      * of a small kernel's compile instructions, the same code speed */
     emit_body(l, d, s, jit_em_opaque(l, c), NULL);
     LLVMBasicBlockRef vbody_end = LLVMGetInsertBlock(b);
-    LLVMBuildBr(b, vhead);
-
-    /* masked: the same instructions under a mask of `n` lanes from column mc — the head
-     * (then on to the vector body) or the tail (then the next row) */
-    LLVMPositionBuilderAtEnd(b, tailchk);
-    LLVMValueRef rest = LLVMBuildSub(b, cend, c, "");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, rest, jit_em_i64(l, 0), ""), masked, rownext);
-    LLVMPositionBuilderAtEnd(b, masked);
-    LLVMValueRef mc = LLVMBuildPhi(b, l->i64, "mc");
-    LLVMValueRef mn = LLVMBuildPhi(b, l->i64, "mn");
-    LLVMValueRef is_head = LLVMBuildPhi(b, l->i1, "is_head");
-    LLVMValueRef mcin[2] = {col, c}, mnin[2] = {head, rest},
-                 hin[2] = {LLVMConstInt(l->i1, 1, 0), LLVMConstInt(l->i1, 0, 0)};
-    LLVMBasicBlockRef mbb[2] = {r->row, tailchk};
-    LLVMAddIncoming(mc, mcin, mbb, 2);
-    LLVMAddIncoming(mn, mnin, mbb, 2);
-    LLVMAddIncoming(is_head, hin, mbb, 2);
-    emit_body(l, d, s, mc, jit_em_first_lanes(l, mn));
-    LLVMBasicBlockRef masked_end = LLVMGetInsertBlock(b);
-    LLVMValueRef after = LLVMBuildAdd(b, mc, mn, "");
-    LLVMBuildCondBr(b, is_head, vhead, rownext);
-    LLVMValueRef cin[3] = {col, cn, after};
-    LLVMBasicBlockRef cbb[3] = {r->row, vbody_end, masked_end};
+    LLVMBuildBr(b, r->vhead);
+    LLVMBasicBlockRef mend;
+    LLVMValueRef after = masked_block(l, d, s, r, c, r->row, r->col, r->head, &mend);
+    LLVMValueRef cin[3] = {r->col, cn, after};
+    LLVMBasicBlockRef cbb[3] = {r->row, vbody_end, mend};
     LLVMAddIncoming(c, cin, cbb, 3);
 }
 
