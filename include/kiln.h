@@ -291,9 +291,10 @@ typedef struct kiln_options {
 /* KILN_NO_DISK_CACHE: neither read nor write the persistent kernel cache (as
  * KILN_CACHE_DIR=off does for the whole process); the in-memory caches still apply. */
 #define KILN_NO_DISK_CACHE 4u
-/* Stores.  By default an elementwise kernel writes a value that no later kernel of the
- * program reads with non-temporal ("streaming") stores when the kernel moves far more
- * bytes than the last-level cache holds (docs/jit.md): the value would be evicted before
+/* Stores.  By default an elementwise kernel (or a reduction kernel over rows, such as
+ * softmax's or layernorm's) writes a value that no later kernel of the program reads with
+ * non-temporal ("streaming") stores when the kernel moves far more bytes than the
+ * last-level cache holds (docs/jit.md): the value would be evicted before
  * anyone reads it, and streaming saves reading every output line before writing it.
  * KILN_STREAM: stream such values whatever their size; KILN_NO_STREAM: never stream (the
  * caller reads the outputs right away, or measures conventional bandwidth).  Results are

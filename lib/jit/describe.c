@@ -459,18 +459,21 @@ describe_matmul(kbuild *k, int32_t n, jit_step *s)
         s->mm_batch *= k->dims[d];
 }
 
-/* ELEMENTWISE: which stores stream (non-temporal stores, JIT_ST_STREAM).  A stored value
- * streams when it goes to a caller's output that no later step of the program reads, and
- * (unless JIT_F_STREAM) the kernel moves at least STREAM_LLC_FACTOR times the last-level
- * cache: by the time it returns, its first output lines would have been evicted anyway,
- * and streaming saves the read-for-ownership of every output line.  JIT_F_NO_STREAM: none.
- * store_cls stays NULL when nothing streams. */
+/* ELEMENTWISE, and REDUCTION "rows" kernels (lanes along the reduced dim: softmax,
+ * layernorm): which stores stream (non-temporal stores, JIT_ST_STREAM).  A stored value
+ * streams when it goes to a caller's output that no later step of the program reads (in a
+ * reduction kernel, a value over the whole space: JIT_ST_SPACE), and (unless
+ * JIT_F_STREAM) the kernel moves at least STREAM_LLC_FACTOR times the last-level cache: by
+ * the time it returns, its first output lines would have been evicted anyway, and
+ * streaming saves the read-for-ownership of every output line.  JIT_F_NO_STREAM: none.
+ * An elementwise kernel's store_cls stays NULL when nothing streams. */
 #define STREAM_LLC_FACTOR 2
 
 static kiln_status
 kb_stream_stores(planner *p, const int32_t *nodes, jit_step *s)
 {
-    if (s->desc.kind != JIT_KERNEL_ELEMENTWISE || (p->flags & JIT_F_NO_STREAM))
+    bool rows = s->desc.kind == JIT_KERNEL_REDUCTION && !s->desc.lanes_kept;
+    if ((s->desc.kind != JIT_KERNEL_ELEMENTWISE && !rows) || (p->flags & JIT_F_NO_STREAM))
         return KILN_OK;
     double bytes = (double)s->total * (double)s->bytes_per_elem;
     if (!(p->flags & JIT_F_STREAM) &&
@@ -478,7 +481,8 @@ kb_stream_stores(planner *p, const int32_t *nodes, jit_step *s)
         return KILN_OK;
     for (int32_t i = 0; i < s->desc.nstores; i++) {
         const nodeinfo *ni = &p->ni[nodes[i]];
-        if (ni->loc.kind != JIT_LOC_OUTPUT || ni->last_use > ni->step)
+        if (ni->loc.kind != JIT_LOC_OUTPUT || ni->last_use > ni->step ||
+            (rows && s->desc.store_cls[i] != JIT_ST_SPACE))
             continue;
         if (!s->desc.store_cls && !(s->desc.store_cls = ir_calloc((size_t)s->desc.nstores, 1)))
             return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
@@ -598,6 +602,8 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
         }
     }
     if (k.red) {
+        if ((st = kb_stream_stores(p, stores.v, s)))
+            goto done;
         s->rows = 1;
         for (int d = 0; d < k.nk; d++)
             s->rows *= k.dims[d];

@@ -97,12 +97,13 @@ typedef enum jit_load_class {
 #define JIT_CLS(c) ((c) & 0xf)
 
 /* REDUCTION store classes: a value per element of the space, or one per kept element
- * (a reduced shape: the reductions' results and what is computed from them).
+ * (a reduced shape: the reductions' results and what is computed from them); in "rows"
+ * kernels a value per element of the space may be JIT_ST_STREAM.
  * ELEMENTWISE: store_cls is NULL (every store ordinary) or per store JIT_ST_SPACE or
- * JIT_ST_STREAM: non-temporal stores of full vectors at aligned addresses (the kernel
- * peels its rows to the first streaming store's alignment and fences before returning);
- * it is part of the description, so a streaming kernel is never mistaken in the cache for
- * an ordinary one. */
+ * JIT_ST_STREAM.  JIT_ST_STREAM: non-temporal stores of full vectors at aligned addresses
+ * (the kernel peels its rows to the first streaming store's alignment, rows kernels in a
+ * pass that reduces nothing, and fences before returning); it is part of the description,
+ * so a streaming kernel is never mistaken in the cache for an ordinary one. */
 typedef enum jit_store_class {
     JIT_ST_SPACE,
     JIT_ST_SPACE_SCATTER,

@@ -17,7 +17,8 @@
  *             row-wise stores (reduction results and values computed from them)
  *
  * So softmax (max; sum of exp(x - max); exp(x - max) / sum) is three passes over a row
- * that stays in L1/L2, one read of x from memory and one write of y.
+ * that stays in L1/L2, one read of x from memory and one write of y (streaming, when the
+ * description says so: see stream_row).
  *
  * Lanes.  "Rows" kernels (lanes_kept = 0) put the vector lanes along the last reduced
  * dim: lane-parallel accumulators, combined across lanes in a fixed tree at the end of
@@ -87,6 +88,10 @@ typedef struct rk {
     /* cols kernels split along the reduced dims (partial_bytes > 0): the mode, this piece's
      * reduced range and index, the piece count, the partials, vectors per kept row */
     LLVMValueRef mode, rb, re, q, np, partial, nvr;
+    /* rows: streaming stores (JIT_ST_STREAM): per store, i1, its full vectors in the current
+     * sub-row are at addresses aligned for a non-temporal store (NULL: store ordinarily) */
+    LLVMValueRef *ntok;
+    bool streams;       /* the kernel has a streaming store: it fences before returning */
 } rk;
 
 /* Full vectors per iteration of a pass that reduces cheap values: independent
@@ -516,6 +521,15 @@ block(rk *r, const char *name)
     return LLVMAppendBasicBlockInContext(r->l->ctx, r->fn, name);
 }
 
+/* The alignment of a streaming store's vectors of dtype t: the vector's size, at most a
+ * cache line (as lower.c's). */
+static unsigned
+stream_align(const rk *r, kiln_dtype t)
+{
+    size_t a = (size_t)r->l->W * kiln_dtype_size(t);
+    return (unsigned)(a < 64 ? a : 64);
+}
+
 static LLVMValueRef
 stride(rk *r, int slot, int dim)
 {
@@ -724,9 +738,24 @@ pass_body(rk *r, int p)
             continue;
         int j = d->nloads + k;
         LLVMValueRef v = body_value(r, i);
-        jit_em_store(l, (kiln_dtype)d->inst[i].dtype,
-                     d->store_cls[k] == JIT_ST_SPACE ? JIT_CONTIG : JIT_STRIDED, v, r->ptr[j],
-                     r->cur[j], r->vpos, stride(r, j, vdim(r)), r->mask);
+        kiln_dtype t = (kiln_dtype)d->inst[i].dtype;
+        if (d->store_cls[k] == JIT_ST_STREAM && !r->mask && r->ntok && r->ntok[k]) {
+            /* streaming where this sub-row's alignment allows it, else an ordinary store */
+            LLVMBasicBlockRef nt = block(r, "store.nt"), plain = block(r, "store.plain"),
+                              join = block(r, "store.join");
+            LLVMBuildCondBr(b, r->ntok[k], nt, plain);
+            LLVMPositionBuilderAtEnd(b, nt);
+            jit_em_store_stream(l, t, v, r->ptr[j], r->cur[j], r->vpos, stream_align(r, t));
+            LLVMBuildBr(b, join);
+            LLVMPositionBuilderAtEnd(b, plain);
+            jit_em_store(l, t, JIT_CONTIG, v, r->ptr[j], r->cur[j], r->vpos, NULL, NULL);
+            LLVMBuildBr(b, join);
+            LLVMPositionBuilderAtEnd(b, join);
+            continue;
+        }
+        jit_em_store(l, t, d->store_cls[k] == JIT_ST_SPACE || d->store_cls[k] == JIT_ST_STREAM
+                               ? JIT_CONTIG : JIT_STRIDED,
+                     v, r->ptr[j], r->cur[j], r->vpos, stride(r, j, vdim(r)), r->mask);
     }
 }
 
@@ -920,6 +949,71 @@ add_offsets(rk *r, LLVMValueRef *out, LLVMValueRef *base, LLVMValueRef flat, int
     }
 }
 
+/* Rows, pass p with streaming stores, at the start of a sub-row whose pass runs from
+ * column ib (cvar) to ie: ntok[k], store k's full vectors are aligned for a non-temporal
+ * store.  When pass p reduces nothing, the lanes before the first streaming store's next
+ * aligned address run first under a mask (a head, as lower.c peels; only when its buffer is
+ * aligned to its element size, as kiln assumes no more of a caller's buffer), and cvar
+ * moves past them.  A pass that also reduces is not peeled (a shifted start would regroup
+ * its f32 blocks, and the sums must come out the same whether the kernel streams or not):
+ * it streams in the sub-rows that happen to be aligned. */
+static void
+stream_row(rk *r, int p, LLVMValueRef ib, LLVMValueRef ie, LLVMValueRef cvar)
+{
+    const jit_kdesc *d = r->d;
+    jit_em *l = r->l;
+    LLVMBuilderRef b = l->b;
+    int k0 = -1;
+    for (int32_t k = 0; k < d->nstores; k++) {
+        r->ntok[k] = NULL;
+        if (k0 < 0 && d->store_cls[k] == JIT_ST_STREAM && r->ph[d->stores[k]] == p)
+            k0 = k;
+    }
+    if (k0 < 0)
+        return;
+    bool reduces = false;
+    for (int32_t i = 0; i < d->ninst; i++)
+        reduces = reduces || reduces_in(d, r->ph, i, p);
+    LLVMValueRef start = ib;
+    if (!reduces) {
+        int j0 = d->nloads + k0;
+        int64_t es = (int64_t)kiln_dtype_size((kiln_dtype)d->inst[d->stores[k0]].dtype);
+        int64_t a = stream_align(r, (kiln_dtype)d->inst[d->stores[k0]].dtype);
+        LLVMValueRef base = LLVMBuildPtrToInt(b, r->ptr[j0], l->i64, "");
+        LLVMValueRef at = LLVMBuildAdd(b, base, LLVMBuildMul(b, LLVMBuildAdd(b, r->cur[j0], ib, ""),
+                                                             jit_em_i64(l, es), ""), "");
+        LLVMValueRef gap = LLVMBuildAnd(b, LLVMBuildSub(b, jit_em_i64(l, 0), at, ""), jit_em_i64(l, a - 1), "");
+        LLVMValueRef h = LLVMBuildUDiv(b, gap, jit_em_i64(l, es), "");
+        LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, base, jit_em_i64(l, es - 1), ""),
+                                        jit_em_i64(l, 0), "");
+        LLVMValueRef len = LLVMBuildSub(b, ie, ib, "");
+        h = LLVMBuildSelect(b, ok, h, jit_em_i64(l, 0), "");
+        h = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, h, len, ""), h, len, "head");
+        LLVMBasicBlockRef hb = block(r, "row.head"), hd = block(r, "row.head.done");
+        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, h, jit_em_i64(l, 0), ""), hb, hd);
+        LLVMPositionBuilderAtEnd(b, hb);
+        r->vpos = ib;
+        r->mask = jit_em_first_lanes(l, h);
+        pass_body(r, p);
+        LLVMBuildBr(b, hd);
+        LLVMPositionBuilderAtEnd(b, hd);
+        r->mask = NULL;
+        start = LLVMBuildAdd(b, ib, h, "");
+        LLVMBuildStore(b, start, cvar);
+    }
+    for (int32_t k = 0; k < d->nstores; k++) {
+        if (d->store_cls[k] != JIT_ST_STREAM || r->ph[d->stores[k]] != p)
+            continue;
+        int j = d->nloads + k;
+        kiln_dtype t = (kiln_dtype)d->inst[d->stores[k]].dtype;
+        LLVMValueRef base = LLVMBuildPtrToInt(b, r->ptr[j], l->i64, "");
+        LLVMValueRef at = LLVMBuildAdd(b, base, LLVMBuildMul(b, LLVMBuildAdd(b, r->cur[j], start, ""),
+                                                             jit_em_i64(l, (int64_t)kiln_dtype_size(t)), ""), "");
+        r->ntok[k] = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, at, jit_em_i64(l, stream_align(r, t) - 1), ""),
+                                   jit_em_i64(l, 0), "");
+    }
+}
+
 /* One pass over the current row (rows) or tile (cols). */
 static void
 emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMValueRef ie)
@@ -944,6 +1038,8 @@ emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMV
          * vectors, then the tail under a mask */
         LLVMValueRef cvar = new_alloca(r, l->i64);
         LLVMBuildStore(b, ib, cvar);
+        if (r->streams)
+            stream_row(r, p, ib, ie, cvar);
         LLVMValueRef kvar = pass_blocks(r, p) ? new_alloca(r, l->i64) : NULL;
         if (kvar)
             LLVMBuildStore(b, jit_em_i64(l, 0), kvar);
@@ -1436,9 +1532,12 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     r.acc = r.accset[0];
     r.acci = r.acciset[0];
     r.spill = ir_calloc(ni, sizeof(int));
+    for (int32_t k = 0; k < d->nstores; k++)
+        r.streams = r.streams || (!r.cols && d->store_cls[k] == JIT_ST_STREAM);
+    r.ntok = r.streams ? ir_calloc(ns, sizeof(LLVMValueRef)) : NULL;
     kiln_status st = KILN_OK;
     if (!r.uni || !r.ph || !r.ptr || !r.dims || !r.kbase || !r.cur || !r.uval || !r.val ||
-        !sets_ok || !r.spill) {
+        !sets_ok || !r.spill || (r.streams && !r.ntok)) {
         st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
         goto done;
     }
@@ -1646,6 +1745,8 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         LLVMBuildRetVoid(b);
         goto done;
     }
+    if (r.streams) /* the pool's join then publishes what the non-temporal stores wrote */
+        jit_em_stream_fence(l);
     LLVMBuildRetVoid(b);
 done:
     ir_free(r.uni);
@@ -1653,6 +1754,7 @@ done:
     ir_free(r.ptr);
     ir_free(r.dims);
     ir_free(r.kbase);
+    ir_free(r.ntok);
     ir_free(r.cur);
     ir_free(r.uval);
     ir_free(r.val);

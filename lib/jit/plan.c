@@ -283,8 +283,7 @@ jit_plan_dump(const jit_plan *p, FILE *f)
                     (int)s->desc.nstores, (int)s->desc.ninst);
             for (int k = 0; k < s->nslots; k++) {
                 int j = k - s->desc.nloads;
-                bool nt = j >= 0 && s->desc.kind == JIT_KERNEL_ELEMENTWISE && s->desc.store_cls &&
-                          s->desc.store_cls[j] == JIT_ST_STREAM;
+                bool nt = j >= 0 && s->desc.store_cls && s->desc.store_cls[j] == JIT_ST_STREAM;
                 fprintf(f, "      %s %d: %s%s\n", j < 0 ? "load " : "store", j < 0 ? k : j,
                         loc_str(&s->slot[k], b1, sizeof b1),
                         nt ? ", streaming (non-temporal stores: no later step reads it)" : "");
