@@ -470,12 +470,18 @@ describe_matmul(kbuild *k, int32_t n, jit_step *s)
 #define STREAM_LLC_FACTOR 2
 
 static kiln_status
-kb_stream_stores(planner *p, const int32_t *nodes, jit_step *s)
+kb_stream_stores(planner *p, const ivec *loads, const int32_t *nodes, jit_step *s)
 {
     bool rows = s->desc.kind == JIT_KERNEL_REDUCTION && !s->desc.lanes_kept;
     if ((s->desc.kind != JIT_KERNEL_ELEMENTWISE && !rows) || (p->flags & JIT_F_NO_STREAM))
         return KILN_OK;
-    double bytes = (double)s->total * (double)s->bytes_per_elem;
+    /* what the kernel moves: every buffer it loads (a broadcast row such as layernorm's
+     * gamma counts once, not once per row) and every value it stores */
+    double bytes = 0;
+    for (int32_t j = 0; j < loads->n; j++)
+        bytes += (double)ir_type_bytes(&p->g->nodes[loads->v[j]].type);
+    for (int32_t i = 0; i < s->desc.nstores; i++)
+        bytes += (double)ir_type_bytes(&p->g->nodes[nodes[i]].type);
     if (!(p->flags & JIT_F_STREAM) &&
         bytes < (double)STREAM_LLC_FACTOR * (double)jit_host_info()->llc_bytes)
         return KILN_OK;
@@ -602,7 +608,7 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
         }
     }
     if (k.red) {
-        if ((st = kb_stream_stores(p, stores.v, s)))
+        if ((st = kb_stream_stores(p, &k.load_node, stores.v, s)))
             goto done;
         s->rows = 1;
         for (int d = 0; d < k.nk; d++)
@@ -614,7 +620,7 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
         s->partial_bytes = jit_reduce_partial_bytes(&s->desc);
         s->spill_bytes = jit_reduce_spill_bytes(&s->desc);
     } else {
-        st = kb_stream_stores(p, stores.v, s);
+        st = kb_stream_stores(p, &k.load_node, stores.v, s);
     }
 done:
     ir_free(k.inst);

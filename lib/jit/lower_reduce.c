@@ -949,6 +949,22 @@ add_offsets(rk *r, LLVMValueRef *out, LLVMValueRef *base, LLVMValueRef flat, int
     }
 }
 
+/* Pass p's instructions at column pos under a mask of the first n lanes, in block bb when
+ * n > 0; the builder goes on at `after` (r->mask stays the mask). */
+static void
+masked_pass(rk *r, int p, LLVMValueRef pos, LLVMValueRef n, LLVMBasicBlockRef bb,
+            LLVMBasicBlockRef after)
+{
+    LLVMBuilderRef b = r->l->b;
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, n, jit_em_i64(r->l, 0), ""), bb, after);
+    LLVMPositionBuilderAtEnd(b, bb);
+    r->vpos = pos;
+    r->mask = jit_em_first_lanes(r->l, n);
+    pass_body(r, p);
+    LLVMBuildBr(b, after);
+    LLVMPositionBuilderAtEnd(b, after);
+}
+
 /* Rows, pass p with streaming stores, at the start of a sub-row whose pass runs from
  * column ib (cvar) to ie: ntok[k], store k's full vectors are aligned for a non-temporal
  * store.  When pass p reduces nothing, the lanes before the first streaming store's next
@@ -989,14 +1005,7 @@ stream_row(rk *r, int p, LLVMValueRef ib, LLVMValueRef ie, LLVMValueRef cvar)
         LLVMValueRef len = LLVMBuildSub(b, ie, ib, "");
         h = LLVMBuildSelect(b, ok, h, jit_em_i64(l, 0), "");
         h = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, h, len, ""), h, len, "head");
-        LLVMBasicBlockRef hb = block(r, "row.head"), hd = block(r, "row.head.done");
-        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, h, jit_em_i64(l, 0), ""), hb, hd);
-        LLVMPositionBuilderAtEnd(b, hb);
-        r->vpos = ib;
-        r->mask = jit_em_first_lanes(l, h);
-        pass_body(r, p);
-        LLVMBuildBr(b, hd);
-        LLVMPositionBuilderAtEnd(b, hd);
+        masked_pass(r, p, ib, h, block(r, "row.head"), block(r, "row.head.done"));
         r->mask = NULL;
         start = LLVMBuildAdd(b, ib, h, "");
         LLVMBuildStore(b, start, cvar);
@@ -1086,14 +1095,7 @@ emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMV
         LLVMBuildStore(b, cn, cvar);
         LLVMBuildBr(b, head);
         LLVMPositionBuilderAtEnd(b, tchk);
-        LLVMValueRef rest = LLVMBuildSub(b, ie, c, "");
-        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, rest, jit_em_i64(l, 0), ""), tail, done);
-        LLVMPositionBuilderAtEnd(b, tail);
-        r->vpos = c;
-        r->mask = jit_em_first_lanes(l, rest);
-        pass_body(r, p);
-        LLVMBuildBr(b, done);
-        LLVMPositionBuilderAtEnd(b, done);
+        masked_pass(r, p, c, LLVMBuildSub(b, ie, c, ""), tail, done);
         if (kvar) {
             flush_blocks(r, p, 1);
             LLVMBuildStore(b, jit_em_i64(l, 0), kvar);
