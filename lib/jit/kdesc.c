@@ -13,12 +13,12 @@
  * f32 gelu's corrected quotient; format 4: rows kernels' bare vmaxps/vminps; format 5:
  * prefetching the next row's stores; format 6: the shorter f32 exp; format 7: a split
  * blockable columns kernel's last partial vector reduced whole; format 8: vector bodies'
- * positions through an opaque copy; format 9: the tier), so an upgrade never keeps
- * running the old code from the disk.
+ * positions through an opaque copy; format 9: the tier; format 10: the small code
+ * model), so an upgrade never keeps running the old code from the disk.
  * A CONTRACTION description needs nothing more: its tile follows from the dtype and the
  * vector width, which the disk key holds.
  *
- *   format 9 (1 to 8: the same without the tier):
+ *   format 9 and 10 (1 to 8: the same without the tier):
  *     i32 kind, rank, nred, lanes_kept, ninst, nloads, nstores
  *     ninst x { u8 kind, op, dtype, cls; i32 slot; i32 a[0..3); u8 value[8]; u8 value2[8] }
  *     nstores x i32 store index
