@@ -453,6 +453,33 @@ jit_em_store_stream(L *l, kiln_dtype t, LLVMValueRef v, LLVMValueRef base, LLVMV
 }
 
 void
+jit_em_store_stream_if(L *l, kiln_dtype t, LLVMValueRef v, LLVMValueRef base, LLVMValueRef off,
+                       LLVMValueRef c, unsigned align, LLVMValueRef ok)
+{
+    LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(l->b));
+    LLVMBasicBlockRef nt = LLVMAppendBasicBlockInContext(l->ctx, fn, "store.nt");
+    LLVMBasicBlockRef plain = LLVMAppendBasicBlockInContext(l->ctx, fn, "store.plain");
+    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(l->ctx, fn, "store.join");
+    LLVMBuildCondBr(l->b, ok, nt, plain);
+    LLVMPositionBuilderAtEnd(l->b, nt);
+    jit_em_store_stream(l, t, v, base, off, c, align);
+    LLVMBuildBr(l->b, join);
+    LLVMPositionBuilderAtEnd(l->b, plain);
+    jit_em_store(l, t, JIT_CONTIG, v, base, off, c, NULL, NULL);
+    LLVMBuildBr(l->b, join);
+    LLVMPositionBuilderAtEnd(l->b, join);
+}
+
+LLVMValueRef
+jit_em_align_gap(L *l, LLVMValueRef ptr, LLVMValueRef idx, int64_t es, int64_t a)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMValueRef base = LLVMBuildPtrToInt(b, ptr, l->i64, "");
+    LLVMValueRef at = LLVMBuildAdd(b, base, LLVMBuildMul(b, idx, jit_em_i64(l, es), ""), "");
+    return LLVMBuildAnd(b, LLVMBuildSub(b, jit_em_i64(l, 0), at, ""), jit_em_i64(l, a - 1), "");
+}
+
+void
 jit_em_stream_fence(L *l)
 {
     const char *t = jit_host_info()->triple;

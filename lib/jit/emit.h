@@ -64,6 +64,17 @@ IR_HIDDEN void jit_em_store(jit_em *l, kiln_dtype t, int cls, LLVMValueRef v, LL
  * ones). */
 IR_HIDDEN void jit_em_store_stream(jit_em *l, kiln_dtype t, LLVMValueRef v, LLVMValueRef base,
                                    LLVMValueRef off, LLVMValueRef c, unsigned align);
+/* The same store non-temporal where `ok` (i1) holds at run time (the address then aligned
+ * to `align`), else an ordinary one (jit_em_store of JIT_CONTIG, unmasked): a branch
+ * between the two, the builder after it. */
+IR_HIDDEN void jit_em_store_stream_if(jit_em *l, kiln_dtype t, LLVMValueRef v, LLVMValueRef base,
+                                      LLVMValueRef off, LLVMValueRef c, unsigned align,
+                                      LLVMValueRef ok);
+/* The bytes from element idx (of es bytes each) of buffer ptr up to the next address that is
+ * a multiple of a (a power of two): 0 when that element is aligned already.  A row's head
+ * is gap / es lanes, peeled so that the stores after it are aligned. */
+IR_HIDDEN LLVMValueRef jit_em_align_gap(jit_em *l, LLVMValueRef ptr, LLVMValueRef idx, int64_t es,
+                                        int64_t a);
 /* Order the non-temporal stores before whatever follows (sfence on x86): emitted before a
  * streaming kernel returns, so the pool's join publishes its results. */
 IR_HIDDEN void jit_em_stream_fence(jit_em *l);

@@ -109,18 +109,7 @@ emit_body(L *l, const jit_kdesc *d, kstate *s, LLVMValueRef c, LLVMValueRef mask
             continue;
         }
         /* streaming where this call's buffers allow it, else an ordinary store */
-        LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(l->b));
-        LLVMBasicBlockRef nt = LLVMAppendBasicBlockInContext(l->ctx, fn, "store.nt");
-        LLVMBasicBlockRef plain = LLVMAppendBasicBlockInContext(l->ctx, fn, "store.plain");
-        LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(l->ctx, fn, "store.join");
-        LLVMBuildCondBr(l->b, s->nt_ok[k], nt, plain);
-        LLVMPositionBuilderAtEnd(l->b, nt);
-        jit_em_store_stream(l, t, v, base, s->out_base, c, s->nt_align[k]);
-        LLVMBuildBr(l->b, join);
-        LLVMPositionBuilderAtEnd(l->b, plain);
-        jit_em_store(l, t, JIT_CONTIG, v, base, s->out_base, c, NULL, NULL);
-        LLVMBuildBr(l->b, join);
-        LLVMPositionBuilderAtEnd(l->b, join);
+        jit_em_store_stream_if(l, t, v, base, s->out_base, c, s->nt_align[k], s->nt_ok[k]);
     }
     l->lin = NULL;
 }
@@ -392,12 +381,9 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
     LLVMValueRef head = jit_em_i64(l, 0);
     if (s.peel >= 0) {
         int64_t es = (int64_t)kiln_dtype_size((kiln_dtype)d->inst[d->stores[s.peel]].dtype);
-        int64_t a = (int64_t)s.peel_align;
-        LLVMValueRef base = LLVMBuildPtrToInt(b, s.ptr[d->nloads + s.peel], l->i64, "");
-        LLVMValueRef first = LLVMBuildAdd(b, s.out_base, col, "");
-        LLVMValueRef at = LLVMBuildAdd(b, base, LLVMBuildMul(b, first, jit_em_i64(l, es), ""), "");
-        LLVMValueRef gap = LLVMBuildAnd(b, LLVMBuildSub(b, jit_em_i64(l, 0), at, ""),
-                                        jit_em_i64(l, a - 1), "");
+        LLVMValueRef gap = jit_em_align_gap(l, s.ptr[d->nloads + s.peel],
+                                            LLVMBuildAdd(b, s.out_base, col, ""), es,
+                                            (int64_t)s.peel_align);
         head = LLVMBuildUDiv(b, gap, jit_em_i64(l, es), "");
         LLVMValueRef ok = s.peel_ok;
         if (k0 < 0) /* ordinary stores: only long segments are worth a masked head */

@@ -741,16 +741,8 @@ pass_body(rk *r, int p)
         kiln_dtype t = (kiln_dtype)d->inst[i].dtype;
         if (d->store_cls[k] == JIT_ST_STREAM && !r->mask && r->ntok && r->ntok[k]) {
             /* streaming where this sub-row's alignment allows it, else an ordinary store */
-            LLVMBasicBlockRef nt = block(r, "store.nt"), plain = block(r, "store.plain"),
-                              join = block(r, "store.join");
-            LLVMBuildCondBr(b, r->ntok[k], nt, plain);
-            LLVMPositionBuilderAtEnd(b, nt);
-            jit_em_store_stream(l, t, v, r->ptr[j], r->cur[j], r->vpos, stream_align(r, t));
-            LLVMBuildBr(b, join);
-            LLVMPositionBuilderAtEnd(b, plain);
-            jit_em_store(l, t, JIT_CONTIG, v, r->ptr[j], r->cur[j], r->vpos, NULL, NULL);
-            LLVMBuildBr(b, join);
-            LLVMPositionBuilderAtEnd(b, join);
+            jit_em_store_stream_if(l, t, v, r->ptr[j], r->cur[j], r->vpos, stream_align(r, t),
+                                   r->ntok[k]);
             continue;
         }
         jit_em_store(l, t, d->store_cls[k] == JIT_ST_SPACE || d->store_cls[k] == JIT_ST_STREAM
@@ -994,12 +986,10 @@ stream_row(rk *r, int p, LLVMValueRef ib, LLVMValueRef ie, LLVMValueRef cvar)
     if (!reduces) {
         int j0 = d->nloads + k0;
         int64_t es = (int64_t)kiln_dtype_size((kiln_dtype)d->inst[d->stores[k0]].dtype);
-        int64_t a = stream_align(r, (kiln_dtype)d->inst[d->stores[k0]].dtype);
-        LLVMValueRef base = LLVMBuildPtrToInt(b, r->ptr[j0], l->i64, "");
-        LLVMValueRef at = LLVMBuildAdd(b, base, LLVMBuildMul(b, LLVMBuildAdd(b, r->cur[j0], ib, ""),
-                                                             jit_em_i64(l, es), ""), "");
-        LLVMValueRef gap = LLVMBuildAnd(b, LLVMBuildSub(b, jit_em_i64(l, 0), at, ""), jit_em_i64(l, a - 1), "");
+        LLVMValueRef gap = jit_em_align_gap(l, r->ptr[j0], LLVMBuildAdd(b, r->cur[j0], ib, ""), es,
+                                            stream_align(r, (kiln_dtype)d->inst[d->stores[k0]].dtype));
         LLVMValueRef h = LLVMBuildUDiv(b, gap, jit_em_i64(l, es), "");
+        LLVMValueRef base = LLVMBuildPtrToInt(b, r->ptr[j0], l->i64, "");
         LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, base, jit_em_i64(l, es - 1), ""),
                                         jit_em_i64(l, 0), "");
         LLVMValueRef len = LLVMBuildSub(b, ie, ib, "");
@@ -1015,11 +1005,9 @@ stream_row(rk *r, int p, LLVMValueRef ib, LLVMValueRef ie, LLVMValueRef cvar)
             continue;
         int j = d->nloads + k;
         kiln_dtype t = (kiln_dtype)d->inst[d->stores[k]].dtype;
-        LLVMValueRef base = LLVMBuildPtrToInt(b, r->ptr[j], l->i64, "");
-        LLVMValueRef at = LLVMBuildAdd(b, base, LLVMBuildMul(b, LLVMBuildAdd(b, r->cur[j], start, ""),
-                                                             jit_em_i64(l, (int64_t)kiln_dtype_size(t)), ""), "");
-        r->ntok[k] = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, at, jit_em_i64(l, stream_align(r, t) - 1), ""),
-                                   jit_em_i64(l, 0), "");
+        LLVMValueRef gap = jit_em_align_gap(l, r->ptr[j], LLVMBuildAdd(b, r->cur[j], start, ""),
+                                            (int64_t)kiln_dtype_size(t), stream_align(r, t));
+        r->ntok[k] = LLVMBuildICmp(b, LLVMIntEQ, gap, jit_em_i64(l, 0), "");
     }
 }
 
@@ -1536,7 +1524,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     r.spill = ir_calloc(ni, sizeof(int));
     for (int32_t k = 0; k < d->nstores; k++)
         r.streams = r.streams || (!r.cols && d->store_cls[k] == JIT_ST_STREAM);
-    r.ntok = r.streams ? ir_calloc(ns, sizeof(LLVMValueRef)) : NULL;
+    r.ntok = r.streams ? ir_calloc((size_t)d->nstores + 1, sizeof(LLVMValueRef)) : NULL;
     kiln_status st = KILN_OK;
     if (!r.uni || !r.ph || !r.ptr || !r.dims || !r.kbase || !r.cur || !r.uval || !r.val ||
         !sets_ok || !r.spill || (r.streams && !r.ntok)) {
