@@ -99,11 +99,16 @@ static kiln_status
 choose_tier(jit_plan *plan, unsigned flags)
 {
     bool compact = flags & JIT_F_COMPACT;
-    if (!compact && !(flags & JIT_F_NO_COMPACT)) {
-        int n = 0;
-        for (int32_t i = 0; i < plan->nsteps; i++)
-            n += plan->steps[i].kind == JIT_STEP_KERNEL &&
-                 plan->steps[i].desc.kind == JIT_KERNEL_ELEMENTWISE;
+    int n = 0;
+    int64_t all = 0; /* instructions of every description, equal ones each time */
+    for (int32_t i = 0; i < plan->nsteps; i++)
+        if (plan->steps[i].kind == JIT_STEP_KERNEL &&
+            plan->steps[i].desc.kind == JIT_KERNEL_ELEMENTWISE) {
+            n++;
+            all += plan->steps[i].desc.ninst;
+        }
+    /* the distinct ones hold no more: most plans stop here, with no hashing */
+    if (!compact && !(flags & JIT_F_NO_COMPACT) && all > COMPACT_MIN_INST) {
         /* (hash, instructions) of each description, sorted: the distinct ones counted once */
         uint64_t *h = ir_calloc(2 * (size_t)n + 2, sizeof *h);
         if (!h)
