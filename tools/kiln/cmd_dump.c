@@ -1,6 +1,7 @@
 /* cmd_dump.c — `kiln dump FILE.kiln [--dot] [--plan] [--llvm] [--opt] [--asm]
- * [--mode fused|eager] [--code auto|full|compact]`: parse, verify and print a graph again, in the text format or as
- * Graphviz DOT; with the compiler views, compile it and print what the JIT made of it. */
+ * [--mode fused|eager] [--code auto|full|compact]`: parse, verify and print a graph again,
+ * in the text format or as Graphviz DOT; with the compiler views, compile it and print what
+ * the JIT made of it. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
