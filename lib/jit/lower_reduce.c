@@ -546,34 +546,43 @@ vdim(rk *r)
     return r->cols ? r->nk - 1 : r->R - 1;
 }
 
-/* A counted loop: for (i = from; i < to; i++).  Returns the body block's i. */
+/* A counted loop: for (i = from; i < to; i++).  Returns the body block's i.  Unless `lsr`,
+ * the counter and its next value pass through jit_em_opaque: scalar evolution sees no
+ * induction variable, so loop strength reduction (a seventh of a rows kernel's code
+ * generation) has nothing to analyse; the loop costs the same instructions, addresses
+ * computed from i.  The hot loops over vectors of columns keep `lsr`: their addresses
+ * become pointer increments. */
 typedef struct cloop {
-    LLVMValueRef var, i, to;
+    LLVMValueRef var, i, iv, to;
     LLVMBasicBlockRef head, exit;
+    bool lsr;
 } cloop;
 
 static void
-loop_open(rk *r, cloop *c, LLVMValueRef from, LLVMValueRef to, const char *name)
+loop_open(rk *r, cloop *c, LLVMValueRef from, LLVMValueRef to, const char *name, bool lsr)
 {
     LLVMBuilderRef b = r->l->b;
     c->var = new_alloca(r, r->l->i64);
     c->to = to;
+    c->lsr = lsr;
     LLVMBuildStore(b, from, c->var);
     c->head = block(r, name);
     LLVMBasicBlockRef body = block(r, name);
     c->exit = block(r, name);
     LLVMBuildBr(b, c->head);
     LLVMPositionBuilderAtEnd(b, c->head);
-    c->i = LLVMBuildLoad2(b, r->l->i64, c->var, "");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, c->i, to, ""), body, c->exit);
+    c->iv = LLVMBuildLoad2(b, r->l->i64, c->var, "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, c->iv, to, ""), body, c->exit);
     LLVMPositionBuilderAtEnd(b, body);
+    c->i = lsr ? c->iv : jit_em_opaque(r->l, c->iv);
 }
 
 static void
 loop_close(rk *r, cloop *c)
 {
     LLVMBuilderRef b = r->l->b;
-    LLVMBuildStore(b, LLVMBuildAdd(b, c->i, jit_em_i64(r->l, 1), ""), c->var);
+    LLVMValueRef next = LLVMBuildAdd(b, c->iv, jit_em_i64(r->l, 1), "");
+    LLVMBuildStore(b, c->lsr ? next : jit_em_opaque(r->l, next), c->var);
     LLVMBuildBr(b, c->head);
     LLVMPositionBuilderAtEnd(b, c->exit);
 }
@@ -1020,7 +1029,7 @@ emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMV
     if (r->cols) {
         /* every reduced element, one vector of columns at a time */
         cloop lr;
-        loop_open(r, &lr, r->rb, r->re, "col.pass");
+        loop_open(r, &lr, r->rb, r->re, "col.pass", true);
         r->rflat = lr.i;
         add_offsets(r, r->cur, r->kbase, lr.i, r->nk, r->R);
         r->mask = r->tilemask;
@@ -1028,7 +1037,7 @@ emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMV
         loop_close(r, &lr);
     } else {
         cloop ls;
-        loop_open(r, &ls, sb, se, "row.sub");
+        loop_open(r, &ls, sb, se, "row.sub", false);
         r->sub = ls.i;
         add_offsets(r, r->cur, r->kbase, ls.i, r->nk, r->R - 1);
         /* UNROLL vectors at a time on independent accumulators (cheap passes), then full
@@ -1061,7 +1070,7 @@ emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMV
             use_set(r, 0);
             if (kvar)
                 flush_blocks(r, p, UNROLL);
-            LLVMBuildStore(b, cu, cvar);
+            LLVMBuildStore(b, jit_em_opaque(l, cu), cvar);
             LLVMBuildBr(b, uh);
             LLVMPositionBuilderAtEnd(b, ud);
         }
@@ -1080,10 +1089,10 @@ emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMV
         pass_body(r, p);
         r->prefetch = false;
         count_block(r, p, kvar);
-        LLVMBuildStore(b, cn, cvar);
+        LLVMBuildStore(b, jit_em_opaque(l, cn), cvar);
         LLVMBuildBr(b, head);
         LLVMPositionBuilderAtEnd(b, tchk);
-        masked_pass(r, p, c, LLVMBuildSub(b, ie, c, ""), tail, done);
+        masked_pass(r, p, jit_em_opaque(l, c), LLVMBuildSub(b, ie, c, ""), tail, done);
         if (kvar) {
             flush_blocks(r, p, 1);
             LLVMBuildStore(b, jit_em_i64(l, 0), kvar);
@@ -1198,7 +1207,7 @@ load_partials(rk *r, LLVMValueRef base, LLVMValueRef npieces)
     LLVMBuilderRef b = l->b;
     init_accs(r, 0);
     cloop lq;
-    loop_open(r, &lq, jit_em_i64(l, 0), npieces, "pieces");
+    loop_open(r, &lq, jit_em_i64(l, 0), npieces, "pieces", false);
     LLVMValueRef pb = LLVMBuildMul(b, lq.i, jit_em_i64(l, (int64_t)r->partial_bytes), "");
     pb = LLVMBuildGEP2(b, l->i8, base, &pb, 1, "");
     size_t off = 0;
@@ -1405,7 +1414,7 @@ emit_block(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef c, LLVMVal
         LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, r->mode, jit_em_i64(l, 2), ""), from, own);
         LLVMPositionBuilderAtEnd(b, from);
         cloop lp;
-        loop_open(r, &lp, jit_em_i64(l, 0), nv, "block.pieces");
+        loop_open(r, &lp, jit_em_i64(l, 0), nv, "block.pieces", false);
         block_accs(r, arr, arri, lp.i);
         load_partials(r, piece_partial(r, LLVMBuildAdd(b, vi0, lp.i, ""), jit_em_i64(l, 0)), r->np);
         loop_close(r, &lp);
@@ -1413,16 +1422,16 @@ emit_block(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef c, LLVMVal
         LLVMPositionBuilderAtEnd(b, own);
     }
     cloop lv;
-    loop_open(r, &lv, jit_em_i64(l, 0), nv, "block.init");
+    loop_open(r, &lv, jit_em_i64(l, 0), nv, "block.init", false);
     block_accs(r, arr, arri, lv.i);
     init_accs(r, 0);
     loop_close(r, &lv);
     cloop lr;
-    loop_open(r, &lr, r->rb, r->re, "block.pass");
+    loop_open(r, &lr, r->rb, r->re, "block.pass", true);
     r->rflat = lr.i;
     add_offsets(r, r->cur, r->kbase, lr.i, r->nk, r->R);
     cloop lv2;
-    loop_open(r, &lv2, jit_em_i64(l, 0), nv, "block.vec");
+    loop_open(r, &lv2, jit_em_i64(l, 0), nv, "block.vec", true);
     r->vpos = LLVMBuildAdd(b, c, LLVMBuildMul(b, lv2.i, jit_em_i64(l, l->W), ""), "");
     block_accs(r, arr, arri, lv2.i);
     row_values(r, 0);
@@ -1433,7 +1442,7 @@ emit_block(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef c, LLVMVal
         LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, r->mode, jit_em_i64(l, 1), ""), wr, fin);
         LLVMPositionBuilderAtEnd(b, wr);
         cloop lw;
-        loop_open(r, &lw, jit_em_i64(l, 0), nv, "block.write");
+        loop_open(r, &lw, jit_em_i64(l, 0), nv, "block.write", false);
         block_accs(r, arr, arri, lw.i);
         store_partial(r, piece_partial(r, LLVMBuildAdd(b, vi0, lw.i, ""), r->q));
         loop_close(r, &lw);
@@ -1441,7 +1450,7 @@ emit_block(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef c, LLVMVal
         LLVMPositionBuilderAtEnd(b, fin);
     }
     cloop lf;
-    loop_open(r, &lf, jit_em_i64(l, 0), nv, "block.finish");
+    loop_open(r, &lf, jit_em_i64(l, 0), nv, "block.finish", false);
     r->vpos = LLVMBuildAdd(b, c, LLVMBuildMul(b, lf.i, jit_em_i64(l, l->W), ""), "");
     block_accs(r, arr, arri, lf.i);
     row_values(r, 0);
@@ -1616,7 +1625,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     if (!r.cols) {
         /* one row per iteration: kept index t */
         cloop lt;
-        loop_open(&r, &lt, pbegin, pend, "rows");
+        loop_open(&r, &lt, pbegin, pend, "rows", false);
         LLVMValueRef *zero = ir_calloc((size_t)r.nslots + 1, sizeof(LLVMValueRef));
         if (!zero) {
             st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
