@@ -125,8 +125,8 @@ panel_next(L *l, const cstate *cs, LLVMBasicBlockRef at, LLVMBasicBlockRef head,
 {
     LLVMBuilderRef b = l->b;
     LLVMPositionBuilderAtEnd(b, at);
-    LLVMValueRef in[2] = {idx0, LLVMBuildAdd(b, idx, jit_em_i64(l, step), "")};
-    LLVMValueRef pin[2] = {ptr0, LLVMBuildGEP2(b, cs->st, ptr, &elems, 1, "")};
+    LLVMValueRef in[2] = {idx0, jit_em_opaque(l, LLVMBuildAdd(b, idx, jit_em_i64(l, step), ""))};
+    LLVMValueRef pin[2] = {ptr0, jit_em_opaque(l, LLVMBuildGEP2(b, cs->st, ptr, &elems, 1, ""))};
     LLVMBuildBr(b, head);
     LLVMBasicBlockRef bb[2] = {pre, at};
     LLVMAddIncoming(idx, in, bb, 2);
@@ -171,7 +171,7 @@ tile_rows(L *l, const cstate *cs, LLVMValueRef fn, LLVMBasicBlockRef at, LLVMBas
             LLVMSetAlignment(st, ca);
         }
     }
-    LLVMValueRef r2 = LLVMBuildAdd(b, r, jit_em_i64(l, 1), "");
+    LLVMValueRef r2 = jit_em_opaque(l, LLVMBuildAdd(b, r, jit_em_i64(l, 1), ""));
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, r2, jit_em_i64(l, cs->mr), ""), body, next);
     LLVMValueRef in[2] = {jit_em_i64(l, 0), r2};
     LLVMBasicBlockRef bb[2] = {at, body};
@@ -376,7 +376,7 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
     restv = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, restv, zero0, ""), zero0, restv, "");
     restv = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, restv, Wc, ""), Wc, restv, "");
     epilogue(l, d, mi, accv, ptr, off, sm, istride, row, obase, c, jit_em_first_lanes(l, restv), val);
-    LLVMValueRef q2 = LLVMBuildAdd(b, q, jit_em_i64(l, 1), "");
+    LLVMValueRef q2 = jit_em_opaque(l, LLVMBuildAdd(b, q, jit_em_i64(l, 1), ""));
     LLVMBasicBlockRef ebody_end = LLVMGetInsertBlock(b);
     LLVMBuildBr(b, ehead);
     {
