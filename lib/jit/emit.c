@@ -470,6 +470,22 @@ jit_em_store_stream_if(L *l, kiln_dtype t, LLVMValueRef v, LLVMValueRef base, LL
     LLVMPositionBuilderAtEnd(l->b, join);
 }
 
+unsigned
+jit_em_stream_align(const L *l, kiln_dtype t)
+{
+    size_t a = (size_t)l->W * kiln_dtype_size(t);
+    return (unsigned)(a < 64 ? a : 64);
+}
+
+LLVMValueRef
+jit_em_elem_aligned(L *l, LLVMValueRef ptr, int64_t es)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMValueRef p = LLVMBuildPtrToInt(b, ptr, l->i64, "");
+    return LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, p, jit_em_i64(l, es - 1), ""),
+                         jit_em_i64(l, 0), "");
+}
+
 LLVMValueRef
 jit_em_align_gap(L *l, LLVMValueRef ptr, LLVMValueRef idx, int64_t es, int64_t a)
 {
@@ -477,6 +493,16 @@ jit_em_align_gap(L *l, LLVMValueRef ptr, LLVMValueRef idx, int64_t es, int64_t a
     LLVMValueRef base = LLVMBuildPtrToInt(b, ptr, l->i64, "");
     LLVMValueRef at = LLVMBuildAdd(b, base, LLVMBuildMul(b, idx, jit_em_i64(l, es), ""), "");
     return LLVMBuildAnd(b, LLVMBuildSub(b, jit_em_i64(l, 0), at, ""), jit_em_i64(l, a - 1), "");
+}
+
+LLVMValueRef
+jit_em_head_lanes(L *l, LLVMValueRef ptr, LLVMValueRef idx, int64_t es, int64_t a, LLVMValueRef ok,
+                  LLVMValueRef len)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMValueRef h = LLVMBuildUDiv(b, jit_em_align_gap(l, ptr, idx, es, a), jit_em_i64(l, es), "");
+    h = LLVMBuildSelect(b, ok, h, jit_em_i64(l, 0), "");
+    return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, h, len, ""), h, len, "head");
 }
 
 void

@@ -70,11 +70,20 @@ IR_HIDDEN void jit_em_store_stream(jit_em *l, kiln_dtype t, LLVMValueRef v, LLVM
 IR_HIDDEN void jit_em_store_stream_if(jit_em *l, kiln_dtype t, LLVMValueRef v, LLVMValueRef base,
                                       LLVMValueRef off, LLVMValueRef c, unsigned align,
                                       LLVMValueRef ok);
+/* The alignment of a streaming store's vectors of dtype t: the vector's size, at most a
+ * cache line. */
+IR_HIDDEN unsigned jit_em_stream_align(const jit_em *l, kiln_dtype t);
+/* i1: ptr is a multiple of es, an element's size (kiln assumes no more of a caller's
+ * buffer; only then can a row be peeled to a wider alignment). */
+IR_HIDDEN LLVMValueRef jit_em_elem_aligned(jit_em *l, LLVMValueRef ptr, int64_t es);
 /* The bytes from element idx (of es bytes each) of buffer ptr up to the next address that is
- * a multiple of a (a power of two): 0 when that element is aligned already.  A row's head
- * is gap / es lanes, peeled so that the stores after it are aligned. */
+ * a multiple of a (a power of two): 0 when that element is aligned already. */
 IR_HIDDEN LLVMValueRef jit_em_align_gap(jit_em *l, LLVMValueRef ptr, LLVMValueRef idx, int64_t es,
                                         int64_t a);
+/* A row's head, peeled under a mask so that the stores after it are aligned to a: gap / es
+ * lanes where `ok` (i1) holds, else none, and at most len (the row's lanes). */
+IR_HIDDEN LLVMValueRef jit_em_head_lanes(jit_em *l, LLVMValueRef ptr, LLVMValueRef idx, int64_t es,
+                                         int64_t a, LLVMValueRef ok, LLVMValueRef len);
 /* Order the non-temporal stores before whatever follows (sfence on x86): emitted before a
  * streaming kernel returns, so the pool's join publishes its results. */
 IR_HIDDEN void jit_em_stream_fence(jit_em *l);

@@ -140,17 +140,16 @@ stream_setup(L *l, const jit_kdesc *d, kstate *s)
         s->nt_ok[k] = NULL;
         if (d->kind != JIT_KERNEL_ELEMENTWISE || !d->store_cls || d->store_cls[k] != JIT_ST_STREAM)
             continue;
-        size_t es = kiln_dtype_size((kiln_dtype)d->inst[d->stores[k]].dtype);
-        size_t a = (size_t)l->W * es < 64 ? (size_t)l->W * es : 64;
-        LLVMValueRef p = LLVMBuildPtrToInt(b, s->ptr[d->nloads + k], l->i64, "");
+        kiln_dtype t = (kiln_dtype)d->inst[d->stores[k]].dtype;
+        size_t es = kiln_dtype_size(t), a = jit_em_stream_align(l, t);
         LLVMValueRef ok;
         if (k0 < 0) {
             k0 = k;
-            ok = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, p, jit_em_i64(l, (int64_t)es - 1), ""),
-                               jit_em_i64(l, 0), "");
+            ok = jit_em_elem_aligned(l, s->ptr[d->nloads + k], (int64_t)es);
         } else {
             if (kiln_dtype_size((kiln_dtype)d->inst[d->stores[k0]].dtype) != es)
                 continue;
+            LLVMValueRef p = LLVMBuildPtrToInt(b, s->ptr[d->nloads + k], l->i64, "");
             LLVMValueRef p0 = LLVMBuildPtrToInt(b, s->ptr[d->nloads + k0], l->i64, "");
             LLVMValueRef rel = LLVMBuildAnd(b, LLVMBuildSub(b, p, p0, ""),
                                             jit_em_i64(l, (int64_t)a - 1), "");
@@ -165,13 +164,10 @@ stream_setup(L *l, const jit_kdesc *d, kstate *s)
         s->peel_ok = s->nt_ok[k0];
         s->peel_align = s->nt_align[k0];
     } else if (d->kind == JIT_KERNEL_ELEMENTWISE && d->nstores > 0) {
-        size_t es = kiln_dtype_size((kiln_dtype)d->inst[d->stores[0]].dtype);
-        LLVMValueRef p = LLVMBuildPtrToInt(b, s->ptr[d->nloads], l->i64, "");
+        kiln_dtype t = (kiln_dtype)d->inst[d->stores[0]].dtype;
         s->peel = 0;
-        s->peel_ok = LLVMBuildICmp(b, LLVMIntEQ,
-                                   LLVMBuildAnd(b, p, jit_em_i64(l, (int64_t)es - 1), ""),
-                                   jit_em_i64(l, 0), "");
-        s->peel_align = (unsigned)((size_t)l->W * es < 64 ? (size_t)l->W * es : 64);
+        s->peel_ok = jit_em_elem_aligned(l, s->ptr[d->nloads], (int64_t)kiln_dtype_size(t));
+        s->peel_align = jit_em_stream_align(l, t);
     }
     return k0;
 }
@@ -384,17 +380,13 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
     LLVMValueRef head = jit_em_i64(l, 0);
     if (s.peel >= 0) {
         int64_t es = (int64_t)kiln_dtype_size((kiln_dtype)d->inst[d->stores[s.peel]].dtype);
-        LLVMValueRef gap = jit_em_align_gap(l, s.ptr[d->nloads + s.peel],
-                                            LLVMBuildAdd(b, s.out_base, col, ""), es,
-                                            (int64_t)s.peel_align);
-        head = LLVMBuildUDiv(b, gap, jit_em_i64(l, es), "");
         LLVMValueRef ok = s.peel_ok;
         if (k0 < 0) /* ordinary stores: only long segments are worth a masked head */
             ok = LLVMBuildAnd(b, ok,
                               LLVMBuildICmp(b, LLVMIntSGE, seg,
                                             jit_em_i64(l, PEEL_MIN_VECTORS * l->W), ""), "");
-        head = LLVMBuildSelect(b, ok, head, jit_em_i64(l, 0), "");
-        head = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, head, seg, ""), head, seg, "head");
+        head = jit_em_head_lanes(l, s.ptr[d->nloads + s.peel], LLVMBuildAdd(b, s.out_base, col, ""),
+                                 es, (int64_t)s.peel_align, ok, seg);
     }
     rowloop rl = {rowhead, vhead, vbody, tailchk, masked, rownext, col, cend, head};
     (compact ? loop_compact : loop_full)(l, d, &s, &rl);

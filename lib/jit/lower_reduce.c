@@ -521,15 +521,6 @@ block(rk *r, const char *name)
     return LLVMAppendBasicBlockInContext(r->l->ctx, r->fn, name);
 }
 
-/* The alignment of a streaming store's vectors of dtype t: the vector's size, at most a
- * cache line (as lower.c's). */
-static unsigned
-stream_align(const rk *r, kiln_dtype t)
-{
-    size_t a = (size_t)r->l->W * kiln_dtype_size(t);
-    return (unsigned)(a < 64 ? a : 64);
-}
-
 static LLVMValueRef
 stride(rk *r, int slot, int dim)
 {
@@ -750,8 +741,8 @@ pass_body(rk *r, int p)
         kiln_dtype t = (kiln_dtype)d->inst[i].dtype;
         if (d->store_cls[k] == JIT_ST_STREAM && !r->mask && r->ntok && r->ntok[k]) {
             /* streaming where this sub-row's alignment allows it, else an ordinary store */
-            jit_em_store_stream_if(l, t, v, r->ptr[j], r->cur[j], r->vpos, stream_align(r, t),
-                                   r->ntok[k]);
+            jit_em_store_stream_if(l, t, v, r->ptr[j], r->cur[j], r->vpos,
+                                   jit_em_stream_align(l, t), r->ntok[k]);
             continue;
         }
         jit_em_store(l, t, d->store_cls[k] == JIT_ST_SPACE || d->store_cls[k] == JIT_ST_STREAM
@@ -994,16 +985,12 @@ stream_row(rk *r, int p, LLVMValueRef ib, LLVMValueRef ie, LLVMValueRef cvar)
     LLVMValueRef start = ib;
     if (!reduces) {
         int j0 = d->nloads + k0;
-        int64_t es = (int64_t)kiln_dtype_size((kiln_dtype)d->inst[d->stores[k0]].dtype);
-        LLVMValueRef gap = jit_em_align_gap(l, r->ptr[j0], LLVMBuildAdd(b, r->cur[j0], ib, ""), es,
-                                            stream_align(r, (kiln_dtype)d->inst[d->stores[k0]].dtype));
-        LLVMValueRef h = LLVMBuildUDiv(b, gap, jit_em_i64(l, es), "");
-        LLVMValueRef base = LLVMBuildPtrToInt(b, r->ptr[j0], l->i64, "");
-        LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, base, jit_em_i64(l, es - 1), ""),
-                                        jit_em_i64(l, 0), "");
-        LLVMValueRef len = LLVMBuildSub(b, ie, ib, "");
-        h = LLVMBuildSelect(b, ok, h, jit_em_i64(l, 0), "");
-        h = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, h, len, ""), h, len, "head");
+        kiln_dtype t0 = (kiln_dtype)d->inst[d->stores[k0]].dtype;
+        int64_t es = (int64_t)kiln_dtype_size(t0);
+        LLVMValueRef ok = jit_em_elem_aligned(l, r->ptr[j0], es);
+        LLVMValueRef first = LLVMBuildAdd(b, r->cur[j0], ib, "");
+        LLVMValueRef h = jit_em_head_lanes(l, r->ptr[j0], first, es, jit_em_stream_align(l, t0), ok,
+                                           LLVMBuildSub(b, ie, ib, ""));
         masked_pass(r, p, ib, h, block(r, "row.head"), block(r, "row.head.done"));
         r->mask = NULL;
         start = LLVMBuildAdd(b, ib, h, "");
@@ -1015,7 +1002,7 @@ stream_row(rk *r, int p, LLVMValueRef ib, LLVMValueRef ie, LLVMValueRef cvar)
         int j = d->nloads + k;
         kiln_dtype t = (kiln_dtype)d->inst[d->stores[k]].dtype;
         LLVMValueRef gap = jit_em_align_gap(l, r->ptr[j], LLVMBuildAdd(b, r->cur[j], start, ""),
-                                            (int64_t)kiln_dtype_size(t), stream_align(r, t));
+                                            (int64_t)kiln_dtype_size(t), jit_em_stream_align(l, t));
         r->ntok[k] = LLVMBuildICmp(b, LLVMIntEQ, gap, jit_em_i64(l, 0), "");
     }
 }
