@@ -95,6 +95,13 @@ cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The steps choose_tier decides for: elementwise kernels. */
+static bool
+elementwise_kernel(const jit_step *s)
+{
+    return s->kind == JIT_STEP_KERNEL && s->desc.kind == JIT_KERNEL_ELEMENTWISE;
+}
+
 static kiln_status
 choose_tier(jit_plan *plan, unsigned flags)
 {
@@ -102,8 +109,7 @@ choose_tier(jit_plan *plan, unsigned flags)
     int n = 0;
     int64_t all = 0; /* instructions of every description, equal ones each time */
     for (int32_t i = 0; i < plan->nsteps; i++)
-        if (plan->steps[i].kind == JIT_STEP_KERNEL &&
-            plan->steps[i].desc.kind == JIT_KERNEL_ELEMENTWISE) {
+        if (elementwise_kernel(&plan->steps[i])) {
             n++;
             all += plan->steps[i].desc.ninst;
         }
@@ -116,7 +122,7 @@ choose_tier(jit_plan *plan, unsigned flags)
         int k = 0;
         for (int32_t i = 0; i < plan->nsteps; i++) {
             const jit_step *s = &plan->steps[i];
-            if (s->kind != JIT_STEP_KERNEL || s->desc.kind != JIT_KERNEL_ELEMENTWISE)
+            if (!elementwise_kernel(s))
                 continue;
             jit_buf b = {0};
             jit_kdesc_serialise(&s->desc, &b);
@@ -138,8 +144,7 @@ choose_tier(jit_plan *plan, unsigned flags)
         compact = total > COMPACT_MIN_INST;
     }
     for (int32_t i = 0; compact && i < plan->nsteps; i++)
-        if (plan->steps[i].kind == JIT_STEP_KERNEL &&
-            plan->steps[i].desc.kind == JIT_KERNEL_ELEMENTWISE)
+        if (elementwise_kernel(&plan->steps[i]))
             plan->steps[i].desc.tier = JIT_TIER_COMPACT;
     plan->compact = compact;
     return KILN_OK;
