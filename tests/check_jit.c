@@ -1247,6 +1247,44 @@ output_rules(const kiln_graph *g, rule *rules)
     return skipped;
 }
 
+/* Compile g with `flags` in `mode`, run it on `in`; res[i] malloc'd outputs. */
+static void
+run_with_flags(const kiln_graph *g, kiln_mode mode, unsigned flags, const inputs *in, void **res,
+               const char *ctx)
+{
+    kiln_options o = {.mode = mode, .flags = flags};
+    kiln_program *p;
+    ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s: %s", ctx, kiln_errmsg());
+    for (int i = 0; i < kiln_graph_num_outputs(g); i++) {
+        kiln_value_info vi;
+        kiln_graph_output(g, i, &vi);
+        res[i] = malloc(vi.bytes + 1);
+        ck_assert_ptr_nonnull(res[i]);
+    }
+    ck_assert_msg(kiln_program_run(p, (const void *const *)in->buf, res) == KILN_OK, "%s: %s", ctx,
+                  kiln_errmsg());
+    kiln_program_free(p);
+}
+
+/* Output k of g, `a` and `b` computed two ways (named an and bn): every element the same,
+ * NaN payloads aside; else the element, both values and the graph, and the test fails. */
+static void
+assert_same_output(const kiln_graph *g, int k, const void *a, const void *b, const char *an,
+                   const char *bn, const char *ctx)
+{
+    kiln_value_info vi;
+    kiln_graph_output(g, k, &vi);
+    for (size_t e = 0; e < vi.count; e++)
+        if (!elem_match(vi.dtype, a, b, e, (rule){.nan = NAN_ANY})) {
+            char x[64], y[64];
+            ts_elem_str(vi.dtype, a, e, x, sizeof x);
+            ts_elem_str(vi.dtype, b, e, y, sizeof y);
+            fprintf(stderr, "FAIL %s: output %d element %zu: %s %s, %s %s\n", ctx, k, e, an, x, bn, y);
+            describe(stderr, g, NULL);
+            ck_abort_msg("%s: output %d element %zu: %s %s, %s %s", ctx, k, e, an, x, bn, y);
+        }
+}
+
 /* Outputs skipped against the reference must still be the same in FUSED and EAGER: the
  * same vmath code computes them one op per kernel or fused (no fast-math contraction, the
  * vector body and tail run the same instructions), so they agree bit for bit (NaN
@@ -1256,33 +1294,11 @@ check_modes_agree(const kiln_graph *g, const inputs *in, const rule *rules, cons
 {
     int nout = kiln_graph_num_outputs(g);
     void *res[2][MAXIO] = {{0}};
-    kiln_value_info info[MAXIO];
-    for (int m = 0; m < 2; m++) {
-        kiln_options o = {0};
-        o.mode = m ? KILN_MODE_EAGER : KILN_MODE_FUSED;
-        kiln_program *p;
-        ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s: %s", ctx, kiln_errmsg());
-        for (int i = 0; i < nout; i++) {
-            kiln_graph_output(g, i, &info[i]);
-            res[m][i] = malloc(info[i].bytes + 1);
-            ck_assert_ptr_nonnull(res[m][i]);
-        }
-        ck_assert_msg(kiln_program_run(p, (const void *const *)in->buf, res[m]) == KILN_OK,
-                      "%s: %s", ctx, kiln_errmsg());
-        kiln_program_free(p);
-    }
+    for (int m = 0; m < 2; m++)
+        run_with_flags(g, m ? KILN_MODE_EAGER : KILN_MODE_FUSED, 0, in, res[m], ctx);
     for (int i = 0; i < nout; i++) {
         if (rules[i].skip)
-            for (size_t e = 0; e < info[i].count; e++)
-                if (!elem_match(info[i].dtype, res[0][i], res[1][i], e, (rule){.nan = NAN_ANY})) {
-                    char a[64], b[64];
-                    ts_elem_str(info[i].dtype, res[0][i], e, a, sizeof a);
-                    ts_elem_str(info[i].dtype, res[1][i], e, b, sizeof b);
-                    FILE *f = stderr;
-                    fprintf(f, "FAIL %s: output %d element %zu: fused %s, eager %s", ctx, i, e, a, b);
-                    describe(f, g, NULL);
-                    ck_abort_msg("%s: output %d element %zu: fused %s, eager %s", ctx, i, e, a, b);
-                }
+            assert_same_output(g, i, res[0][i], res[1][i], "fused", "eager", ctx);
         free(res[0][i]);
         free(res[1][i]);
     }
@@ -1978,25 +1994,6 @@ END_TEST
 
 /* ---- compact code ----------------------------------------------------------------------- */
 
-/* Compile g with `flags` in `mode`, run it on `in`; res[i] malloc'd outputs. */
-static void
-run_with_flags(const kiln_graph *g, kiln_mode mode, unsigned flags, const inputs *in, void **res,
-               const char *ctx)
-{
-    kiln_options o = {.mode = mode, .flags = flags};
-    kiln_program *p;
-    ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s: %s", ctx, kiln_errmsg());
-    for (int i = 0; i < kiln_graph_num_outputs(g); i++) {
-        kiln_value_info vi;
-        kiln_graph_output(g, i, &vi);
-        res[i] = malloc(vi.bytes + 1);
-        ck_assert_ptr_nonnull(res[i]);
-    }
-    ck_assert_msg(kiln_program_run(p, (const void *const *)in->buf, res) == KILN_OK, "%s: %s", ctx,
-                  kiln_errmsg());
-    kiln_program_free(p);
-}
-
 /* Does program p's plan say its kernels are compact? */
 static bool
 plan_compact(const kiln_graph *g, kiln_mode mode, unsigned flags)
@@ -2047,16 +2044,7 @@ START_TEST(test_compact_code)
             run_with_flags(g, mode, KILN_NO_COMPACT, &in, full, ctx);
             run_with_flags(g, mode, KILN_COMPACT, &in, comp, ctx);
             for (int k = 0; k < nout; k++) {
-                kiln_value_info vi;
-                kiln_graph_output(g, k, &vi);
-                for (size_t e = 0; e < vi.count; e++)
-                    if (!elem_match(vi.dtype, comp[k], full[k], e, (rule){.nan = NAN_ANY})) {
-                        char a[64], b[64];
-                        ts_elem_str(vi.dtype, comp[k], e, a, sizeof a);
-                        ts_elem_str(vi.dtype, full[k], e, b, sizeof b);
-                        describe(stderr, g, NULL);
-                        ck_abort_msg("%s: output %d element %zu: compact %s, full %s", ctx, k, e, a, b);
-                    }
+                assert_same_output(g, k, comp[k], full[k], "compact", "full", ctx);
                 free(full[k]);
                 free(comp[k]);
             }
