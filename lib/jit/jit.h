@@ -193,9 +193,14 @@ typedef struct jit_raux {
 /* Bytes per reduced element a "rows" kernel spills: values too costly to recompute in a
  * later pass (an exp for softmax's final pass) are written to a scratch row in the pass
  * that first computes them and read back later. */
-IR_HIDDEN size_t jit_reduce_spill_bytes(const jit_kdesc *d);
+IR_HIDDEN size_t jit_reduce_spill_bytes(const jit_kdesc *d); /* SIZE_MAX: out of memory */
+/* For `kiln dump --plan`: the passes a "rows" kernel makes over each row, and the pass that
+ * runs one row behind, inside the next row's pass before it (0: none; lower_reduce.c,
+ * defer_of); both 0 for other kernels. */
+IR_HIDDEN void jit_reduce_passes(const jit_kdesc *d, int *passes, int *deferred);
 /* Bytes of one piece's accumulators; 0 when the kernel cannot be split (a reduction
- * reads another's result, or it stores values over the whole space). */
+ * reads another's result, or it stores values over the whole space); SIZE_MAX when out of
+ * memory (the runner and the lowering must never see different answers). */
 IR_HIDDEN size_t jit_reduce_partial_bytes(const jit_kdesc *d);
 
 /* Can the JIT compute this op in a kernel (for these operand dtypes)? */

@@ -18,7 +18,8 @@
  *
  * So softmax (max; sum of exp(x - max); exp(x - max) / sum) is three passes over a row
  * that stays in L1/L2, one read of x from memory and one write of y (streaming, when the
- * description says so: see stream_row).
+ * description says so: see stream_row).  Its last pass runs one row behind, in the loop of
+ * the next row's exp pass (defer_of).
  *
  * Lanes.  "Rows" kernels (lanes_kept = 0) put the vector lanes along the last reduced
  * dim: lane-parallel accumulators, combined across lanes in a fixed tree at the end of
@@ -92,6 +93,13 @@ typedef struct rk {
      * sub-row are at addresses aligned for a non-temporal store (NULL: store ordinarily) */
     LLVMValueRef *ntok;
     bool streams;       /* the kernel has a streaming store: it fences before returning */
+    /* rows: the last pass, run one row behind (0: none; see defer_of); per slot the
+     * previous row's kbase and per instruction its row-wise values (allocas, carried from
+     * row to row), and their values loaded for the current row's merged pass; the scratch
+     * row of the current row (sbase: r->scratch unless deferred) and of the previous one */
+    int defer;
+    LLVMValueRef *pkvar, *puvar, *pkb, *pcur, *puv;
+    LLVMValueRef sbase, psvar, psb;
 } rk;
 
 /* Full vectors per iteration of a pass that reduces cheap values: independent
@@ -413,6 +421,19 @@ first_pass_only(const jit_kdesc *d, const int *ph)
     return true;
 }
 
+/* Does pass p have work: a reduction to accumulate or a store over the space? */
+static bool
+pass_needed_d(const jit_kdesc *d, const int *ph, int p)
+{
+    for (int32_t i = 0; i < d->ninst; i++)
+        if (reduces_in(d, ph, i, p))
+            return true;
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (space_store_in(d, ph, k, p))
+            return true;
+    return false;
+}
+
 /* Mark in need[] what pass p computes, from its roots down to loads, row-wise values and
  * (below pass p) spilled values. */
 static void
@@ -476,18 +497,100 @@ choose_spills(const jit_kdesc *d, const bool *uni, const int *ph, int nphases, i
     return bytes;
 }
 
+/* Rows kernels whose last pass only stores (softmax's e / s) and whose pass before it
+ * computes vector math (softmax's exp and sum) run the last pass one row behind: row t's
+ * last pass L goes into the loop of row t + 1's pass L - 1, the body of that pass first,
+ * then the deferred one's, at each position; the last row's after the rows loop.  The two
+ * then overlap in the core (softmax: the division of one row beside the exp of the next;
+ * the divider idles in one, the FMA pipes in the other) instead of running one after the
+ * other.  The results are the same bits: every element gets the same
+ * operations, only the order of independent rows' work changes.  Spilled values live in two
+ * scratch rows, used by alternate rows (row t's pass L - 1 writes one while row t - 1's
+ * deferred pass reads the other).  The first row of a call runs the deferred body on itself
+ * with zero row values and the other scratch row, a harmless result its own deferred pass
+ * overwrites later (outputs never overlap inputs or each other, kiln.h).  Conditions: rows,
+ * L >= 2, L - 1 is a pass with vector math, L reduces nothing and reads no spilled value of
+ * a pass before L - 1, no streaming stores (their heads and fences are per pass) and no
+ * pieces of long rows (partial_bytes 0).  Returns L, 0 when not deferred.  `need`: room for
+ * ninst flags (no allocation here: the runner's scratch size and the lowering must agree). */
+static int
+defer_of(const jit_kdesc *d, const bool *uni, const int *ph, const int *spill, int nphases,
+         size_t partial_bytes, bool *need)
+{
+    if (d->kind != JIT_KERNEL_REDUCTION || d->lanes_kept || partial_bytes)
+        return 0;
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (d->store_cls[k] == JIT_ST_STREAM)
+            return 0;
+    int L = 0;
+    for (int p = nphases; p >= 1 && !L; p--)
+        if (pass_needed_d(d, ph, p))
+            L = p;
+    if (L < 2 || !pass_needed_d(d, ph, L - 1))
+        return 0;
+    /* only behind a pass with vector math: layernorm's cheap passes (a sum of squares, then
+     * the normalisation) ran 30% slower merged (one core, caches cold), the rows of x, y,
+     * gamma and beta of two rows then all in use and all 4 KiB apart, in the same sets of
+     * L1, where softmax's exp pass took the division of the row before for nothing */
+    int cost = 0;
+    for (int32_t i = 0; i < d->ninst; i++)
+        if (reduces_in(d, ph, i, L - 1))
+            cost += recompute_cost(d, uni, d->inst[i].a[0], 0);
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (space_store_in(d, ph, k, L - 1))
+            cost += recompute_cost(d, uni, d->stores[k], 0);
+    if (cost < 20)
+        return 0;
+    pass_needs(d, uni, spill, ph, L, need);
+    bool ok = true;
+    for (int32_t i = 0; i < d->ninst; i++)
+        ok = ok && !reduces_in(d, ph, i, L) && !(need[i] && spill[i] && ph[i] < L - 1);
+    return ok ? L : 0;
+}
+
+void
+jit_reduce_passes(const jit_kdesc *d, int *passes, int *deferred)
+{
+    *passes = *deferred = 0;
+    if (d->kind != JIT_KERNEL_REDUCTION || d->lanes_kept)
+        return;
+    bool *uni = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
+    bool *need = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
+    int *ph = ir_calloc((size_t)d->ninst + 1, sizeof(int));
+    int *spill = ir_calloc((size_t)d->ninst + 1, sizeof(int));
+    size_t pb = jit_reduce_partial_bytes(d);
+    if (uni && need && ph && spill && pb != SIZE_MAX) {
+        int nphases = analyse(d, uni, ph);
+        choose_spills(d, uni, ph, nphases, spill);
+        for (int p = 0; p <= nphases; p++)
+            *passes += pass_needed_d(d, ph, p);
+        *deferred = defer_of(d, uni, ph, spill, nphases, pb, need);
+    }
+    ir_free(uni);
+    ir_free(need);
+    ir_free(ph);
+    ir_free(spill);
+}
+
 size_t
 jit_reduce_spill_bytes(const jit_kdesc *d)
 {
     if (d->kind != JIT_KERNEL_REDUCTION || d->lanes_kept)
         return 0;
     bool *uni = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
+    bool *need = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
     int *ph = ir_calloc((size_t)d->ninst + 1, sizeof(int));
     int *spill = ir_calloc((size_t)d->ninst + 1, sizeof(int));
-    size_t bytes = 0;
-    if (uni && ph && spill)
-        bytes = choose_spills(d, uni, ph, analyse(d, uni, ph), spill);
+    size_t pb = jit_reduce_partial_bytes(d);
+    size_t bytes = SIZE_MAX;
+    if (uni && need && ph && spill && pb != SIZE_MAX) {
+        int nphases = analyse(d, uni, ph);
+        bytes = choose_spills(d, uni, ph, nphases, spill);
+        if (bytes && defer_of(d, uni, ph, spill, nphases, pb, need))
+            bytes *= 2; /* two scratch rows */
+    }
     ir_free(uni);
+    ir_free(need);
     ir_free(ph);
     ir_free(spill);
     return bytes;
@@ -500,7 +603,7 @@ spill_addr(rk *r, int32_t i)
     jit_em *l = r->l;
     LLVMBuilderRef b = l->b;
     LLVMValueRef off = LLVMBuildMul(b, r->count, jit_em_i64(l, (int64_t)r->spill[i] - 1), "");
-    return LLVMBuildGEP2(b, l->i8, r->scratch, &off, 1, "");
+    return LLVMBuildGEP2(b, l->i8, r->sbase, &off, 1, "");
 }
 
 /* ---- helpers ------------------------------------------------------------------------------ */
@@ -754,14 +857,7 @@ pass_body(rk *r, int p)
 static bool
 pass_needed(rk *r, int p)
 {
-    const jit_kdesc *d = r->d;
-    for (int32_t i = 0; i < d->ninst; i++)
-        if (reduces_in(d, r->ph, i, p))
-            return true;
-    for (int32_t k = 0; k < d->nstores; k++)
-        if (space_store_in(d, r->ph, k, p))
-            return true;
-    return false;
+    return pass_needed_d(r->d, r->ph, p);
 }
 
 static void
@@ -941,6 +1037,31 @@ add_offsets(rk *r, LLVMValueRef *out, LLVMValueRef *base, LLVMValueRef flat, int
     }
 }
 
+/* Pass p's body at the current position; in the pass that hosts the deferred one, then the
+ * previous row's deferred body (after, not before: a store of the previous row's output
+ * followed by a load of this row's input at the same offset in the row, often the same
+ * address modulo 4 KiB, was measured to stall the load; see defer_of). */
+static void
+bodies(rk *r, int p)
+{
+    pass_body(r, p);
+    if (r->defer && p == r->defer - 1) {
+        bool pf = r->prefetch;
+        LLVMValueRef *kb = r->kbase, *cur = r->cur, *uv = r->uval, sb = r->sbase;
+        r->prefetch = false;
+        r->kbase = r->pkb;
+        r->cur = r->pcur;
+        r->uval = r->puv;
+        r->sbase = r->psb;
+        pass_body(r, r->defer);
+        r->kbase = kb;
+        r->cur = cur;
+        r->uval = uv;
+        r->sbase = sb;
+        r->prefetch = pf;
+    }
+}
+
 /* Pass p's instructions at column pos under a mask of the first n lanes, in block bb when
  * n > 0; the builder goes on at `after` (r->mask stays the mask). */
 static void
@@ -952,7 +1073,7 @@ masked_pass(rk *r, int p, LLVMValueRef pos, LLVMValueRef n, LLVMBasicBlockRef bb
     LLVMPositionBuilderAtEnd(b, bb);
     r->vpos = pos;
     r->mask = jit_em_first_lanes(r->l, n);
-    pass_body(r, p);
+    bodies(r, p);
     LLVMBuildBr(b, after);
     LLVMPositionBuilderAtEnd(b, after);
 }
@@ -1027,6 +1148,8 @@ emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMV
         loop_open(r, &ls, sb, se, "row.sub", false);
         r->sub = ls.i;
         add_offsets(r, r->cur, r->kbase, ls.i, r->nk, r->R - 1);
+        if (r->defer && p == r->defer - 1)
+            add_offsets(r, r->pcur, r->pkb, ls.i, r->nk, r->R - 1);
         /* UNROLL vectors at a time on independent accumulators (cheap passes), then full
          * vectors, then the tail under a mask */
         LLVMValueRef cvar = new_alloca(r, l->i64);
@@ -1051,7 +1174,7 @@ emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMV
                 use_set(r, u);
                 r->vpos = LLVMBuildAdd(b, c0o, jit_em_i64(l, (int64_t)u * l->W), "");
                 r->prefetch = p == r->prefetch_pass;
-                pass_body(r, p);
+                bodies(r, p);
                 r->prefetch = false;
             }
             use_set(r, 0);
@@ -1073,7 +1196,7 @@ emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMV
         r->vpos = jit_em_opaque(l, c); /* as lower.c's vector body */
         r->mask = NULL;
         r->prefetch = p == r->prefetch_pass;
-        pass_body(r, p);
+        bodies(r, p);
         r->prefetch = false;
         count_block(r, p, kvar);
         LLVMBuildStore(b, jit_em_opaque(l, cn), cvar);
@@ -1251,6 +1374,56 @@ row_stores(rk *r)
     }
 }
 
+/* ---- the last pass one row behind --------------------------------------------------------- */
+
+/* The row-wise values a deferred pass can read: all but constants (an alloca each). */
+static bool
+carried(rk *r, int32_t i)
+{
+    return r->uni[i] && r->d->inst[i].kind != JIT_SPLAT;
+}
+
+/* The previous row's kbase, row-wise values (constants: this row's) and scratch row into
+ * kb, uv and *sb. */
+static void
+load_prev(rk *r, LLVMValueRef *kb, LLVMValueRef *uv, LLVMValueRef *sb)
+{
+    jit_em *l = r->l;
+    *sb = LLVMBuildLoad2(l->b, l->ptr, r->psvar, "");
+    for (int j = 0; j < r->nslots; j++)
+        kb[j] = LLVMBuildLoad2(l->b, l->i64, r->pkvar[j], "");
+    for (int32_t i = 0; i < r->d->ninst; i++)
+        uv[i] = r->puvar[i]
+                    ? LLVMBuildLoad2(l->b, LLVMGetAllocatedType(r->puvar[i]), r->puvar[i], "")
+                    : r->uval[i];
+}
+
+/* This row's kbase and row-wise values, for the next row's merged pass. */
+static void
+save_prev(rk *r)
+{
+    LLVMBuildStore(r->l->b, r->sbase, r->psvar);
+    for (int j = 0; j < r->nslots; j++)
+        LLVMBuildStore(r->l->b, r->kbase[j], r->pkvar[j]);
+    for (int32_t i = 0; i < r->d->ninst; i++)
+        if (r->puvar[i]) {
+            IR_ASSERT(r->uval[i] && LLVMTypeOf(r->uval[i]) == LLVMGetAllocatedType(r->puvar[i]));
+            LLVMBuildStore(r->l->b, r->uval[i], r->puvar[i]);
+        }
+}
+
+/* The scratch row of row t of a deferring kernel: the (t & 1)th of two, each `srow` bytes
+ * per reduced element. */
+static LLVMValueRef
+scratch_row(rk *r, size_t srow, LLVMValueRef t)
+{
+    LLVMBuilderRef b = r->l->b;
+    LLVMValueRef odd = LLVMBuildAnd(b, t, jit_em_i64(r->l, 1), "");
+    LLVMValueRef off = LLVMBuildMul(b, LLVMBuildMul(b, odd, r->count, ""),
+                                    jit_em_i64(r->l, (int64_t)srow), "");
+    return LLVMBuildGEP2(b, r->l->i8, r->scratch, &off, 1, "");
+}
+
 /* Everything for one row (rows) or one tile of columns (cols). */
 static void
 emit_row(rk *r, LLVMValueRef mode, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib,
@@ -1291,13 +1464,19 @@ emit_row(rk *r, LLVMValueRef mode, LLVMValueRef sb, LLVMValueRef se, LLVMValueRe
     }
     for (int p = 0; p <= r->nphases; p++) {
         row_values(r, p);
+        if (r->defer && p == r->defer) /* in the next row's pass p - 1, or after the last row */
+            continue;
         if (pass_needed(r, p)) {
+            if (r->defer && p == r->defer - 1)
+                load_prev(r, r->pkb, r->puv, &r->psb);
             init_accs(r, p);
             emit_pass(r, p, sb, se, ib, ie);
             finish_reduces(r, p);
         }
     }
     row_stores(r);
+    if (r->defer)
+        save_prev(r);
 }
 
 /* A split columns kernel's partials of vector of columns `vec`, piece `piece`: at
@@ -1465,7 +1644,7 @@ jit_reduce_partial_bytes(const jit_kdesc *d)
     int W = jit_host_info()->vector_bits / 32;
     bool *uni = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
     int *ph = ir_calloc((size_t)d->ninst + 1, sizeof(int));
-    size_t bytes = 0;
+    size_t bytes = uni && ph ? 0 : SIZE_MAX;
     /* each piece reduces, and stores, its own range of the row */
     if (uni && ph) {
         analyse(d, uni, ph);
@@ -1529,9 +1708,27 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     }
     /* phases, row-wise values, spills */
     r.nphases = analyse(d, r.uni, r.ph);
-    if (!r.cols)
-        choose_spills(d, r.uni, r.ph, r.nphases, r.spill);
+    size_t srow = r.cols ? 0 : choose_spills(d, r.uni, r.ph, r.nphases, r.spill);
     r.partial_bytes = jit_reduce_partial_bytes(d);
+    bool *need = ir_calloc(ni, sizeof(bool));
+    if (!need || r.partial_bytes == SIZE_MAX) {
+        ir_free(need);
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
+        goto done;
+    }
+    r.defer = defer_of(d, r.uni, r.ph, r.spill, r.nphases, r.partial_bytes, need);
+    ir_free(need);
+    if (r.defer) {
+        r.pkvar = ir_calloc(ns, sizeof(LLVMValueRef));
+        r.pkb = ir_calloc(ns, sizeof(LLVMValueRef));
+        r.pcur = ir_calloc(ns, sizeof(LLVMValueRef));
+        r.puvar = ir_calloc(ni, sizeof(LLVMValueRef));
+        r.puv = ir_calloc(ni, sizeof(LLVMValueRef));
+        if (!r.pkvar || !r.pkb || !r.pcur || !r.puvar || !r.puv) {
+            st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
+            goto done;
+        }
+    }
     /* prefetching: rows kernels with a later pass (pieces of long rows have none) */
     r.prefetch_pass = -1;
     for (int p = 1; !r.cols && !r.partial_bytes && p <= r.nphases && r.prefetch_pass < 0; p++)
@@ -1593,6 +1790,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     r.np = npieces;
     r.partial = partial;
     r.scratch = jit_em_arg(l, l->ptr, paux, 7, "");
+    r.sbase = r.scratch;
     for (int u = 0; u < UNROLL; u++)
         for (int32_t i = 0; i < d->ninst; i++)
             if (d->inst[i].kind == JIT_REDUCE) {
@@ -1610,9 +1808,6 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     use_set(&r, 0);
 
     if (!r.cols) {
-        /* one row per iteration: kept index t */
-        cloop lt;
-        loop_open(&r, &lt, pbegin, pend, "rows", false);
         LLVMValueRef *zero = ir_calloc((size_t)r.nslots + 1, sizeof(LLVMValueRef));
         if (!zero) {
             st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
@@ -1620,13 +1815,49 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         }
         for (int j = 0; j < r.nslots; j++)
             zero[j] = jit_em_i64(l, 0);
+        if (r.defer) {
+            /* the "previous row" of the first: the first row itself, zero row values */
+            add_offsets(&r, r.pkb, zero, pbegin, 0, r.nk);
+            for (int j = 0; j < r.nslots; j++) {
+                r.pkvar[j] = new_alloca(&r, l->i64);
+                LLVMBuildStore(b, r.pkb[j], r.pkvar[j]);
+            }
+            for (int32_t i = 0; i < d->ninst; i++)
+                if (carried(&r, i)) {
+                    kiln_dtype dt = (kiln_dtype)d->inst[i].dtype;
+                    LLVMTypeRef t = jit_em_vec(l, jit_em_scalar_type(l, dt));
+                    r.puvar[i] = new_alloca(&r, t);
+                    LLVMBuildStore(b, LLVMConstNull(t), r.puvar[i]);
+                }
+            /* scratch row t & 1 for row t: the first row's "previous" is the other */
+            r.psvar = new_alloca(&r, l->ptr);
+            LLVMBuildStore(b, scratch_row(&r, srow, LLVMBuildXor(b, pbegin, jit_em_i64(l, 1), "")),
+                           r.psvar);
+        }
+        /* one row per iteration: kept index t */
+        cloop lt;
+        loop_open(&r, &lt, pbegin, pend, "rows", false);
         add_offsets(&r, r.kbase, zero, lt.i, 0, r.nk);
+        if (r.defer)
+            r.sbase = scratch_row(&r, srow, lt.i);
         if (r.knext)
             add_offsets(&r, r.knext, zero, LLVMBuildAdd(b, lt.i, jit_em_i64(l, 1), ""), 0, r.nk);
         ir_free(zero);
         r.vpos = jit_em_i64(l, 0);
         emit_row(&r, mode, sb, se, ib, ie, npieces, partial, lt.i);
         loop_close(&r, &lt);
+        if (r.defer) {
+            /* the last row's deferred pass, when there was a row */
+            LLVMBasicBlockRef last = block(&r, "row.last"), fin = block(&r, "row.last.done");
+            LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, pbegin, pend, ""), last, fin);
+            LLVMPositionBuilderAtEnd(b, last);
+            load_prev(&r, r.kbase, r.uval, &r.sbase);
+            int L = r.defer;
+            r.defer = 0; /* a pass of its own now */
+            emit_pass(&r, L, sb, se, ib, ie);
+            LLVMBuildBr(b, fin);
+            LLVMPositionBuilderAtEnd(b, fin);
+        }
     } else {
         /* kept elements [begin, end) walked as the elementwise kernel walks its space: row
          * by row of the last kept dim, W columns at a time, the tail under a mask */
@@ -1754,5 +1985,10 @@ done:
     ir_free(r.spill);
     ir_free(r.knext);
     ir_free(r.first_read);
+    ir_free(r.pkvar);
+    ir_free(r.pkb);
+    ir_free(r.pcur);
+    ir_free(r.puvar);
+    ir_free(r.puv);
     return st;
 }

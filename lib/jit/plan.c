@@ -291,6 +291,13 @@ jit_plan_dump(const jit_plan *p, FILE *f)
             fprintf(f, "      %lld elements, rank %d, %d loads, %d stores, %d instructions\n",
                     (long long)s->total, (int)s->desc.rank, (int)s->desc.nloads,
                     (int)s->desc.nstores, (int)s->desc.ninst);
+            int passes, deferred;
+            jit_reduce_passes(&s->desc, &passes, &deferred);
+            if (passes > 1 && deferred)
+                fprintf(f, "      %d passes over each row; pass %d runs one row behind, in the "
+                           "next row's pass %d\n", passes, deferred, deferred - 1);
+            else if (passes > 1)
+                fprintf(f, "      %d passes over each row\n", passes);
             for (int k = 0; k < s->nslots; k++) {
                 int j = k - s->desc.nloads;
                 bool nt = j >= 0 && s->desc.store_cls && s->desc.store_cls[j] == JIT_ST_STREAM;
