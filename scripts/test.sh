@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # test.sh — the whole test suite: install what is missing; build in build/ (Release,
 # warnings as errors) and run every CTest test; then build in build-asan/ with AddressSanitizer
-# and UndefinedBehaviorSanitizer and run them all again; then the capture and handle suites
-# and the contraction suite's runtime cases under ThreadSanitizer in build-tsan/; then the libFuzzer targets, 25 s each on their seed
-# corpus, in build-fuzz/ (clang-19: skipped with a message where it is not installed, and
-# setup.sh does not install it; docs/fuzzing.md).  Exits non-zero if anything fails; every
-# configuration runs even when an earlier one has failing tests.
+# and UndefinedBehaviorSanitizer and run them all again; then the capture, handle, cache, JIT
+# and reduction suites and the contraction suite's runtime cases under ThreadSanitizer in
+# build-tsan/; then the libFuzzer targets, 25 s each on their seed corpus, in build-fuzz/
+# (clang-19: skipped with a message where it is not installed, and setup.sh does not install
+# it; docs/fuzzing.md).  Exits non-zero if anything fails; every configuration runs even
+# when an earlier one has failing tests.
 # KILN_BUILD_DIR and KILN_ASAN_BUILD_DIR override the two build directories, KILN_BUILD_TYPE
 # the first one's CMake build type (Release: the same build/ as scripts/run.sh);
 # KILN_FUZZ_BUILD_DIR and KILN_FUZZ_SECONDS (per target) the fuzzing step's.
@@ -34,15 +35,19 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # The capture suite's concurrency tests (two threads, two devices; racing begins), the
 # handle suite's (racing frees; lock-free lookups while the live-handle sets grow) and the
 # cache suite's (threads compiling the same keys at once; processes filling the same disk
-# entries) under ThreadSanitizer.
+# entries) under ThreadSanitizer.  And the JIT and reduction suites whole: every kernel
+# kind they compile runs on the pool (rows and chunks split across threads, 1- vs
+# N-thread children, programs shared by threads).  On 2 cores these two take about 2
+# minutes and 70 s under TSan (the other three suites together about 35 s).
 tsan=${KILN_TSAN_BUILD_DIR:-build-tsan}
-echo "== $tsan: ThreadSanitizer, check_capture, check_handles, check_cache and check_contract's runtime cases"
+echo "== $tsan: ThreadSanitizer, check_capture, check_handles, check_cache, check_jit, check_reduce and check_contract's runtime cases"
 cmake -S . -B "$tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON -DKILN_SANITIZE=thread
-cmake --build "$tsan" -j"$jobs" --target check_capture check_handles check_cache check_contract
+cmake --build "$tsan" -j"$jobs" \
+    --target check_capture check_handles check_cache check_jit check_reduce check_contract
 # libLLVM is not instrumented: its races are suppressed (tests/tsan.supp says why).
 tsan_options="halt_on_error=1 suppressions=$PWD/tests/tsan.supp"
 (cd "$tsan" && TSAN_OPTIONS=$tsan_options \
-    ctest --output-on-failure -R '^check_(capture|handles|cache)$') || status=1
+    ctest --output-on-failure -R '^check_(capture|handles|cache|jit|reduce)$') || status=1
 # The contraction suite's runtime cases (matmul packing and blocks on the pool, in child
 # processes of 1, 2 and 4 threads; constant weights packed at compile time).
 (cd "$tsan" && TSAN_OPTIONS=$tsan_options CK_RUN_CASE=runtime \

@@ -50,6 +50,7 @@
 #ifndef HAVE_VMATH_H
 #include "jit.h"
 #endif
+#include "errbound.h"
 #include "randgraph.h"
 #include "oracle.h"
 #include "refmath.h"
@@ -177,9 +178,13 @@ put_special(kiln_dtype t, void *dst, size_t i, size_t k)
 enum { NAN_EXACT, NAN_QUIET, NAN_ANY };
 
 typedef struct rule {
-    int nan;   /* NAN_* */
-    int ulp;   /* > 0: floats within this many units in the last place */
-    bool skip; /* not compared (see the unrestricted random graphs) */
+    int nan;             /* NAN_* */
+    int ulp;             /* > 0: floats within this many units in the last place */
+    bool skip;           /* not compared (a matmul's values: check_contract's business) */
+    bool bounded;        /* instead: within bound[i] as `kiln check` compares (eb_within;
+                          * INFINITY passes anything, NULL is 0), for outputs of inexact
+                          * ops (see the unrestricted random graphs) */
+    const double *bound; /* with bounded: one per element, from ts_bounds_for */
 } rule;
 
 static bool
@@ -230,6 +235,10 @@ static bool
 elem_match(kiln_dtype t, const void *got, const void *want, size_t i, rule r)
 {
     size_t es = kiln_dtype_size(t);
+    if (r.bounded) {
+        double ratio;
+        return eb_within(t, got, want, i, r.bound ? r.bound[i] : 0, &ratio);
+    }
     if (memcmp((const char *)got + es * i, (const char *)want + es * i, es) == 0)
         return true;
     if (!ir_dtype_is_float(t))
@@ -382,6 +391,8 @@ run_compare(const kiln_graph *g, kiln_mode mode, const inputs *in, const rule *r
                 ts_elem_str(info[i].dtype, want[i], e, b, sizeof b);
                 fprintf(f, "%s: output %d '%s' (%s) element %zu: jit %s, reference %s",
                         mode_name(mode), i, info[i].name, kiln_dtype_name(info[i].dtype), e, a, b);
+                if (r.bounded)
+                    fprintf(f, " (bound %.3g)", r.bound ? r.bound[e] : 0.0);
                 /* inputs of the output's size are shown at the same index (one-op graphs) */
                 for (int k = 0; k < in->n; k++) {
                     kiln_value_info vi;
@@ -1215,13 +1226,16 @@ exact_ops(bool *ops)
                   op == IR_OP_ARANGE;
 }
 
-/* Per output: skip it when it depends on a transcendental op the JIT compiles (vmath), or
- * on a float sum, mean or product (another order of additions, see below):
- * its error, within the op's ULP bound, can grow without bound through later ops (a
- * cancelling subtraction, a comparison or cast that flips, a NaN from a domain edge), so
- * no tolerance is justified for a whole random graph; those ops are held to their bound
- * one op at a time in test 1, and skipped outputs must agree between FUSED and EAGER
- * (check_modes_agree).  Everything else must be exact (NaN payloads aside). */
+/* Per output: bound it when it depends on a transcendental op the JIT compiles (vmath), or
+ * on a float sum, mean, product or matmul (another order of additions, see below): its error,
+ * within the op's ULP bound, grows through later ops (a cancelling subtraction, a
+ * comparison or cast that flips, a NaN from a domain edge), so no one tolerance fits a
+ * whole random graph.  Such an output is held element by element to the bound `kiln
+ * check` propagates through the graph (tools/kiln/errbound.h, ts_bounds_for), which is
+ * infinite, and the element not compared, where nothing survives; those ops are held to
+ * their own bound one op at a time in test 1, and bounded outputs must also agree between
+ * FUSED and EAGER (check_modes_agree).  Everything else must be exact (NaN payloads
+ * aside).  The bounds themselves: set by the caller (rules[i].bound). */
 static int
 output_rules(const kiln_graph *g, rule *rules)
 {
@@ -1229,22 +1243,23 @@ output_rules(const kiln_graph *g, rule *rules)
     ck_assert_ptr_nonnull(taint);
     for (int32_t n = 0; n < g->nnodes; n++) {
         const ir_node *nd = &g->nodes[n];
-        /* and float sums, means and products: compiled, they add in another (fixed) order
-         * than the interpreter, within the bound check_reduce holds them to */
+        /* and float sums, means, products and matmuls: compiled, they add in another
+         * (fixed) order than the interpreter, within the bounds check_reduce and
+         * check_contract hold them to (an f32 matmul also accumulates in f32) */
         taint[n] = (is_transcendental(nd->op) && jit_op_is_lowerable(g, nd)) ||
                    ((nd->op == IR_OP_REDUCE_SUM || nd->op == IR_OP_REDUCE_MEAN ||
-                     nd->op == IR_OP_REDUCE_PROD) &&
+                     nd->op == IR_OP_REDUCE_PROD || nd->op == IR_OP_MATMUL) &&
                     ir_dtype_is_float(nd->type.dtype));
         for (int k = 0; k < nd->nin; k++)
             taint[n] = taint[n] || taint[nd->in[k]];
     }
-    int skipped = 0;
+    int bounded = 0;
     for (int32_t i = 0; i < g->noutputs; i++) {
-        rules[i] = (rule){.nan = NAN_ANY, .skip = taint[g->outputs[i].node]};
-        skipped += rules[i].skip;
+        rules[i] = (rule){.nan = NAN_ANY, .bounded = taint[g->outputs[i].node]};
+        bounded += rules[i].bounded;
     }
     free(taint);
-    return skipped;
+    return bounded;
 }
 
 /* Compile g with `flags` in `mode`, run it on `in`; res[i] malloc'd outputs. */
@@ -1285,7 +1300,7 @@ assert_same_output(const kiln_graph *g, int k, const void *a, const void *b, con
         }
 }
 
-/* Outputs skipped against the reference must still be the same in FUSED and EAGER: the
+/* Outputs only bounded against the reference must still be the same in FUSED and EAGER: the
  * same vmath code computes them one op per kernel or fused (no fast-math contraction, the
  * vector body and tail run the same instructions), so they agree bit for bit (NaN
  * payloads aside). */
@@ -1297,7 +1312,7 @@ check_modes_agree(const kiln_graph *g, const inputs *in, const rule *rules, cons
     for (int m = 0; m < 2; m++)
         run_with_flags(g, m ? KILN_MODE_EAGER : KILN_MODE_FUSED, 0, in, res[m], ctx);
     for (int i = 0; i < nout; i++) {
-        if (rules[i].skip)
+        if (rules[i].bounded)
             assert_same_output(g, i, res[0][i], res[1][i], "fused", "eager", ctx);
         free(res[0][i]);
         free(res[1][i]);
@@ -1305,12 +1320,13 @@ check_modes_agree(const kiln_graph *g, const inputs *in, const rule *rules, cons
 }
 
 static void
-random_graphs(int count, bool unrestricted, uint64_t salt)
+random_graphs(int count, bool unrestricted, uint64_t salt, int slice)
 {
     uint64_t base = base_seed();
     static bool ops[IR_OP_COUNT];
     exact_ops(ops);
-    int skipped = 0, outputs = 0;
+    int bounded = 0, outputs = 0;
+    size_t compared = 0, unbounded = 0;
     for (int i = 0; i < count; i++) {
         uint64_t seed = base + salt + (uint64_t)i;
         ts_randgraph_opts o;
@@ -1333,24 +1349,42 @@ random_graphs(int count, bool unrestricted, uint64_t salt)
         ck_assert_msg(g != NULL, "seed %" PRIu64 ": generator failed: %s", seed, kiln_errmsg());
         rule rules[MAXIO];
         ck_assert_int_le(g->noutputs, MAXIO);
-        int skipped_here = output_rules(g, rules);
-        skipped += skipped_here;
+        int bounded_here = output_rules(g, rules);
+        bounded += bounded_here;
         outputs += g->noutputs;
         inputs in = {0};
         inputs_random(g, seed ^ 0x9e3779b97f4a7c15ull, o.tame_values, &in);
+        ts_bounds b = {0};
+        if (bounded_here) {
+            ts_bufs tb = {.n = in.n};
+            bool which[MAXIO];
+            for (int k = 0; k < in.n; k++)
+                tb.buf[k] = in.buf[k];
+            for (int k = 0; k < g->noutputs; k++)
+                which[k] = rules[k].bounded;
+            ts_bounds_for(g, &tb, which, &b);
+            for (int k = 0; k < g->noutputs; k++)
+                rules[k].bound = b.bound[k];
+            compared += b.finite;
+            unbounded += b.infinite;
+        }
         char ctx[160];
         snprintf(ctx, sizeof ctx, "random graph seed %" PRIu64 " (%s; base seed %" PRIu64
                  " = KILN_TEST_SEED or the default, + %" PRIu64 ")", seed,
                  unrestricted ? "all ops" : "exact ops", base, salt + (uint64_t)i);
         check_both(g, &in, rules, ctx);
-        if (skipped_here)
+        if (bounded_here)
             check_modes_agree(g, &in, rules, ctx);
+        ts_bounds_free(&b);
         inputs_free(&in);
         kiln_graph_free(g);
     }
-    if (skipped)
-        fprintf(stderr, "check_jit: %d of %d random-graph outputs depend on compiled "
-                        "transcendental ops: compared fused vs eager only\n", skipped, outputs);
+    if (bounded)
+        fprintf(stderr, "check_jit: random (%s) slice %d: %d of %d outputs depend on compiled "
+                "transcendental ops or float sums/means/products/matmuls: %zu of their elements "
+                "compared against the propagated bound, %zu with no finite bound not "
+                "compared\n", unrestricted ? "all ops" : "exact ops", slice, bounded,
+                outputs, compared, unbounded);
 }
 
 #define RANDOM_EXACT 500
@@ -1360,14 +1394,14 @@ random_graphs(int count, bool unrestricted, uint64_t salt)
 START_TEST(test_random_exact)
 {
     int per = RANDOM_EXACT / RANDOM_SLICES;
-    random_graphs(per, false, (uint64_t)_i * (uint64_t)per);
+    random_graphs(per, false, (uint64_t)_i * (uint64_t)per, _i);
 }
 END_TEST
 
 START_TEST(test_random_all)
 {
     int per = RANDOM_ALL / RANDOM_SLICES;
-    random_graphs(per, true, 1000000 + (uint64_t)_i * (uint64_t)per);
+    random_graphs(per, true, 1000000 + (uint64_t)_i * (uint64_t)per, _i);
 }
 END_TEST
 

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "errbound.h"
 #include "ir.h"
 
 extern char **environ;
@@ -111,6 +112,11 @@ elem_ok(kiln_dtype t, const void *got, const void *want, size_t i, const ts_tol 
 {
     size_t es = kiln_dtype_size(t);
     *allowed = 0;
+    if (tol->kind == TS_TOL_BOUND) { /* kiln check's comparison, ints and NaN included */
+        double ratio;
+        *allowed = tol->bound ? tol->bound[i] : 0;
+        return eb_within(t, got, want, i, *allowed, &ratio);
+    }
     if (memcmp((const char *)got + es * i, (const char *)want + es * i, es) == 0)
         return true;
     if (t != KILN_DTYPE_F32 && t != KILN_DTYPE_F64)
@@ -144,6 +150,7 @@ elem_ok(kiln_dtype t, const void *got, const void *want, size_t i, const ts_tol 
     case TS_TOL_ULPS:
         *allowed = tol->ulps * ts_ulp(t, big) + tol->abs;
         return d <= *allowed;
+    case TS_TOL_BOUND: /* handled above */
     case TS_TOL_SKIP:
         return true;
     }
@@ -173,6 +180,8 @@ ts_compare(FILE *f, const char *what, kiln_dtype t, size_t count, const void *go
             if (tol->kind != TS_TOL_EXACT && (t == KILN_DTYPE_F32 || t == KILN_DTYPE_F64))
                 fprintf(f, "; |diff| %.3g, allowed %.3g",
                         fabs(ts_load_float(t, got, e) - ts_load_float(t, want, e)), allowed);
+            else if (tol->kind == TS_TOL_BOUND)
+                fprintf(f, "; allowed %.3g", allowed);
             fputc('\n', f);
         }
     }
@@ -356,6 +365,49 @@ ts_check_fused_eager(const kiln_graph *g, const ts_bufs *in, const ts_tol *tols,
         free(rep);
         ck_abort_msg("%s", msg);
     }
+}
+
+/* ---- bounds -------------------------------------------------------------------------------- */
+
+void
+ts_bounds_for(const kiln_graph *g, const ts_bufs *in, const bool *which, ts_bounds *b)
+{
+    int nout = g->noutputs;
+    ck_assert_int_le(nout, TS_MAXIO);
+    /* a zero-size input's buffer is NULL here (kiln_program_run accepts it); eb_reference
+     * copies inputs that are outputs with memcpy, which must not get NULL even for 0
+     * bytes, so those get a dummy (kiln check never passes NULL) */
+    static const char empty[1];
+    const void *bufs[TS_MAXIO];
+    for (int k = 0; k < in->n; k++)
+        bufs[k] = in->buf[k] ? in->buf[k] : empty;
+    eb_output eb[TS_MAXIO];
+    kiln_status st = eb_reference(g, bufs, eb);
+    ck_assert_msg(st == KILN_OK, "errbound reference: %s", kiln_errmsg());
+    *b = (ts_bounds){.n = nout};
+    for (int i = 0; i < nout; i++) {
+        if (!which[i])
+            continue;
+        size_t count = ir_shape_count(&g->nodes[g->outputs[i].node].type.shape);
+        for (size_t e = 0; e < count; e++) {
+            bool fin = !eb[i].bound || eb[i].bound[e] < INFINITY;
+            b->finite += fin;
+            b->infinite += !fin;
+        }
+        b->bound[i] = eb[i].bound; /* ours now: eb_free below must not see it */
+        eb[i].bound = NULL;
+    }
+    eb_free(g, eb);
+}
+
+void
+ts_bounds_free(ts_bounds *b)
+{
+    for (int i = 0; i < b->n; i++) {
+        free(b->bound[i]);
+        b->bound[i] = NULL;
+    }
+    b->n = 0;
 }
 
 /* ---- graphs -------------------------------------------------------------------------------- */

@@ -1,6 +1,6 @@
 /* oracle.h — running a graph compiled and in the reference interpreter, and comparing the
- * outputs under a stated tolerance.  Public API only (kiln.h), plus one helper that reads
- * a graph's nodes (ts_outputs_inexact).
+ * outputs under a stated tolerance.  Public API only (kiln.h), plus two helpers that read
+ * a graph's nodes (ts_outputs_inexact; ts_bounds_for, through tools/kiln/errbound.c).
  *
  * Every output buffer is filled with a poison byte before a run and followed by a guard
  * area, so an element a program never writes, or a write past an output's end, is caught.
@@ -35,6 +35,12 @@
  *  PROD   |got - want| <= n * 2^-52 * |want| + ulps * ulp; a zero result (whose sign is
  *         the product of the signs in any order) must match byte for byte;
  *  ULPS   |got - want| <= ulps * ulp + abs (ulp as for SUM);
+ *  BOUND  element i within bound[i] as `kiln check` compares (eb_within,
+ *         tools/kiln/errbound.h): a forward error bound propagated through the graph from
+ *         the reference interpreter's values (ts_bounds_for).  It applies to integer and
+ *         bool elements too (an argmax or a comparison after an inexact sum), and an
+ *         INFINITY bound passes anything, NaN included (no bound survives there); a NULL
+ *         bound is 0 everywhere, which NaN payloads aside is EXACT;
  *  SKIP   not compared. */
 /* f32 roundings a compiled f32 sum may add to each term: JIT_SUM_BLOCK - 1 (lib/jit/jit.h). */
 #define TS_SUM_F32_BLOCK_ROUNDINGS 7
@@ -45,6 +51,7 @@ typedef enum ts_tol_kind {
     TS_TOL_SUM32,
     TS_TOL_PROD,
     TS_TOL_ULPS,
+    TS_TOL_BOUND,
     TS_TOL_SKIP,
 } ts_tol_kind;
 
@@ -54,6 +61,7 @@ typedef struct ts_tol {
     double abs;          /* SUM, ULPS: an absolute allowance on top */
     double n;            /* SUM, PROD: the reduced count */
     const double *absum; /* SUM: one per output element */
+    const double *bound; /* BOUND: one per output element; NULL: all 0 */
 } ts_tol;
 
 /* Buffers for a graph's inputs or outputs, in order. */
@@ -98,6 +106,21 @@ char *ts_check_modes(const kiln_graph *g, const ts_bufs *in, const ts_tol *tols,
  * `ctx`) and fails the current Check test. */
 void ts_check_fused_eager(const kiln_graph *g, const ts_bufs *in, const ts_tol *tols,
                           const char *ctx);
+
+/* Per-element bounds of some of a graph's outputs: errbound's eb_reference (the bound
+ * `kiln check` holds kernels to) run on the same inputs. */
+typedef struct ts_bounds {
+    int n;                   /* the graph's outputs */
+    double *bound[TS_MAXIO]; /* per output: its bound (NULL: 0), for outputs not asked for
+                              * always NULL */
+    size_t finite;           /* elements of the outputs asked for with a finite bound */
+    size_t infinite;         /* ... and with none (INFINITY: not compared under BOUND) */
+} ts_bounds;
+
+/* The bounds of g's outputs i with which[i] set, on inputs `in`; fails the test if the
+ * reference cannot run.  Free with ts_bounds_free. */
+void ts_bounds_for(const kiln_graph *g, const ts_bufs *in, const bool *which, ts_bounds *b);
+void ts_bounds_free(ts_bounds *b);
 
 /* The plan dump of p (malloc'd text), and how many of its lines are reference steps
  * (lines that say "reference:"). */
