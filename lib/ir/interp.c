@@ -131,7 +131,9 @@ f_eval(ir_op op, double a, double b, double c)
     case IR_OP_MUL: return a * b;
     case IR_OP_DIV: return a / b;
     case IR_OP_REM: return fmod(a, b);
-    case IR_OP_POW: return pow(a, b);
+    case IR_OP_POW: /* pow(x, 0) = pow(1, y) = 1 for a signalling NaN too (docs/semantics.md;
+                     * glibc's pow gives NaN there): NaNs quieted first */
+        return pow(isnan(a) ? a + a : a, isnan(b) ? b + b : b);
     case IR_OP_MAX: return f_max(a, b);
     case IR_OP_MIN: return f_min(a, b);
     case IR_OP_ATAN2: return atan2(a, b);

@@ -27,9 +27,16 @@
  *   matmul                  the change of sum |a||b| when |a|, |b| grow by their E, +
  *                           (gamma(k, u) + 3 gamma(k, 2^-53)) sum |a||b| + 1 ULP: u is the
  *                           output dtype's, so the bound also holds for kernels that
- *                           accumulate f32 products in f32
+ *                           accumulate f32 products in f32; + k times the dtype's smallest
+ *                           subnormal (products and sums rounded below the normal range
+ *                           err absolutely); infinite where sum |a||b| exceeds the dtype's
+ *                           largest finite value (a partial sum may overflow)
  *   reduce_max/min          the largest E; reduce_prod: prod(|x| + E) - prod |x| plus the
- *                           roundings; argmax/argmin: anything once an operand's E > 0
+ *                           roundings, infinite where some order of the factors could
+ *                           leave the normal range (the product of the factors below 1
+ *                           under it, or of those above 1 over it): then the kernel's and
+ *                           the interpreter's orders may underflow or overflow
+ *                           differently; argmax/argmin: anything once an operand's E > 0
  *
  * A bound that comes out NaN (inf - inf in the arithmetic) is infinite: anything goes. */
 #include "errbound.h"
@@ -49,6 +56,25 @@ static double
 unit(kiln_dtype t)
 {
     return t == KILN_DTYPE_F32 ? 0x1p-24 : 0x1p-53;
+}
+
+/* The dtype's smallest normal, largest finite and smallest subnormal magnitudes. */
+static double
+tiny(kiln_dtype t)
+{
+    return t == KILN_DTYPE_F32 ? 0x1p-126 : 0x1p-1022;
+}
+
+static double
+huge(kiln_dtype t)
+{
+    return t == KILN_DTYPE_F32 ? 0x1.fffffep127 : 0x1.fffffffffffffp1023;
+}
+
+static double
+denorm(kiln_dtype t)
+{
+    return t == KILN_DTYPE_F32 ? 0x1p-149 : 0x1p-1074;
 }
 
 /* ref_ulp_of in double arithmetic (it is called for every element: long double's ilogbl
@@ -525,7 +551,7 @@ reduction(const kiln_graph *g, const ir_node *nd, nstate *ns, size_t n, double *
     const void *val = ns[nd - g->nodes].val;
     ir_type ft = as_f64(&x->type);
     kiln_status st = KILN_OK;
-    void *s0 = NULL, *s1 = NULL;
+    void *s0 = NULL, *s1 = NULL, *slo = NULL, *shi = NULL;
     double *mag = NULL;
     if (!ir_dtype_is_float(t) || nd->op == IR_OP_ARGMAX || nd->op == IR_OP_ARGMIN ||
         nd->op == IR_OP_REDUCE_MAX || nd->op == IR_OP_REDUCE_MIN) {
@@ -593,6 +619,22 @@ reduction(const kiln_graph *g, const ir_node *nd, nstate *ns, size_t n, double *
                 goto done;
         }
         const double *p0 = s0, *p1 = s1 ? s1 : s0;
+        /* every partial product, in any order, lies between the product of the factors
+         * below 1 and that of those above 1 (errors included): outside the normal range
+         * there, no bound */
+        for (size_t i = 0; i < nx; i++) {
+            double m = fabs(ir_load_f64(t, xs->val, i)) - (xs->err ? xs->err[i] : 0);
+            mag[i] = fmin(fmax(m, 0), 1);
+        }
+        if ((st = interp1(IR_OP_REDUCE_PROD, &nd->at, 1, &ft, in, NULL, &slo)) != KILN_OK)
+            goto done;
+        for (size_t i = 0; i < nx; i++) {
+            double m = fabs(ir_load_f64(t, xs->val, i)) + (xs->err ? xs->err[i] : 0);
+            mag[i] = fmax(m, 1);
+        }
+        if ((st = interp1(IR_OP_REDUCE_PROD, &nd->at, 1, &ft, in, NULL, &shi)) != KILN_OK)
+            goto done;
+        const double *lo = slo, *hi = shi;
         /* kernels may multiply in the dtype, the interpreter in f64 (and the difference
          * p1 - p0 is itself rounded) */
         double gam = gamma_n(cnt, unit(t)) + 3 * gamma_n(cnt, U64);
@@ -600,7 +642,8 @@ reduction(const kiln_graph *g, const ir_node *nd, nstate *ns, size_t n, double *
             double b = fmax(p1[i] - p0[i], 0) + gam * p1[i];
             if (b > 0)
                 b += ulp(rt, (fabs(ir_load_f64(rt, val, i)) + b) * (1 + 0x1p-20));
-            e[i] = isnan(b) ? INFINITY : b;
+            bool leaves = cnt > 1 && (lo[i] < tiny(t) || hi[i] > huge(t));
+            e[i] = isnan(b) || leaves ? INFINITY : b;
         }
         break;
     }
@@ -614,6 +657,8 @@ done:
     free(mag);
     free(s0);
     free(s1);
+    free(slo);
+    free(shi);
     return st;
 }
 
@@ -656,10 +701,11 @@ contraction(const kiln_graph *g, const ir_node *nd, nstate *ns, size_t n, double
     const double *q0 = p0, *q1 = p1 ? p1 : p0;
     double gam = gamma_n(k, unit(t)) + 3 * gamma_n(k, U64);
     for (size_t i = 0; i < n; i++) {
-        double b = fmax(q1[i] - q0[i], 0) + gam * q1[i];
+        /* k roundings below the normal range err by up to half a subnormal step each */
+        double b = fmax(q1[i] - q0[i], 0) + gam * q1[i] + k * denorm(t);
         if (b > 0)
             b += ulp(t, (fabs(ir_load_f64(t, ns[nd - g->nodes].val, i)) + b) * (1 + 0x1p-20));
-        e[i] = isnan(b) ? INFINITY : b;
+        e[i] = isnan(b) || q1[i] > huge(t) ? INFINITY : b;
     }
     *out = e;
     e = NULL;
