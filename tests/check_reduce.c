@@ -1601,6 +1601,69 @@ START_TEST(test_deferred_last_pass)
 }
 END_TEST
 
+/* Softmax's and logsumexp's first pass (the row max) runs one row ahead, in the previous
+ * row's exp pass (lower_reduce.c, ahead_of), together with the last pass one row behind.
+ * The max itself is an output (exact), and rows are offset by -100, 0 and +100 in turn:
+ * a max taken from the wrong row would overflow or underflow exp, not just round
+ * differently (softmax and logsumexp are the same numbers for any m).  Every row count and
+ * rows with and without a masked tail; the fused plan says which passes moved. */
+START_TEST(test_ahead_first_pass)
+{
+    static const int rows[] = {1, 2, 3, 7, 64};
+    static const int cols[] = {1, 2, 15, 16, 17, 1000};
+    ts_rng r;
+    ts_rng_seed(&r, base_seed() + 0x710000);
+    for (size_t a = 0; a < NELEM(rows); a++)
+        for (size_t c = 0; c < NELEM(cols); c++) {
+            int R = rows[a], C = cols[c];
+            char txt[1024];
+            snprintf(txt, sizeof txt,
+                     "graph g(x: f32[%d,%d]) -> (l: f32[%d,1], m: f32[%d,1], y: f32[%d,%d]) {\n"
+                     "  m = reduce_max(x, axes=[1], keepdim=true)\n"
+                     "  d = sub(x, m)\n"
+                     "  e = exp(d)\n"
+                     "  s = reduce_sum(e, axes=[1], keepdim=true)\n"
+                     "  ls = log(s)\n"
+                     "  l = add(ls, m)\n"
+                     "  y = div(e, s)\n"
+                     "}\n",
+                     R, C, R, R, R, C);
+            kiln_graph *g = NULL;
+            ck_assert_msg(kiln_graph_parse(txt, strlen(txt), &g) == KILN_OK, "%s", kiln_errmsg());
+            ts_bufs in = {0};
+            ts_bufs_for_inputs(g, &in);
+            ts_random_elements(&r, KILN_DTYPE_F32, in.buf[0], (size_t)R * C, false);
+            float *x = in.buf[0];
+            for (int i = 0; i < R; i++)
+                for (int j = 0; j < C; j++)
+                    x[(size_t)i * C + j] += 100.0f * (float)(i % 3 - 1);
+            bool all[TS_MAXIO] = {true, true, true};
+            ts_bounds bd;
+            ts_bounds_for(g, &in, all, &bd);
+            ts_tol tols[3];
+            for (int k = 0; k < 3; k++)
+                tols[k] = (ts_tol){.kind = TS_TOL_BOUND, .bound = bd.bound[k]};
+            char ctx[96];
+            snprintf(ctx, sizeof ctx, "softmax and logsumexp over f32[%d,%d], max one row ahead",
+                     R, C);
+            ts_check_fused_eager(g, &in, tols, ctx);
+            kiln_options o = {0};
+            o.mode = KILN_MODE_FUSED;
+            kiln_program *p = NULL;
+            ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s", kiln_errmsg());
+            char *plan = ts_plan_text(p);
+            ck_assert_msg(C == 1 || (plan && strstr(plan, "pass 0 runs one row ahead") &&
+                                     strstr(plan, "pass 2 runs one row behind")),
+                          "%s: plan:\n%s", ctx, plan ? plan : "(none)");
+            free(plan);
+            kiln_program_free(p);
+            ts_bounds_free(&bd);
+            ts_bufs_free(&in);
+            kiln_graph_free(g);
+        }
+}
+END_TEST
+
 /* The plan of g in FUSED and EAGER has no reference step other than matmul; NULL or a
  * report. */
 static char *
@@ -1814,6 +1877,7 @@ reduce_suite(void)
     tcase_add_test(tc, test_no_reference_steps_random);
     tcase_add_test(tc, test_no_reference_steps_bench);
     tcase_add_test(tc, test_deferred_last_pass);
+    tcase_add_test(tc, test_ahead_first_pass);
     suite_add_tcase(s, tc);
     return s;
 }

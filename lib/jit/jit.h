@@ -194,10 +194,11 @@ typedef struct jit_raux {
  * later pass (an exp for softmax's final pass) are written to a scratch row in the pass
  * that first computes them and read back later. */
 IR_HIDDEN size_t jit_reduce_spill_bytes(const jit_kdesc *d); /* SIZE_MAX: out of memory */
-/* For `kiln dump --plan`: the passes a "rows" kernel makes over each row, and the pass that
+/* For `kiln dump --plan`: the passes a "rows" kernel makes over each row, the pass that
  * runs one row behind, inside the next row's pass before it (0: none; lower_reduce.c,
- * defer_of); both 0 for other kernels. */
-IR_HIDDEN void jit_reduce_passes(const jit_kdesc *d, int *passes, int *deferred);
+ * defer_of), and whether pass 0 runs one row ahead, inside the previous row's pass 1
+ * (ahead_of); 0 and false for other kernels. */
+IR_HIDDEN void jit_reduce_passes(const jit_kdesc *d, int *passes, int *deferred, bool *ahead);
 /* Bytes of one piece's accumulators; 0 when the kernel cannot be split (a reduction
  * reads another's result, or it stores values over the whole space); SIZE_MAX when out of
  * memory (the runner and the lowering must never see different answers). */

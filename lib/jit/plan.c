@@ -292,12 +292,17 @@ jit_plan_dump(const jit_plan *p, FILE *f)
                     (long long)s->total, (int)s->desc.rank, (int)s->desc.nloads,
                     (int)s->desc.nstores, (int)s->desc.ninst);
             int passes, deferred;
-            jit_reduce_passes(&s->desc, &passes, &deferred);
-            if (passes > 1 && deferred)
-                fprintf(f, "      %d passes over each row; pass %d runs one row behind, in the "
-                           "next row's pass %d\n", passes, deferred, deferred - 1);
-            else if (passes > 1)
-                fprintf(f, "      %d passes over each row\n", passes);
+            bool ahead;
+            jit_reduce_passes(&s->desc, &passes, &deferred, &ahead);
+            if (passes > 1) {
+                fprintf(f, "      %d passes over each row", passes);
+                if (ahead)
+                    fprintf(f, "; pass 0 runs one row ahead, in the previous row's pass 1");
+                if (deferred)
+                    fprintf(f, "; pass %d runs one row behind, in the next row's pass %d",
+                            deferred, deferred - 1);
+                fputc('\n', f);
+            }
             for (int k = 0; k < s->nslots; k++) {
                 int j = k - s->desc.nloads;
                 bool nt = j >= 0 && s->desc.store_cls && s->desc.store_cls[j] == JIT_ST_STREAM;
