@@ -1532,28 +1532,73 @@ START_TEST(test_random_graphs)
 }
 END_TEST
 
-/* ---- 7. the last pass one row behind ------------------------------------------------------- */
+/* ---- 7. passes one row behind or ahead ----------------------------------------------------- */
+
+/* Graph txt (f32 input x of R rows of C first) on random inputs, rows of x offset by
+ * `offset` * (-1, 0, +1) in turn, every output fused and eager within the reference's
+ * propagated bound; and the fused plan contains `plan_says` (unless C == 1: a row of one
+ * element needs no reduction, the simplifier removes them). */
+static void
+check_rows_graph(const char *txt, int R, int C, float offset, ts_rng *r, const char *plan_says,
+                 const char *ctx)
+{
+    kiln_graph *g = NULL;
+    ck_assert_msg(kiln_graph_parse(txt, strlen(txt), &g) == KILN_OK, "%s", kiln_errmsg());
+    ts_bufs in = {0};
+    ts_bufs_for_inputs(g, &in);
+    for (int k = 0; k < in.n; k++) {
+        kiln_value_info vi;
+        kiln_graph_input(g, k, &vi);
+        ts_random_elements(r, vi.dtype, in.buf[k], vi.count, false);
+    }
+    float *x = in.buf[0];
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < C; j++)
+            x[(size_t)i * C + j] += offset * (float)(i % 3 - 1);
+    int nout = kiln_graph_num_outputs(g);
+    bool all[TS_MAXIO];
+    for (int k = 0; k < TS_MAXIO; k++)
+        all[k] = true;
+    ts_bounds bd;
+    ts_bounds_for(g, &in, all, &bd);
+    ts_tol tols[TS_MAXIO];
+    for (int k = 0; k < nout; k++)
+        tols[k] = (ts_tol){.kind = TS_TOL_BOUND, .bound = bd.bound[k]};
+    ts_check_fused_eager(g, &in, tols, ctx);
+    kiln_options o = {0};
+    o.mode = KILN_MODE_FUSED;
+    kiln_program *p = NULL;
+    ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s", kiln_errmsg());
+    char *plan = ts_plan_text(p);
+    ck_assert_msg(C == 1 || (plan && strstr(plan, plan_says)), "%s: plan:\n%s", ctx,
+                  plan ? plan : "(none)");
+    free(plan);
+    kiln_program_free(p);
+    ts_bounds_free(&bd);
+    ts_bufs_free(&in);
+    kiln_graph_free(g);
+}
+
+static const int rows_counts[] = {1, 2, 3, 7, 64};
+static const int row_lengths[] = {1, 2, 15, 16, 17, 1000};
 
 /* Softmax's last pass runs one row behind, in the next row's exp pass (lower_reduce.c,
  * defer_of).  Every row count (1: the deferred body runs only on the first row itself and
  * after the loop; odd and even: the two scratch rows), rows with and without a masked tail
  * (and of one element, where nothing is reduced), a second output of the deferred pass that
  * reads a [rows, 1] input (a row-wise value the next row's pass carries) and a [cols] one
- * (the same row for every row: a row offset of its own), and a row-wise output; fused and
- * eager against the reference's propagated bound.  And the fused plan says the pass was
- * deferred: a kernel that silently stopped deferring would pass the value checks.  (Each of
- * two bugs put in on purpose, one scratch row for both rows and the first slot's row offset
- * carried for every slot, fails this test.) */
+ * (the same row for every row: a row offset of its own), and a row-wise output.  The plan
+ * must say the pass was deferred: a kernel that silently stopped deferring would pass the
+ * value checks.  (Each of two bugs put in on purpose, one scratch row for both rows and the
+ * first slot's row offset carried for every slot, fails this test.) */
 START_TEST(test_deferred_last_pass)
 {
-    static const int rows[] = {1, 2, 3, 7, 64};
-    static const int cols[] = {1, 2, 15, 16, 17, 1000};
     ts_rng r;
     ts_rng_seed(&r, base_seed() + 0x700000);
-    for (size_t a = 0; a < NELEM(rows); a++)
-        for (size_t c = 0; c < NELEM(cols); c++) {
-            int R = rows[a], C = cols[c];
-            char txt[1024];
+    for (size_t a = 0; a < NELEM(rows_counts); a++)
+        for (size_t c = 0; c < NELEM(row_lengths); c++) {
+            int R = rows_counts[a], C = row_lengths[c];
+            char txt[1024], ctx[96];
             snprintf(txt, sizeof txt,
                      "graph g(x: f32[%d,%d], b: f32[%d,1], w: f32[%d]) -> (y: f32[%d,%d], "
                      "z: f32[%d,%d], s: f32[%d,1]) {\n"
@@ -1566,37 +1611,8 @@ START_TEST(test_deferred_last_pass)
                      "  z = mul(yb, w)\n"
                      "}\n",
                      R, C, R, C, R, C, R, C, R);
-            kiln_graph *g = NULL;
-            ck_assert_msg(kiln_graph_parse(txt, strlen(txt), &g) == KILN_OK, "%s", kiln_errmsg());
-            ts_bufs in = {0};
-            ts_bufs_for_inputs(g, &in);
-            for (int k = 0; k < in.n; k++) {
-                kiln_value_info vi;
-                kiln_graph_input(g, k, &vi);
-                ts_random_elements(&r, vi.dtype, in.buf[k], vi.count, false);
-            }
-            bool all[TS_MAXIO] = {true, true, true};
-            ts_bounds bd;
-            ts_bounds_for(g, &in, all, &bd);
-            ts_tol tols[3];
-            for (int k = 0; k < 3; k++)
-                tols[k] = (ts_tol){.kind = TS_TOL_BOUND, .bound = bd.bound[k]};
-            char ctx[96];
             snprintf(ctx, sizeof ctx, "softmax over f32[%d,%d] with its last pass deferred", R, C);
-            ts_check_fused_eager(g, &in, tols, ctx);
-            kiln_options o = {0};
-            o.mode = KILN_MODE_FUSED;
-            kiln_program *p = NULL;
-            ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s", kiln_errmsg());
-            char *plan = ts_plan_text(p);
-            /* a row of one element needs no reduction: the simplifier removes them */
-            ck_assert_msg(C == 1 || (plan && strstr(plan, "pass 2 runs one row behind")),
-                          "%s: plan:\n%s", ctx, plan ? plan : "(none)");
-            free(plan);
-            kiln_program_free(p);
-            ts_bounds_free(&bd);
-            ts_bufs_free(&in);
-            kiln_graph_free(g);
+            check_rows_graph(txt, R, C, 0, &r, "pass 2 runs one row behind", ctx);
         }
 }
 END_TEST
@@ -1605,17 +1621,16 @@ END_TEST
  * (lower_reduce.c, ahead_of).  The max itself is an output (exact), and rows are offset by
  * -100, 0 and +100 in turn: a max taken from the wrong row would overflow or underflow
  * exp, not just round differently (logsumexp is the same number for any m).  Every row
- * count and rows with and without a masked tail; the fused plan says the pass moved. */
+ * count and rows with and without a masked tail; the plan must say the pass moved.
+ * (Computing the row ahead's max from the current row, on purpose, fails this test.) */
 START_TEST(test_ahead_first_pass)
 {
-    static const int rows[] = {1, 2, 3, 7, 64};
-    static const int cols[] = {1, 2, 15, 16, 17, 1000};
     ts_rng r;
     ts_rng_seed(&r, base_seed() + 0x710000);
-    for (size_t a = 0; a < NELEM(rows); a++)
-        for (size_t c = 0; c < NELEM(cols); c++) {
-            int R = rows[a], C = cols[c];
-            char txt[1024];
+    for (size_t a = 0; a < NELEM(rows_counts); a++)
+        for (size_t c = 0; c < NELEM(row_lengths); c++) {
+            int R = rows_counts[a], C = row_lengths[c];
+            char txt[1024], ctx[96];
             snprintf(txt, sizeof txt,
                      "graph g(x: f32[%d,%d]) -> (l: f32[%d,1], m: f32[%d,1], s: f32[%d,1]) {\n"
                      "  m = reduce_max(x, axes=[1], keepdim=true)\n"
@@ -1626,36 +1641,8 @@ START_TEST(test_ahead_first_pass)
                      "  l = add(ls, m)\n"
                      "}\n",
                      R, C, R, R, R);
-            kiln_graph *g = NULL;
-            ck_assert_msg(kiln_graph_parse(txt, strlen(txt), &g) == KILN_OK, "%s", kiln_errmsg());
-            ts_bufs in = {0};
-            ts_bufs_for_inputs(g, &in);
-            ts_random_elements(&r, KILN_DTYPE_F32, in.buf[0], (size_t)R * C, false);
-            float *x = in.buf[0];
-            for (int i = 0; i < R; i++)
-                for (int j = 0; j < C; j++)
-                    x[(size_t)i * C + j] += 100.0f * (float)(i % 3 - 1);
-            bool all[TS_MAXIO] = {true, true, true};
-            ts_bounds bd;
-            ts_bounds_for(g, &in, all, &bd);
-            ts_tol tols[3];
-            for (int k = 0; k < 3; k++)
-                tols[k] = (ts_tol){.kind = TS_TOL_BOUND, .bound = bd.bound[k]};
-            char ctx[96];
             snprintf(ctx, sizeof ctx, "logsumexp over f32[%d,%d], max one row ahead", R, C);
-            ts_check_fused_eager(g, &in, tols, ctx);
-            kiln_options o = {0};
-            o.mode = KILN_MODE_FUSED;
-            kiln_program *p = NULL;
-            ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s", kiln_errmsg());
-            char *plan = ts_plan_text(p);
-            ck_assert_msg(C == 1 || (plan && strstr(plan, "pass 0 runs one row ahead")),
-                          "%s: plan:\n%s", ctx, plan ? plan : "(none)");
-            free(plan);
-            kiln_program_free(p);
-            ts_bounds_free(&bd);
-            ts_bufs_free(&in);
-            kiln_graph_free(g);
+            check_rows_graph(txt, R, C, 100, &r, "pass 0 runs one row ahead", ctx);
         }
 }
 END_TEST
