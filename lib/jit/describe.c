@@ -617,13 +617,8 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
         for (int d = k.nk; d < k.R; d++)
             s->rlen *= k.dims[d];
         s->rinner = k.dims[k.R - 1];
-        s->partial_bytes = jit_reduce_partial_bytes(&s->desc);
-        s->spill_bytes = jit_reduce_spill_bytes(&s->desc);
-        if (s->partial_bytes == SIZE_MAX || s->spill_bytes == SIZE_MAX) {
-            s->partial_bytes = s->spill_bytes = 0;
-            st = ir_error(KILN_ERR_NOMEM, "kiln_program_compile: out of memory");
+        if ((st = jit_reduce_scratch(&s->desc, &s->partial_bytes, &s->spill_bytes)))
             goto done;
-        }
     } else {
         st = kb_stream_stores(p, &k.load_node, stores.v, s);
     }

@@ -180,29 +180,29 @@ IR_HIDDEN uint64_t jit_contract_prepacked(void);
  * one long row `begin`): reduce sub-rows [sub_begin, sub_end) (the reduced dims but the
  * last) x [in_begin, in_end) (the last), write the accumulators to `partial`.  mode 2:
  * rows [begin, end), accumulators from `npieces` consecutive partials per row (row r's
- * at partial + r * npieces * jit_reduce_partial_bytes), combined in order. */
+ * at partial + r * npieces * the partial bytes of jit_reduce_scratch), combined in order. */
 typedef struct jit_raux {
     int64_t mode;
     int64_t sub_begin, sub_end, in_begin, in_end;
     int64_t npieces;
     void *partial;
     /* mode 0 and 2, "rows" kernels that spill: per call, room for one row's spilled values
-     * (jit_reduce_spill_bytes per reduced element) */
+     * (jit_reduce_scratch's spill bytes per reduced element) */
     void *scratch;
 } jit_raux;
-/* Bytes per reduced element a "rows" kernel spills: values too costly to recompute in a
- * later pass (an exp for softmax's final pass) are written to a scratch row in the pass
- * that first computes them and read back later. */
-IR_HIDDEN size_t jit_reduce_spill_bytes(const jit_kdesc *d); /* SIZE_MAX: out of memory */
+/* The scratch a reduction kernel's runner provides, both from the one analysis the
+ * lowering uses (so they cannot disagree): *partial, bytes of one piece's accumulators, 0
+ * when the kernel cannot be split (a reduction reads another's result, or it stores values
+ * over the whole space); *spill, bytes per reduced element a "rows" kernel spills (values
+ * too costly to recompute in a later pass, an exp for softmax's final pass, written to a
+ * scratch row in the pass that first computes them and read back later; two rows' worth
+ * when its last pass runs one row behind).  KILN_ERR_NOMEM when out of memory. */
+IR_HIDDEN kiln_status jit_reduce_scratch(const jit_kdesc *d, size_t *partial, size_t *spill);
 /* For `kiln dump --plan`: the passes a "rows" kernel makes over each row, the pass that
  * runs one row behind, inside the next row's pass before it (0: none; lower_reduce.c,
  * defer_of), and whether pass 0 runs one row ahead, inside the previous row's pass 1
  * (ahead_of); 0 and false for other kernels. */
 IR_HIDDEN void jit_reduce_passes(const jit_kdesc *d, int *passes, int *deferred, bool *ahead);
-/* Bytes of one piece's accumulators; 0 when the kernel cannot be split (a reduction
- * reads another's result, or it stores values over the whole space); SIZE_MAX when out of
- * memory (the runner and the lowering must never see different answers). */
-IR_HIDDEN size_t jit_reduce_partial_bytes(const jit_kdesc *d);
 
 /* Can the JIT compute this op in a kernel (for these operand dtypes)? */
 IR_HIDDEN bool jit_op_is_lowerable(const kiln_graph *g, const ir_node *nd);
@@ -450,7 +450,7 @@ typedef struct jit_step {
      * the last reduced dim; bytes of one piece's accumulators (0: never split) */
     int64_t rows, rlen, rinner;
     size_t partial_bytes;
-    size_t spill_bytes;  /* per reduced element, per chunk of rows (jit_reduce_spill_bytes) */
+    size_t spill_bytes;  /* per reduced element, per chunk of rows (jit_reduce_scratch) */
     /* KERNEL of kind CONTRACTION: operands A [.., M, K] and B [.., K, N] read through views:
      * mm_st[x] holds R strides, the space's batch dims (0 where x broadcasts) then x's two
      * matrix dims; shared: x is the same matrix for every batch element (packed once).  A

@@ -596,56 +596,6 @@ ahead_of(const jit_kdesc *d, const bool *uni, const int *ph, const int *spill, i
     return cost >= 20;
 }
 
-void
-jit_reduce_passes(const jit_kdesc *d, int *passes, int *deferred, bool *ahead)
-{
-    *passes = *deferred = 0;
-    *ahead = false;
-    if (d->kind != JIT_KERNEL_REDUCTION || d->lanes_kept)
-        return;
-    bool *uni = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
-    bool *need = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
-    int *ph = ir_calloc((size_t)d->ninst + 1, sizeof(int));
-    int *spill = ir_calloc((size_t)d->ninst + 1, sizeof(int));
-    size_t pb = jit_reduce_partial_bytes(d);
-    if (uni && need && ph && spill && pb != SIZE_MAX) {
-        int nphases = analyse(d, uni, ph);
-        choose_spills(d, uni, ph, nphases, spill);
-        for (int p = 0; p <= nphases; p++)
-            *passes += pass_needed_d(d, ph, p);
-        *deferred = defer_of(d, uni, ph, spill, nphases, pb, need);
-        *ahead = ahead_of(d, uni, ph, spill, nphases, pb);
-    }
-    ir_free(uni);
-    ir_free(need);
-    ir_free(ph);
-    ir_free(spill);
-}
-
-size_t
-jit_reduce_spill_bytes(const jit_kdesc *d)
-{
-    if (d->kind != JIT_KERNEL_REDUCTION || d->lanes_kept)
-        return 0;
-    bool *uni = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
-    bool *need = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
-    int *ph = ir_calloc((size_t)d->ninst + 1, sizeof(int));
-    int *spill = ir_calloc((size_t)d->ninst + 1, sizeof(int));
-    size_t pb = jit_reduce_partial_bytes(d);
-    size_t bytes = SIZE_MAX;
-    if (uni && need && ph && spill && pb != SIZE_MAX) {
-        int nphases = analyse(d, uni, ph);
-        bytes = choose_spills(d, uni, ph, nphases, spill);
-        if (bytes && defer_of(d, uni, ph, spill, nphases, pb, need))
-            bytes *= 2; /* two scratch rows */
-    }
-    ir_free(uni);
-    ir_free(need);
-    ir_free(ph);
-    ir_free(spill);
-    return bytes;
-}
-
 /* The scratch address of spilled instruction i at the current position. */
 static LLVMValueRef
 spill_addr(rk *r, int32_t i)
@@ -665,6 +615,18 @@ new_alloca(rk *r, LLVMTypeRef t)
     LLVMPositionBuilderBefore(ab, LLVMGetBasicBlockTerminator(r->allocas));
     LLVMValueRef a = LLVMBuildAlloca(ab, t, "");
     LLVMDisposeBuilder(ab);
+    return a;
+}
+
+/* An alloca for a row-wise value of instruction i (a vector of its dtype), zero at the
+ * builder's position: the values carried from row to row (defer_of, ahead_of). */
+static LLVMValueRef
+zeroed_row_value(rk *r, int32_t i)
+{
+    kiln_dtype dt = (kiln_dtype)r->d->inst[i].dtype;
+    LLVMTypeRef t = jit_em_vec(r->l, jit_em_scalar_type(r->l, dt));
+    LLVMValueRef a = new_alloca(r, t);
+    LLVMBuildStore(r->l->b, LLVMConstNull(t), a);
     return a;
 }
 
@@ -1087,42 +1049,40 @@ add_offsets(rk *r, LLVMValueRef *out, LLVMValueRef *base, LLVMValueRef flat, int
     }
 }
 
-/* Pass p's body at the current position; in the pass that hosts the deferred one, then the
- * previous row's deferred body (after, not before: a store of the previous row's output
- * followed by a load of this row's input at the same offset in the row, often the same
- * address modulo 4 KiB, was measured to stall the load; see defer_of). */
+/* Pass p's body at the current position for another row than the current: its row offsets
+ * kb and cur, row-wise values uv and scratch row sb; it never prefetches. */
+static void
+other_row_body(rk *r, int p, LLVMValueRef *kb, LLVMValueRef *cur, LLVMValueRef *uv,
+               LLVMValueRef sb)
+{
+    bool pf = r->prefetch;
+    LLVMValueRef *kb0 = r->kbase, *cur0 = r->cur, *uv0 = r->uval, sb0 = r->sbase;
+    r->prefetch = false;
+    r->kbase = kb;
+    r->cur = cur;
+    r->uval = uv;
+    r->sbase = sb;
+    pass_body(r, p);
+    r->kbase = kb0;
+    r->cur = cur0;
+    r->uval = uv0;
+    r->sbase = sb0;
+    r->prefetch = pf;
+}
+
+/* Pass p's body at the current position; in the pass that hosts them, then the next row's
+ * pass 0 (ahead_of: its row values are constants, this row's serve) and then the previous
+ * row's deferred pass (defer_of).  In that order: a store of the previous row's output
+ * followed by a load of a later row's input at the same offset in the row, often the same
+ * address modulo 4 KiB, was measured to stall the load. */
 static void
 bodies(rk *r, int p)
 {
     pass_body(r, p);
-    if (r->ahead && p == 1) {
-        /* the next row's pass 0 (before the deferred body: its load of the next row then
-         * never follows a store of the previous row's output at the same offset) */
-        bool pf = r->prefetch;
-        LLVMValueRef *kb = r->kbase, *cur = r->cur;
-        r->prefetch = false;
-        r->kbase = r->nkb;
-        r->cur = r->ncur;
-        pass_body(r, 0);
-        r->kbase = kb;
-        r->cur = cur;
-        r->prefetch = pf;
-    }
-    if (r->defer && p == r->defer - 1) {
-        bool pf = r->prefetch;
-        LLVMValueRef *kb = r->kbase, *cur = r->cur, *uv = r->uval, sb = r->sbase;
-        r->prefetch = false;
-        r->kbase = r->pkb;
-        r->cur = r->pcur;
-        r->uval = r->puv;
-        r->sbase = r->psb;
-        pass_body(r, r->defer);
-        r->kbase = kb;
-        r->cur = cur;
-        r->uval = uv;
-        r->sbase = sb;
-        r->prefetch = pf;
-    }
+    if (r->ahead && p == 1)
+        other_row_body(r, 0, r->nkb, r->ncur, r->uval, r->sbase);
+    if (r->defer && p == r->defer - 1)
+        other_row_body(r, r->defer, r->pkb, r->pcur, r->puv, r->psb);
 }
 
 /* Pass p's instructions at column pos under a mask of the first n lanes, in block bb when
@@ -1582,7 +1542,7 @@ piece_partial(rk *r, LLVMValueRef vec, LLVMValueRef piece)
 }
 
 /* One tile of W columns of kept row krow (cols; r->vpos at its first column).  A split
- * columns kernel is a blockable one (jit_reduce_partial_bytes asks what cols_blockable
+ * columns kernel is a blockable one (partial_of asks what cols_blockable
  * does), whose blocks take every full vector of columns: its tiles are only its last
  * partial vector, which has no pieces (the pieces' calls skip it; the finishing call, like
  * an unsplit one, reduces it over every reduced row, in one order whatever the threads), so
@@ -1727,29 +1687,102 @@ emit_block(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef c, LLVMVal
     ir_free(cur_seti);
 }
 
-size_t
-jit_reduce_partial_bytes(const jit_kdesc *d)
+/* Bytes of one piece's accumulators (jit_reduce_scratch), from the phases. */
+static size_t
+partial_of(const jit_kdesc *d, const int *ph)
 {
     if (d->kind != JIT_KERNEL_REDUCTION)
         return 0;
     int W = jit_host_info()->vector_bits / 32;
-    bool *uni = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
-    int *ph = ir_calloc((size_t)d->ninst + 1, sizeof(int));
-    size_t bytes = uni && ph ? 0 : SIZE_MAX;
+    size_t bytes = 0;
     /* each piece reduces, and stores, its own range of the row */
-    if (uni && ph) {
-        analyse(d, uni, ph);
-        bool ok = first_pass_only(d, ph);
-        for (int32_t k = 0; d->lanes_kept && k < d->nstores; k++)
-            ok &= d->store_cls[k] == JIT_ST_ROW; /* cols: as cols_blockable */
-        if (ok)
-            for (int32_t i = 0; i < d->ninst; i++)
-                if (d->inst[i].kind == JIT_REDUCE)
-                    bytes += acc_bytes(W, d, &d->inst[i]);
-    }
-    ir_free(uni);
-    ir_free(ph);
+    bool ok = first_pass_only(d, ph);
+    for (int32_t k = 0; d->lanes_kept && k < d->nstores; k++)
+        ok &= d->store_cls[k] == JIT_ST_ROW; /* cols: as cols_blockable */
+    if (ok)
+        for (int32_t i = 0; i < d->ninst; i++)
+            if (d->inst[i].kind == JIT_REDUCE)
+                bytes += acc_bytes(W, d, &d->inst[i]);
     return bytes;
+}
+
+/* What the lowering and the runner's and the dump's questions about a description all
+ * start from, computed in one place so that they cannot disagree (the runner sizes the
+ * scratch rows the lowering spills into): phases, row-wise flags, spills, the pieces'
+ * bytes and the passes that move between rows. */
+typedef struct rplan {
+    bool *uni;      /* per inst: one value per row */
+    int *ph;        /* per inst: phase */
+    int *spill;     /* per inst: choose_spills */
+    int nphases;
+    size_t srow;    /* bytes per reduced element of one scratch row */
+    size_t partial; /* partial_of */
+    int defer;      /* defer_of */
+    bool ahead;     /* ahead_of */
+} rplan;
+
+static void
+rplan_free(rplan *a)
+{
+    ir_free(a->uni);
+    ir_free(a->ph);
+    ir_free(a->spill);
+    memset(a, 0, sizeof *a);
+}
+
+/* KILN_ERR_NOMEM (with *a freed) when out of memory. */
+static kiln_status
+rplan_make(const jit_kdesc *d, rplan *a)
+{
+    memset(a, 0, sizeof *a);
+    size_t ni = (size_t)d->ninst + 1;
+    a->uni = ir_calloc(ni, sizeof(bool));
+    a->ph = ir_calloc(ni, sizeof(int));
+    a->spill = ir_calloc(ni, sizeof(int));
+    bool *need = ir_calloc(ni, sizeof(bool));
+    if (!a->uni || !a->ph || !a->spill || !need) {
+        ir_free(need);
+        rplan_free(a);
+        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory analysing a kernel");
+    }
+    a->nphases = analyse(d, a->uni, a->ph);
+    a->srow = choose_spills(d, a->uni, a->ph, a->nphases, a->spill);
+    a->partial = partial_of(d, a->ph);
+    a->defer = defer_of(d, a->uni, a->ph, a->spill, a->nphases, a->partial, need);
+    a->ahead = ahead_of(d, a->uni, a->ph, a->spill, a->nphases, a->partial);
+    ir_free(need);
+    return KILN_OK;
+}
+
+kiln_status
+jit_reduce_scratch(const jit_kdesc *d, size_t *partial, size_t *spill)
+{
+    *partial = *spill = 0;
+    if (d->kind != JIT_KERNEL_REDUCTION)
+        return KILN_OK;
+    rplan a;
+    kiln_status st = rplan_make(d, &a);
+    if (st)
+        return st;
+    *partial = a.partial;
+    *spill = a.defer ? 2 * a.srow : a.srow; /* deferred: two scratch rows */
+    rplan_free(&a);
+    return KILN_OK;
+}
+
+void
+jit_reduce_passes(const jit_kdesc *d, int *passes, int *deferred, bool *ahead)
+{
+    *passes = *deferred = 0;
+    *ahead = false;
+    rplan a;
+    if (d->kind != JIT_KERNEL_REDUCTION || d->lanes_kept || rplan_make(d, &a))
+        return;
+    for (int p = 0; p <= a.nphases; p++)
+        *passes += pass_needed_d(d, a.ph, p);
+    *deferred = a.defer;
+    *ahead = a.ahead;
+    rplan_free(&a);
 }
 
 kiln_status
@@ -1765,8 +1798,19 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     r.nslots = d->nloads + d->nstores;
     IR_ASSERT(r.nk >= 1 && d->nred >= 1);
     size_t ni = (size_t)d->ninst + 1, ns = (size_t)r.nslots + 1;
-    r.uni = ir_calloc(ni, sizeof(bool));
-    r.ph = ir_calloc(ni, sizeof(int));
+    /* phases, row-wise values, spills, what moves between rows */
+    rplan plan;
+    kiln_status st = rplan_make(d, &plan);
+    if (st)
+        return st;
+    r.uni = plan.uni;
+    r.ph = plan.ph;
+    r.spill = plan.spill;
+    r.nphases = plan.nphases;
+    r.partial_bytes = plan.partial;
+    r.defer = plan.defer;
+    r.ahead = plan.ahead;
+    size_t srow = plan.srow;
     r.ptr = ir_calloc(ns, sizeof(LLVMValueRef));
     r.dims = ir_calloc((size_t)r.R, sizeof(LLVMValueRef));
     r.kbase = ir_calloc(ns, sizeof(LLVMValueRef));
@@ -1787,29 +1831,14 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     }
     r.acc = r.accset[0];
     r.acci = r.acciset[0];
-    r.spill = ir_calloc(ni, sizeof(int));
     for (int32_t k = 0; k < d->nstores; k++)
         r.streams = r.streams || (!r.cols && d->store_cls[k] == JIT_ST_STREAM);
     r.ntok = r.streams ? ir_calloc((size_t)d->nstores + 1, sizeof(LLVMValueRef)) : NULL;
-    kiln_status st = KILN_OK;
-    if (!r.uni || !r.ph || !r.ptr || !r.dims || !r.kbase || !r.cur || !r.uval || !r.val ||
-        !sets_ok || !r.spill || (r.streams && !r.ntok)) {
+    if (!r.ptr || !r.dims || !r.kbase || !r.cur || !r.uval || !r.val || !sets_ok ||
+        (r.streams && !r.ntok)) {
         st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
         goto done;
     }
-    /* phases, row-wise values, spills */
-    r.nphases = analyse(d, r.uni, r.ph);
-    size_t srow = r.cols ? 0 : choose_spills(d, r.uni, r.ph, r.nphases, r.spill);
-    r.partial_bytes = jit_reduce_partial_bytes(d);
-    bool *need = ir_calloc(ni, sizeof(bool));
-    if (!need || r.partial_bytes == SIZE_MAX) {
-        ir_free(need);
-        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
-        goto done;
-    }
-    r.defer = defer_of(d, r.uni, r.ph, r.spill, r.nphases, r.partial_bytes, need);
-    r.ahead = ahead_of(d, r.uni, r.ph, r.spill, r.nphases, r.partial_bytes);
-    ir_free(need);
     if (r.ahead) {
         r.avar = ir_calloc(ni, sizeof(LLVMValueRef));
         r.nuv = ir_calloc(ni, sizeof(LLVMValueRef));
@@ -1925,12 +1954,8 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
                 LLVMBuildStore(b, r.pkb[j], r.pkvar[j]);
             }
             for (int32_t i = 0; i < d->ninst; i++)
-                if (carried(&r, i)) {
-                    kiln_dtype dt = (kiln_dtype)d->inst[i].dtype;
-                    LLVMTypeRef t = jit_em_vec(l, jit_em_scalar_type(l, dt));
-                    r.puvar[i] = new_alloca(&r, t);
-                    LLVMBuildStore(b, LLVMConstNull(t), r.puvar[i]);
-                }
+                if (carried(&r, i))
+                    r.puvar[i] = zeroed_row_value(&r, i);
             /* scratch row t & 1 for row t: the first row's "previous" is the other */
             r.psvar = new_alloca(&r, l->ptr);
             LLVMBuildStore(b, scratch_row(&r, srow, LLVMBuildXor(b, pbegin, jit_em_i64(l, 1), "")),
@@ -1938,12 +1963,8 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         }
         if (r.ahead) /* the rows' pass 0 results, zero before the warm-up row below */
             for (int32_t i = 0; i < d->ninst; i++)
-                if (reduces_in(d, r.ph, i, 0)) {
-                    kiln_dtype dt = (kiln_dtype)d->inst[i].dtype;
-                    LLVMTypeRef t = jit_em_vec(l, jit_em_scalar_type(l, dt));
-                    r.avar[i] = new_alloca(&r, t);
-                    LLVMBuildStore(b, LLVMConstNull(t), r.avar[i]);
-                }
+                if (reduces_in(d, r.ph, i, 0))
+                    r.avar[i] = zeroed_row_value(&r, i);
         /* one row per iteration: kept index t.  With pass 0 one row ahead, a warm-up
          * iteration first (t = begin - 1, when there is a row): it works on the first row
          * with zero pass 0 results, which only its pass 0 of the row ahead (the first row
@@ -1970,8 +1991,8 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         if (r.defer)
             r.sbase = scratch_row(&r, srow, lt.i);
         /* the row to prefetch: the next, or with pass 0 one row ahead the one after it
-         * (pass 0 reads the next itself; prefetching only that one, its loads waited for
-         * memory: softmax f32[4096,1024] cold, one core, 2.3 -> 2.6-3.9 ms) */
+         * (pass 0 reads the next itself: logsumexp f32[4096,1024] cold, one core, 1.43-1.47
+         * ms prefetching nothing there, 1.35 the row after next) */
         if (r.knext)
             add_offsets(&r, r.knext, zero, LLVMBuildAdd(b, row, jit_em_i64(l, r.ahead ? 2 : 1), ""),
                         0, r.nk);
@@ -2099,8 +2120,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         jit_em_stream_fence(l);
     LLVMBuildRetVoid(b);
 done:
-    ir_free(r.uni);
-    ir_free(r.ph);
+    rplan_free(&plan);
     ir_free(r.ptr);
     ir_free(r.dims);
     ir_free(r.kbase);
@@ -2115,7 +2135,6 @@ done:
         ir_free(r.accnanset[u]);
         ir_free(r.accbitsset[u]);
     }
-    ir_free(r.spill);
     ir_free(r.knext);
     ir_free(r.first_read);
     ir_free(r.pkvar);
