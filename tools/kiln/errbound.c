@@ -58,25 +58,6 @@ unit(kiln_dtype t)
     return t == KILN_DTYPE_F32 ? 0x1p-24 : 0x1p-53;
 }
 
-/* The dtype's smallest normal, largest finite and smallest subnormal magnitudes. */
-static double
-tiny(kiln_dtype t)
-{
-    return t == KILN_DTYPE_F32 ? 0x1p-126 : 0x1p-1022;
-}
-
-static double
-huge(kiln_dtype t)
-{
-    return t == KILN_DTYPE_F32 ? 0x1.fffffep127 : 0x1.fffffffffffffp1023;
-}
-
-static double
-denorm(kiln_dtype t)
-{
-    return t == KILN_DTYPE_F32 ? 0x1p-149 : 0x1p-1074;
-}
-
 /* ref_ulp_of in double arithmetic (it is called for every element: long double's ilogbl
  * and scalbnl were a third of kiln check's time). */
 static double
@@ -111,6 +92,19 @@ static double
 max_finite(kiln_dtype t)
 {
     return t == KILN_DTYPE_F32 ? FLT_MAX : DBL_MAX;
+}
+
+/* The dtype's smallest normal and smallest subnormal magnitudes. */
+static double
+min_normal(kiln_dtype t)
+{
+    return t == KILN_DTYPE_F32 ? FLT_MIN : DBL_MIN;
+}
+
+static double
+min_subnormal(kiln_dtype t)
+{
+    return t == KILN_DTYPE_F32 ? FLT_TRUE_MIN : DBL_TRUE_MIN;
 }
 
 /* ---- one node through the interpreter ------------------------------------------------- */
@@ -642,7 +636,7 @@ reduction(const kiln_graph *g, const ir_node *nd, nstate *ns, size_t n, double *
             double b = fmax(p1[i] - p0[i], 0) + gam * p1[i];
             if (b > 0)
                 b += ulp(rt, (fabs(ir_load_f64(rt, val, i)) + b) * (1 + 0x1p-20));
-            bool leaves = cnt > 1 && (lo[i] < tiny(t) || hi[i] > huge(t));
+            bool leaves = cnt > 1 && (lo[i] < min_normal(t) || hi[i] > max_finite(t));
             e[i] = isnan(b) || leaves ? INFINITY : b;
         }
         break;
@@ -702,10 +696,10 @@ contraction(const kiln_graph *g, const ir_node *nd, nstate *ns, size_t n, double
     double gam = gamma_n(k, unit(t)) + 3 * gamma_n(k, U64);
     for (size_t i = 0; i < n; i++) {
         /* k roundings below the normal range err by up to half a subnormal step each */
-        double b = fmax(q1[i] - q0[i], 0) + gam * q1[i] + k * denorm(t);
+        double b = fmax(q1[i] - q0[i], 0) + gam * q1[i] + k * min_subnormal(t);
         if (b > 0)
             b += ulp(t, (fabs(ir_load_f64(t, ns[nd - g->nodes].val, i)) + b) * (1 + 0x1p-20));
-        e[i] = isnan(b) || q1[i] > huge(t) ? INFINITY : b;
+        e[i] = isnan(b) || q1[i] > max_finite(t) ? INFINITY : b;
     }
     *out = e;
     e = NULL;
