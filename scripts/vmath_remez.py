@@ -6,8 +6,9 @@ reference functions by their series (or a continued fraction for erfc), minimax 
 the Remez exchange, weighted by the error the polynomial adds to the *final* function, and
 rounded to the target precision one coefficient at a time (lowest power first), refitting the
 rest after each rounding so that rounding costs little accuracy.  The erfc polynomial G is
-fitted the same way but with weighted least squares at Chebyshev nodes (its monomial basis
-is not a Haar system on an interval containing 0 once the constant term is fixed).
+and f32 erf's polynomial in a - 2.375 are fitted the same way but with (weighted) least
+squares at Chebyshev nodes (their monomial bases are not Haar systems on an interval
+containing 0 once the constant term is fixed).
 
     python3 scripts/vmath_remez.py                 # everything (takes ~15 minutes)
     python3 scripts/vmath_remez.py exp_q_f32 ...   # some tables
@@ -395,6 +396,35 @@ def phiq(z):  # (Phi(x) - 1/2)/x, z = x^2
     return erf(x / D(2).sqrt()) / (2 * x)
 
 
+def erf_c0_split():
+    """2/sqrt(pi) as two floats hi + lo (hi rounded to 24 bits, lo the rest rounded)."""
+    c0 = 2 / pi().sqrt()
+    hi = round_bin(c0, 24)
+    return hi, round_bin(c0 - hi, 24)
+
+
+def perf1_f32(z):  # (erf(a)/a - (hi + lo))/z, z = a^2, with 2/sqrt(pi) = hi + lo as f32 splits it
+    hi, lo = erf_c0_split()
+    if z == 0:
+        return -2 / (3 * pi().sqrt())
+    return (perf(z) - hi - lo) / z
+
+
+ERF_BIG_C = D("2.375")  # erf(a) = P(a - C) for 0.875 <= a <= 4 (a - C by Fast2Sum)
+
+
+def erf_big(t):
+    return erf(t + ERF_BIG_C)
+
+
+GELU_M_K = D(3)  # f32 gelu_erf: Phi(-u) = e^(-u^2/2) w P(w), w = 1/(u + K), u = |x| >= 3/4
+
+
+def gelu_m(w):  # P(w) = erfcx(u/sqrt2) / (2w)
+    u = 1 / w - GELU_M_K
+    return erfcx(u / D(2).sqrt()) / (2 * w)
+
+
 # weights: the relative error the polynomial's error causes in the final function
 def w_expm1(r): return nzw(r * r / expm1(r)) if r != 0 else TINY
 def w_exp2(r): return nzw(abs(r) / (2 ** r)) if r != 0 else TINY
@@ -406,6 +436,7 @@ def w_pow_w(z): return nzw(z * z / 2)
 def w_sin(z): return nzw(z * z.sqrt() / sin(z.sqrt())) if z != 0 else TINY
 def w_cos(z): return nzw(z * z / cos(z.sqrt()))
 def w_atan(z): return nzw(z * z.sqrt() / atan(z.sqrt())) if z != 0 else TINY
+def w_perf1(z): return nzw(z / perf(z))  # erf(a) = a (c0 + z P1(z))
 def w_phi(z): return z.sqrt() / (D("0.5") - z.sqrt() * phiq(z)) if z != 0 else TINY  # x / Phi(-x)
 
 
@@ -427,6 +458,9 @@ FITS = {
     "sin_s_f64": (ssin, "0", "0.6180", [(6, 0), (7, 0), (8, 0)], 53, -56, w_sin),
     "cos_c_f64": (ccos, "0", "0.6180", [(6, 0), (7, 0), (8, 0)], 53, -56, w_cos),
     "atan_p_f64": (patan, "0", "0.1715782", [(11, 0), (12, 0), (13, 0)], 53, -56, w_atan),
+    "erf_p_f32": (perf1_f32, "0", "0.765625", [(5, 0), (6, 0), (7, 0)], 24, -28, w_perf1),
+    "phi_q_f32": (phiq, "0", "0.5625", [(5, 0), (6, 0), (7, 0)], 24, -28, w_phi),
+    "gelu_m_f32": (gelu_m, "0.0555", "0.26667", [(9, 0), (10, 0), (11, 0)], 24, -28, None),
     "phi_q_f64": (phiq, "0", "0.5625", [(10, 0), (11, 0)], 53, -57, w_phi),
     "erf_p_f64": (perf, "0", "0.7225", [(11, 0), (12, 0)], 53, -56, None),
 }
@@ -455,6 +489,32 @@ def fit_erfc_g(K=D(4), amax=D("28.5"), n=25, nodes=1500):
         fixed.append(round_bin(solve(AtA, Atb)[0], 53))
     err = max(abs(peval(fixed, list(range(n)), y) - gv[y]) / gv[y] for y in pts)
     emit("erfc_g_f64", fixed, err)
+
+
+def fit_erf_big(n=16, nodes=1200):
+    """erf(a) = P(a - C) on [0.875, 4] to absolute accuracy, the constant term erf(C) in two
+    floats; the other coefficients by sequential least squares at Chebyshev nodes, rounded to
+    f32 from the lowest power (Remez's refit divides by t, which crosses 0 here)."""
+    getcontext().prec = 50
+    lo, hi = D("-1.5"), D("1.625")
+    pts = [(lo + hi) / 2 + (hi - lo) / 2 * D(math.cos(math.pi * (i + 0.5) / nodes)) for i in range(nodes)]
+    gv = {t: erf_big(t) for t in pts}
+    c0 = erf(ERF_BIG_C)
+    c0h = round_bin(c0, 24)
+    c0l = round_bin(c0 - c0h, 24)
+    fixed = [c0h + c0l]
+    for k in range(1, n):
+        rows, rhs = [], []
+        for t in pts[::2]:
+            rows.append([pw(t, p) for p in range(k, n)])
+            rhs.append(gv[t] - sum(c * pw(t, j) for j, c in enumerate(fixed)))
+        m = n - k
+        AtA = [[sum(r[i] * r[j] for r in rows) for j in range(m)] for i in range(m)]
+        Atb = [sum(r[i] * b for r, b in zip(rows, rhs)) for i in range(m)]
+        fixed.append(round_bin(solve(AtA, Atb)[0], 24))
+    err = max(abs(peval(fixed, list(range(n)), t) - gv[t]) for t in pts)
+    getcontext().prec = 90
+    emit("erf_big_f32", [c0h, c0l] + fixed[1:], err)
 
 
 def constants():
@@ -492,3 +552,5 @@ if __name__ == "__main__":
             fit(name, g, a, b, degrees, bits, goal, w)
     if not want or "erfc_g_f64" in want:
         fit_erfc_g()
+    if not want or "erf_big_f32" in want:
+        fit_erf_big()

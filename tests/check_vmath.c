@@ -465,7 +465,24 @@ specials(inputs *in, jit_vm_fn fn, bool dbl)
                        -0.2928932188134524,
                        9.01,
                        19.06,
-                       -0.5};
+                       -0.5,
+                       /* f32 erf: its branch point, where a - 2.375 becomes exact, the
+                        * polynomial's centre and end, and where erf rounds to 1 */
+                       0.875,
+                       -0.875,
+                       1.1875,
+                       2.375,
+                       4,
+                       -4,
+                       3.919205,
+                       /* f32 gelu_erf: its branch point, its clamp, and where its result
+                        * becomes subnormal and 0 */
+                       0.75,
+                       -0.75,
+                       15,
+                       -15,
+                       -13.2,
+                       -14.4};
         for (size_t i = 0; i < sizeof th / sizeof th[0]; i++)
             push_around(in, th[i], 8, dbl, y0);
         const double pio2 = 1.57079632679489661923;

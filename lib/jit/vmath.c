@@ -19,8 +19,8 @@
  * bitcast, never fptosi, so NaN and inf lanes give defined garbage instead of poison, and
  * no fast-math flag is set anywhere.
  *
- * f32: exp, exp2, expm1, log, log2, log1p, tanh, sigmoid, silu and gelu are pure f32 code
- * (gelu and silu are on the hot path of memory-bound kernels); erf, gelu_erf, sin, cos,
+ * f32: exp, exp2, expm1, log, log2, log1p, tanh, sigmoid, silu, gelu, erf and gelu_erf are
+ * pure f32 code (the activations are on the hot path of memory-bound kernels); sin, cos,
  * tan, pow and atan2 widen to f64, run the f64 code and round once.
  */
 #include <math.h>
@@ -162,6 +162,38 @@ static const double erf_p_f64[] = {
     0x1.20dd750429b6dp+0,  -0x1.812746b037995p-2,  0x1.ce2f21a03e75ap-4,  -0x1.b82ce3111cd19p-6,
     0x1.565bccd013165p-8,  -0x1.c02da77bfe2b3p-11, 0x1.f9a194412e34dp-14, -0x1.f4b1b2909c9d1p-17,
     0x1.b8300ca82975ap-20, -0x1.50f9a1bdb5706p-23, 0x1.6e4c39b72c9f9p-27};
+/* f32 erf(a) = a (c0 + z P1(z)), z = a^2 < 0.765625, c0 = 2/sqrt(pi) in two parts
+ * (ERF_C0_HI_F32 + ERF_C0_LO_F32, which P1 was fitted against), relative: 2^-31.8 */
+static const double erf_p_f32[] = {
+    -0x1.812746p-2, 0x1.ce2ec2p-4, -0x1.b81e62p-6, 0x1.556604p-8, -0x1.aff4e8p-11, 0x1.70a944p-14};
+#define ERF_C0_HI_F32 0x1.20dd76p+0
+#define ERF_C0_LO_F32 -0x1.f7ac92p-25
+/* f32 erf(a) = P(a - ERF_BIG_C) for 0.875 <= a <= 4, the constant term erf(ERF_BIG_C) in two
+ * parts (the first two entries), then the coefficients of t, t^2, ...: absolute 2^-28.3
+ * (least squares at Chebyshev nodes, coefficients rounded one at a time from the lowest and
+ * the rest refitted; scripts/vmath_remez.py erf_big_f32) */
+#define ERF_BIG_C 2.375
+static const double erf_big_f32[] = {
+    0x1.ff996p-1,    0x1.e7d664p-26,  0x1.06917cp-8,   -0x1.37cd68p-7, 0x1.c1ece6p-7,
+    -0x1.ae5346p-7,  0x1.11d498p-7,   -0x1.98833ep-9,  0x1.07a3e2p-13, 0x1.39cfp-11,
+    -0x1.663ec2p-12, 0x1.aa7fap-15,   0x1.29d9dcp-15,  -0x1.40ee8ep-16, 0x1.1797aep-20,
+    0x1.868cd2p-20,  -0x1.48e734p-22};
+/* f32 gelu_erf: Phi(x) = 1/2 + x Q(x^2), |x| < 3/4, weighted for x Phi(x) with x < 0:
+ * 2^-28.2 */
+static const double phi_q_f32[] = {0x1.988452p-2, -0x1.1057b6p-4, 0x1.46b13p-7, -0x1.342136p-10,
+                                   0x1.9c6c84p-14};
+/* f32 gelu_erf: Phi(-u) = e^(-u^2/2) w P(w), w = 1/(u + GELU_M_K), 3/4 <= u <= 15: relative
+ * 2^-29.3 (the sum of |c_k w^k| is at most 1.16 times the value) */
+#define GELU_M_K 3.0
+#define GELU_S_A 0x1.da1ee8p-1
+#define GELU_S_B 0x1.295bc6p+2
+static const double gelu_m_f32[] = {0x1.988368p-2,  0x1.327346p+0, 0x1.97a7fep+1,  0x1.d0fdccp+2,
+                                    0x1.780114p+3,  -0x1.f384bap-2, 0x1.26c514p+6,  -0x1.b7248p+9,
+                                    0x1.0512d8p+11, -0x1.92b166p+10};
+/* erf'(a) ~ ERF_D_A + ERF_D_B a on [0.875, 1.1875] (to 0.0053), for the rounding error of
+ * a - ERF_BIG_C, which is not exact below 1.1875 */
+#define ERF_D_A_F32 0x1.37af8cp+0
+#define ERF_D_B_F32 -0x1.9874cap-1
 /* erfc(a) = exp(-a^2) G(y) / (1 + 2a), y = (a - K)/(a + K), 0 <= a <= 28.5: 2^-54.6 (least
  * squares at Chebyshev nodes, coefficient by coefficient; 2^-54 is G's own half ULP) */
 #define ERFC_K 4.0
@@ -668,8 +700,19 @@ fast_two_sum(em *e, val a, val b, val *err)
  * * ln2 so that n fits scale2.  1 + r_hi is kept exact (Fast2Sum), so that only the last
  * addition rounds noticeably: ~0.52 ULP instead of ~0.75 for 1 + (r + r^2 q), for 3 more
  * operations. */
+static val exp_core_dw(em *e, val x, val xlo, val *n, val *lo);
+
 static val
 exp_core(em *e, val x, val xlo, val *n)
+{
+    val lo;
+    val hi = exp_core_dw(e, x, xlo, n, &lo);
+    return add(e, hi, lo);
+}
+
+/* exp_core's p unrounded: hi + *lo, hi = 1 + r_hi exactly. */
+static val
+exp_core_dw(em *e, val x, val xlo, val *n, val *lo)
 {
     bool d = e->dbl;
     val kf;
@@ -684,7 +727,8 @@ exp_core(em *e, val x, val xlo, val *n)
         d ? estrin(e, r, exp_q_f64, NCOEF(exp_q_f64)) : estrin(e, r, exp_q_f32, NCOEF(exp_q_f32));
     val c;
     val s = fast_two_sum(e, K(e, 1), rh, &c);
-    return add(e, s, fma_(e, mul(e, r, r), q, add(e, c, rl)));
+    *lo = fma_(e, mul(e, r, r), q, add(e, c, rl));
+    return s;
 }
 
 /* The f32 exp op, three or four operations shorter than exp_core: n = round(x/ln2),
@@ -1046,6 +1090,31 @@ b_erf(em *e, val *args)
     return copysign_(e, sel(e, fcmp(e, LLVMRealOLT, a, K(e, 0.85)), small, big), x);
 }
 
+/* f32 erf in f32: a (c0 + z P1(z)) below 0.875, where the relative error matters (c0 in two
+ * parts, so that a c0 keeps 2^-48); above, one polynomial in t = a - 2.375 up to 4 (erf rounds
+ * to 1 beyond 3.92): erf near 1 needs absolute accuracy only, and t near 0 keeps Horner's
+ * roundings small (the sum of |c_k t^k| is at most 1.33).  t = s + d exactly by Fast2Sum
+ * (2.375 has the larger exponent up to a = 4); d is non-zero below 1.1875 only, where
+ * Sterbenz's lemma does not hold, and enters as erf'(a) d. */
+static val
+b_erf_f32(em *e, val *args)
+{
+    val x = args[0];
+    val a = fabs_(e, x);
+    val z = mul(e, a, a);
+    val p1 = horner(e, z, erf_p_f32, NCOEF(erf_p_f32));
+    val small = fma_(e, a, K(e, ERF_C0_HI_F32),
+                     fma_(e, a, K(e, ERF_C0_LO_F32), mul(e, mul(e, a, z), p1)));
+    val ac = clamp(e, a, 0, 4.0);
+    val s = sub(e, ac, K(e, ERF_BIG_C));
+    val d = sub(e, ac, add(e, s, K(e, ERF_BIG_C)));
+    val dd = mul(e, d, fma_(e, ac, K(e, ERF_D_B_F32), K(e, ERF_D_A_F32)));
+    val q = horner(e, s, erf_big_f32 + 2, NCOEF(erf_big_f32) - 2);
+    val big = add(e, K(e, erf_big_f32[0]), fma_(e, s, q, add(e, K(e, erf_big_f32[1]), dd)));
+    /* NaN takes the first branch (unordered), which keeps it */
+    return copysign_(e, sel(e, fcmp(e, LLVMRealULT, a, K(e, 0.875)), small, big), x);
+}
+
 /* gelu_erf(x) = x Phi(x), Phi(x) = erfc(-x/sqrt2)/2: x (1 - erfc(a)/2) for x >= 0 (no
  * cancellation: erfc(a)/2 <= 1/2) and x erfc(a)/2 for x < 0, a = |x|/sqrt2, a^2 = x^2/2
  * exactly from the FMA-split square (a^2 enters e^(-a^2), where its rounding would show). */
@@ -1074,6 +1143,51 @@ b_gelu_erf(em *e, val *args)
     val small = mul(e, x, fma_(e, x, horner(e, x2h, phi_q_f64, NCOEF(phi_q_f64)), K(e, 0.5)));
     res = sel(e, fcmp(e, LLVMRealOLT, fabs_(e, x), K(e, 0.75)), small, res);
     return sel(e, fcmp(e, LLVMRealOLT, x, K(e, -40.0)), mul(e, x, K(e, 0)), res);
+}
+
+/* f32 gelu_erf in f32, from u = |x| (exact) rather than a = u/sqrt2 (rounded), so that no
+ * rounding of the argument shows in the tail: |x| < 3/4: x (1/2 + x Q(x^2)); above,
+ * t = u Phi(-u) = u e^(-u^2/2) M(u) with u^2 = h + hl exactly (FMA split), e^(-(h + hl)/2)
+ * = p 2^n by exp_core, M(u) = w P(w), w = 1/(u + 3) (vrcp14 and a Newton step on AVX-512),
+ * 2^n applied last (subnormal results rounded once); then x Phi(x) = -t for x < 0 and
+ * x - t for x > 0 (t <= 0.23 x there: no cancellation).  u is clamped to 15, past which
+ * t underflows: x - 0 = x above, -0 below, NaN at -inf (ops.def: -inf * 0). */
+static val
+b_gelu_erf_f32(em *e, val *args)
+{
+    val x = args[0];
+    val small = mul(e, x, fma_(e, x, horner(e, mul(e, x, x), phi_q_f32, NCOEF(phi_q_f32)),
+                               K(e, 0.5)));
+    val u = clamp(e, fabs_(e, x), 0, 15.0);
+    val h = mul(e, u, u);
+    val hl = fma_(e, u, u, neg(e, h));
+    val n, pl;
+    val ph = exp_core_dw(e, mul(e, h, K(e, -0.5)), mul(e, hl, K(e, -0.5)), &n, &pl);
+    val d = add(e, u, K(e, GELU_M_K));
+    val w; /* ~1/d to 2^-28 */
+    if (e->avx512) {
+        val r = rcp14(e, d);
+        w = fma_(e, r, fma_(e, neg(e, r), d, K(e, 1)), r);
+    } else {
+        w = dvd(e, K(e, 1), d);
+    }
+    /* w's error: 1/(u + 3) = w (1 + eps) with d = u + 3 exact as dh + dl; M moves by
+     * S eps, S = dlnM/dlnw ~ GELU_S_A + GELU_S_B w (1.19 to 2.17, to 0.016) */
+    val dl;
+    val dh = two_sum(e, u, K(e, GELU_M_K), &dl);
+    val eps = fma_(e, neg(e, w), dl, fma_(e, neg(e, w), dh, K(e, 1)));
+    val se = mul(e, eps, fma_(e, w, K(e, GELU_S_B), K(e, GELU_S_A)));
+    /* M = w P(w) (1 + S eps) = mh + ml, w P(w) exactly by FMA */
+    val pw = horner(e, w, gelu_m_f32, NCOEF(gelu_m_f32));
+    val mh = mul(e, w, pw);
+    val ml = fma_(e, mh, se, fma_(e, w, pw, neg(e, mh)));
+    /* t = u (mh + ml)(ph + pl), rounded once: mh ph = qh + ql exactly */
+    val qh = mul(e, mh, ph);
+    val ql = fma_(e, mh, pl, fma_(e, ml, ph, fma_(e, mh, ph, neg(e, qh))));
+    val t = scale2(e, fma_(e, u, qh, mul(e, u, ql)), n);
+    val res = sel(e, fcmp(e, LLVMRealOLT, x, K(e, 0)), neg(e, t), sub(e, x, t));
+    res = sel(e, fcmp(e, LLVMRealOLT, fabs_(e, x), K(e, 0.75)), small, res);
+    return sel(e, fcmp(e, LLVMRealOEQ, x, K(e, -INFINITY)), K(e, NAN), res);
 }
 
 /* ---- sin, cos, tan (f64) -------------------------------------------------------------------- */
@@ -1493,7 +1607,7 @@ static const struct {
     [JIT_VM_LOG2] = {b_log2, b_log2},    [JIT_VM_LOG1P] = {b_log1p, b_log1p},
     [JIT_VM_TANH] = {b_tanh, b_tanh},    [JIT_VM_SIGMOID] = {b_sigmoid, b_sigmoid},
     [JIT_VM_SILU] = {b_silu, b_silu},    [JIT_VM_GELU] = {b_gelu, b_gelu},
-    [JIT_VM_ERF] = {NULL, b_erf},        [JIT_VM_GELU_ERF] = {NULL, b_gelu_erf},
+    [JIT_VM_ERF] = {b_erf_f32, b_erf},   [JIT_VM_GELU_ERF] = {b_gelu_erf_f32, b_gelu_erf},
     [JIT_VM_SIN] = {NULL, b_sin},        [JIT_VM_COS] = {NULL, b_cos},
     [JIT_VM_TAN] = {NULL, b_tan},        [JIT_VM_POW] = {NULL, b_pow},
     [JIT_VM_ATAN2] = {NULL, b_atan2},   [VM_FMOD] = {NULL, b_fmod},
