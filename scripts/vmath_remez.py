@@ -517,6 +517,68 @@ def fit_erf_big(n=16, nodes=1200):
     emit("erf_big_f32", [c0h, c0l] + fixed[1:], err)
 
 
+TANH_PW_CLAMP = D("9.5")  # tanh rounds to 1 in f32 beyond 9.0109
+
+
+def tanh_pieces():
+    """f32 tanh on AVX-512: piece 0 is [0, 1/16); then quarter octaves [2^e (1 + k/4),
+    2^e (1 + (k+1)/4)) from 1/16 up to [8, 10), each with its centre (a float with few bits:
+    a - c is exact by Sterbenz's lemma) -- the pieces the bits of a >> 21 index."""
+    ps = [(D(0), D(1) / 16, D(0))]
+    lo = D(1) / 16
+    while lo < 8:
+        for k in range(4):
+            a, b = lo * (1 + D(k) / 4), lo * (1 + D(k + 1) / 4)
+            ps.append((a, b, (a + b) / 2))
+        lo *= 2
+    ps.append((D(8), D(10), D(9)))
+    return ps
+
+
+def fit_tanh_pw(n=6, nodes=240):
+    """Piece 0: t q(t), q(0) = 1 exactly and q's other coefficients fitted to tanh(t)/t;
+    the others: tanh(c + t) with the constant term tanh(c) rounded first, the rest by
+    sequential least squares at Chebyshev nodes, relative error (rounded to f32 one at a
+    time from the lowest power)."""
+    getcontext().prec = 50
+    ps = tanh_pieces()
+    tabs = [[] for _ in range(n + 1)]  # centre, then coefficients 0..n-1
+    worst = D(0)
+    for (a, b, c) in ps:
+        b = min(b, TANH_PW_CLAMP)
+        lo, hi = a - c, b - c
+        pts = [(lo + hi) / 2 + (hi - lo) / 2 * D(math.cos(math.pi * (i + 0.5) / nodes))
+               for i in range(nodes)]
+        if c == 0:
+            g = {t: tanh(t) / t for t in pts}
+            fixed = [D(1)]
+            m = n - 1
+        else:
+            g = {t: tanh(c + t) for t in pts}
+            fixed = [round_bin(tanh(c), 24)]
+            m = n
+        for k in range(1, m):
+            rows, rhs = [], []
+            for t in pts:
+                wv = 1 / g[t]
+                rows.append([wv * pw(t, p) for p in range(k, m)])
+                rhs.append(wv * (g[t] - sum(cc * pw(t, j) for j, cc in enumerate(fixed))))
+            AtA = [[sum(r[i] * r[j] for r in rows) for j in range(m - k)] for i in range(m - k)]
+            Atb = [sum(r[i] * bb for r, bb in zip(rows, rhs)) for i in range(m - k)]
+            fixed.append(round_bin(solve(AtA, Atb)[0], 24))
+        err = max(abs(peval(fixed, list(range(m)), t) - g[t]) / g[t] for t in pts)
+        worst = max(worst, err)
+        coef = [D(0)] + fixed if c == 0 else fixed
+        tabs[0].append(c)
+        for k in range(n):
+            tabs[k + 1].append(coef[k])
+    getcontext().prec = 90
+    names = ["tanh_pw_c"] + [f"tanh_pw_{k}" for k in range(n)]
+    for name, t in zip(names, tabs):
+        t = t + [t[-1]] * (32 - len(t))  # pieces 30 and 31 are not indexed
+        emit(name, t, worst)
+
+
 def constants():
     def split(name, v, bits):
         hi = round_bin(v, bits)
@@ -554,3 +616,5 @@ if __name__ == "__main__":
         fit_erfc_g()
     if not want or "erf_big_f32" in want:
         fit_erf_big()
+    if not want or "tanh_pw_f32" in want:
+        fit_tanh_pw()

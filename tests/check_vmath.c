@@ -783,6 +783,76 @@ START_TEST(accuracy_f64)
 }
 END_TEST
 
+/* Every lane count a kernel may use gives the scalar's bits: the AVX-512 forms cut vectors
+ * into 128- to 512-bit pieces (x86_lanewise) or 16-lane ones (lookup32, f32 tanh), padding
+ * short ones, and the accuracy tests run the host's width only.  For each function and
+ * dtype: kernels of 4, 8, 32 and 64 lanes against the scalar kernel, bit for bit, on the
+ * special values and 2^15 random bit patterns plus 2^15 values in [-12, 12]. */
+START_TEST(lane_widths)
+{
+    jit_vm_fn fn = (jit_vm_fn)(_i / 2);
+    bool dbl = _i % 2;
+    inputs in = {0};
+    specials(&in, fn, dbl);
+    uint64_t seed = 0x5eed0000u + (uint64_t)_i;
+    for (int i = 0; i < (1 << 15); i++) {
+        uint64_t bx = rnd(&seed), by = rnd(&seed);
+        double x = dbl ? f64_of_bits(bx) : (double)f32_of_bits((uint32_t)bx);
+        double y = dbl ? f64_of_bits(by) : (double)f32_of_bits((uint32_t)by);
+        push(&in, x, y);
+        push(&in, uniform(&seed, -12, 12), uniform(&seed, -12, 12));
+    }
+    size_t n = in.n, es = dbl ? 8 : 4;
+    char *x = malloc(n * es), *y = malloc(n * es), *os = malloc(n * es), *ov = malloc(n * es);
+    ck_assert(x && y && os && ov);
+    for (size_t i = 0; i < n; i++) {
+        if (dbl) {
+            ((double *)x)[i] = in.x[i];
+            ((double *)y)[i] = in.y[i];
+        } else {
+            ((float *)x)[i] = (float)in.x[i];
+            ((float *)y)[i] = (float)in.y[i];
+        }
+    }
+    const unsigned widths[] = {4, 8, 32, 64};
+    const int nw = (int)(sizeof widths / sizeof widths[0]);
+    jit_unit u;
+    ck_assert_msg(jit_unit_new(&u, "vmath_widths") == KILN_OK, "%s", kiln_errmsg());
+    char names[5][64];
+    const char *np[5];
+    const char *dt = dbl ? "f64" : "f32";
+    snprintf(names[0], sizeof names[0], "w_%s_%s_scl", fn_name(fn), dt);
+    build_kernel(&u, names[0], fn, dbl, 0);
+    for (int w = 0; w < nw; w++) {
+        snprintf(names[w + 1], sizeof names[w + 1], "w_%s_%s_%u", fn_name(fn), dt, widths[w]);
+        build_kernel(&u, names[w + 1], fn, dbl, widths[w]);
+    }
+    for (int w = 0; w <= nw; w++)
+        np[w] = names[w];
+    void *addrs[5];
+    jit_code *code = NULL;
+    jit_dumps d = {0};
+    ck_assert_msg(jit_unit_compile(&u, nw + 1, np, addrs, &code, &d) == KILN_OK, "%s: %s",
+                  fn_name(fn), kiln_errmsg());
+    ((kernel_fn)(uintptr_t)addrs[0])(x, y, os, (int64_t)n);
+    for (int w = 0; w < nw; w++) {
+        ((kernel_fn)(uintptr_t)addrs[w + 1])(x, y, ov, (int64_t)n);
+        for (size_t i = 0; i < n; i++)
+            ck_assert_msg(memcmp(ov + i * es, os + i * es, es) == 0,
+                          "%s %s at %u lanes: x=%a y=%a gives %a, the scalar %a", fn_name(fn),
+                          dt, widths[w], load(x, i, dbl), load(y, i, dbl),
+                          load(ov, i, dbl), load(os, i, dbl));
+    }
+    jit_code_free(code);
+    free(x);
+    free(y);
+    free(os);
+    free(ov);
+    free(in.x);
+    free(in.y);
+}
+END_TEST
+
 /* Float rem (jit_vm_fmod) equals C's fmod/fmodf bit for bit, NaN payloads included (x86's
  * rules: the first NaN operand's, quieted; the negative default NaN), in the vector body
  * and the scalar tail: all pairs of special values (zeros, infinities, NaNs, subnormal and
@@ -976,6 +1046,7 @@ vmath_suite(void)
     tcase_add_loop_test(tc, fmod_exact, 0, 2);
     tcase_add_loop_test(tc, accuracy_f32, 0, JIT_VM_COUNT);
     tcase_add_loop_test(tc, accuracy_f64, 0, JIT_VM_COUNT);
+    tcase_add_loop_test(tc, lane_widths, 0, 2 * JIT_VM_COUNT);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -13,7 +13,8 @@
  *    overflow gives inf and results in the subnormal range are rounded once (on AVX-512
  *    hosts one vscalef, which rounds the same way);
  *  - on AVX-512 hosts, vrcp14 and a correction step instead of divisions where a quotient
- *    is corrected anyway (f32 tanh, sigmoid, silu);
+ *    is corrected anyway (f32 sigmoid, silu, gelu, and tanh elsewhere), and f32 tanh as a
+ *    polynomial per piece of its argument, the coefficients looked up by vpermi2ps;
  *  - explicit selects for NaN, ±inf, ±0 and the other special cases.
  * Integers are taken out of floats with the "magic number" addition (x + 1.5*2^mant) and a
  * bitcast, never fptosi, so NaN and inf lanes give defined garbage instead of poison, and
@@ -178,6 +179,24 @@ static const double erf_big_f32[] = {
     -0x1.ae5346p-7,  0x1.11d498p-7,   -0x1.98833ep-9,  0x1.07a3e2p-13, 0x1.39cfp-11,
     -0x1.663ec2p-12, 0x1.aa7fap-15,   0x1.29d9dcp-15,  -0x1.40ee8ep-16, 0x1.1797aep-20,
     0x1.868cd2p-20,  -0x1.48e734p-22};
+/* f32 tanh on AVX-512 hosts: 30 pieces of a = |x| indexed by the bits of a >> 21 (piece 0:
+ * [0, 1/16); then quarter octaves up to [8, 10)), one polynomial of degree 5 in t = a - c
+ * each (c its centre, few bits: a - c exact by Sterbenz's lemma), the tables looked up
+ * with vpermi2ps: TANH_PW[0] the centres, TANH_PW[1 + k] the coefficients of t^k.  Piece 0 is
+ * t q(t) with q(0) = 1 exactly; the others' constant terms are tanh(c) rounded, which
+ * dominates the relative error of the fit, 2^-24.3 (scripts/vmath_remez.py tanh_pw_f32;
+ * entries 30 and 31 repeat 29 and are never indexed). */
+#define TANH_PW_CLAMP 9.5
+#define TANH_PW_DEG 5
+static const double TANH_PW[TANH_PW_DEG + 2][32] = {
+    {0x0p+0, 0x1.2p-4, 0x1.6p-4, 0x1.ap-4, 0x1.ep-4, 0x1.2p-3, 0x1.6p-3, 0x1.ap-3, 0x1.ep-3, 0x1.2p-2, 0x1.6p-2, 0x1.ap-2, 0x1.ep-2, 0x1.2p-1, 0x1.6p-1, 0x1.ap-1, 0x1.ep-1, 0x1.2p+0, 0x1.6p+0, 0x1.ap+0, 0x1.ep+0, 0x1.2p+1, 0x1.6p+1, 0x1.ap+1, 0x1.ep+1, 0x1.2p+2, 0x1.6p+2, 0x1.ap+2, 0x1.ep+2, 0x1.2p+3, 0x1.2p+3, 0x1.2p+3},
+    {0x0p+0, 0x1.1f86bep-4, 0x1.5f22d2p-4, 0x1.9e9356p-4, 0x1.ddd092p-4, 0x1.1e1ddp-3, 0x1.5c9308p-3, 0x1.9a5f1cp-3, 0x1.d7665cp-3, 0x1.18a39ap-2, 0x1.52c2c6p-2, 0x1.8a87e2p-2, 0x1.bfae6ap-2, 0x1.05087p-1, 0x1.3157ep-1, 0x1.5789p-1, 0x1.77d838p-1, 0x1.9e5cb6p-1, 0x1.c278a6p-1, 0x1.d9c6fap-1, 0x1.e8789ep-1, 0x1.f4bfd6p-1, 0x1.fbd50ap-1, 0x1.fe767ap-1, 0x1.ff6f18p-1, 0x1.ffdfa8p-1, 0x1.fffbap-1, 0x1.ffff68p-1, 0x1.ffffecp-1, 0x1.fffffep-1, 0x1.fffffep-1, 0x1.fffffep-1},
+    {0x1p+0, 0x1.fd7a24p-1, 0x1.fc3ccp-1, 0x1.fac13ep-1, 0x1.f90858p-1, 0x1.f601cap-1, 0x1.f12b02p-1, 0x1.eb715ap-1, 0x1.e4dfbp-1, 0x1.d98b38p-1, 0x1.c7f724p-1, 0x1.b3ff3p-1, 0x1.9e23acp-1, 0x1.7aeae8p-1, 0x1.49e6cp-1, 0x1.197fdp-1, 0x1.d834dp-2, 0x1.615002p-2, 0x1.cea746p-3, 0x1.265e32p-3, 0x1.6fcfa6p-4, 0x1.641088p-5, 0x1.09a7aap-6, 0x1.88ef7p-8, 0x1.21a7b4p-9, 0x1.02c03ep-11, 0x1.183476p-14, 0x1.2f61b4p-17, 0x1.48779ep-20, 0x1.34fe14p-24, 0x1.34fe14p-24, 0x1.34fe14p-24},
+    {0x1.48290ap-27, -0x1.1eb946p-4, -0x1.5ca09ep-4, -0x1.99d6ep-4, -0x1.d6ab54p-4, -0x1.1872c2p-3, -0x1.52b16ap-3, -0x1.89eb36p-3, -0x1.be2e44p-3, -0x1.039106p-2, -0x1.2db97cp-2, -0x1.50026p-2, -0x1.6a11a2p-2, -0x1.82646ep-2, -0x1.897dd2p-2, -0x1.79c85ep-2, -0x1.5a9b0ap-2, -0x1.1df0bcp-2, -0x1.9711fcp-3, -0x1.1060bp-3, -0x1.5ee22ep-4, -0x1.5c37eep-5, -0x1.077cbp-6, -0x1.87cec4p-8, -0x1.216666p-9, -0x1.02941ap-11, -0x1.197784p-14, -0x1.29ffe8p-17, -0x1.8bbad6p-20, 0x1.2b3ee2p-22, 0x1.2b3ee2p-22, 0x1.2b3ee2p-22},
+    {-0x1.5555b2p-2, -0x1.53f04p-2, -0x1.4d0a6ap-2, -0x1.4694fp-2, -0x1.3ef4e2p-2, -0x1.3a91fep-2, -0x1.2fe278p-2, -0x1.204bf6p-2, -0x1.0f1bd8p-2, -0x1.e95e12p-3, -0x1.989058p-3, -0x1.42c36p-3, -0x1.d62a7ap-4, -0x1.bd7662p-5, 0x1.d6b37p-7, 0x1.06e58cp-4, 0x1.845e8p-4, 0x1.c68f5ap-4, 0x1.97d56ap-4, 0x1.33e214p-4, 0x1.a85dcp-5, 0x1.bbced4p-6, 0x1.5993eap-7, 0x1.0395d6p-8, 0x1.80e734p-10, 0x1.58602p-12, 0x1.7529aap-15, 0x1.94103ap-18, 0x1.b57a6p-21, 0x1.f5de96p-24, 0x1.f5de96p-24, 0x1.f5de96p-24},
+    {0x1.ee431cp-15, 0x1.01a672p+1, 0x1.252928p-2, -0x1.7ff25ap+0, -0x1.fbdef2p+0, -0x1.76162cp-5, 0x1.ceb9b4p-2, 0x1.4581a4p-3, -0x1.06cf38p-2, 0x1.3d0c2ep-3, 0x1.8f4e0cp-3, 0x1.a45c5ap-3, 0x1.0e0cdp-3, 0x1.4452f6p-3, 0x1.eb7038p-4, 0x1.5f2d8ep-4, 0x1.35c5cep-5, 0x1.ef3452p-9, -0x1.548ffep-6, -0x1.a20a7p-6, -0x1.5ac66p-6, -0x1.9677ep-7, -0x1.50d9dp-8, -0x1.013928p-9, -0x1.7f28ep-11, -0x1.65e884p-13, -0x1.7274b2p-16, -0x1.e7af18p-19, 0x1.978218p-22, -0x1.dedea6p-21, -0x1.dedea6p-21, -0x1.dedea6p-21},
+    {0x1.0f5a06p-3, 0x1.0adad8p+6, 0x1.3f2b5cp+4, -0x1.a404d8p+3, -0x1.89468ep+5, -0x1.8846fcp+0, 0x1.050666p+2, 0x1.03a2aep-1, -0x1.38bbp+1, 0x1.34ad2cp-3, 0x1.05839p-3, 0x1.16fa46p-3, -0x1.9e5874p-3, -0x1.0ab564p-5, -0x1.d6a442p-5, -0x1.933adp-5, -0x1.f4a122p-5, -0x1.071c28p-5, -0x1.3381fcp-7, 0x1.485b8cp-10, 0x1.2ac1f4p-8, 0x1.048ad8p-8, 0x1.f62b34p-10, 0x1.941f92p-11, 0x1.32dbe4p-12, 0x1.1e8054p-14, 0x1.37625ap-17, 0x1.514bcap-20, 0x1.6d38dp-23, -0x1.58a3d8p-21, -0x1.58a3d8p-21, -0x1.58a3d8p-21},
+};
 /* f32 gelu_erf: Phi(x) = 1/2 + x Q(x^2), |x| < 3/4, weighted for x Phi(x) with x < 0:
  * 2^-28.2 */
 static const double phi_q_f32[] = {0x1.988452p-2, -0x1.1057b6p-4, 0x1.46b13p-7, -0x1.342136p-10,
@@ -651,6 +670,58 @@ x86_lanewise(em *e, const char *base, bool rounding, val *x, int nargs)
     return shuffle(e, out[0], NULL, from, n);
 }
 
+/* Lane i of the result: tab[idx[i] mod 32] (AVX-512 hosts only).  vpermi2ps picks from two
+ * registers of 16 floats; idx (e's integer type) is cut into 16-lane pieces, a scalar or a
+ * shorter vector padded, as in x86_lanewise. */
+static val
+lookup32(em *e, val idx, const double *tab)
+{
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(e->ctx);
+    val lo[16], hi[16];
+    for (int i = 0; i < 16; i++) {
+        lo[i] = LLVMConstReal(e->fe, tab[i]);
+        hi[i] = LLVMConstReal(e->fe, tab[16 + i]);
+    }
+    const char *nm = "llvm.x86.avx512.vpermi2var.ps.512";
+    unsigned id = LLVMLookupIntrinsicID(nm, strlen(nm));
+    val f = LLVMGetIntrinsicDeclaration(e->mod, id, NULL, 0);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(e->ctx, id, NULL, 0);
+    unsigned n = e->lanes ? e->lanes : 1, np = (n + 15) / 16;
+    int from[JIT_VM_MAX_LANES];
+    val out[JIT_VM_MAX_LANES / 16];
+    for (unsigned p = 0; p < np; p++) {
+        val ip;
+        if (!e->lanes) {
+            ip = LLVMBuildInsertElement(e->b, LLVMConstNull(LLVMVectorType(i32, 16)), idx,
+                                        LLVMConstInt(i32, 0, 0), "");
+        } else if (n == 16) {
+            ip = idx;
+        } else {
+            for (unsigned i = 0; i < 16; i++)
+                from[i] = (int)(p * 16 + i < n ? p * 16 + i : n);
+            ip = shuffle(e, idx, LLVMConstNull(e->it), from, 16);
+        }
+        val args[3] = {LLVMConstVector(lo, 16), ip, LLVMConstVector(hi, 16)};
+        out[p] = LLVMBuildCall2(e->b, fty, f, args, 3, "");
+    }
+    if (!e->lanes)
+        return LLVMBuildExtractElement(e->b, out[0], LLVMConstInt(i32, 0, 0), "");
+    if (n == 16)
+        return out[0];
+    if (n < 16) {
+        for (unsigned i = 0; i < n; i++)
+            from[i] = (int)i;
+        return shuffle(e, out[0], NULL, from, n);
+    }
+    for (unsigned m = np, len = 16; m > 1; m /= 2, len *= 2) /* n = 32 or 64: join pairs */
+        for (unsigned p = 0; p < m / 2; p++) {
+            for (unsigned i = 0; i < 2 * len; i++)
+                from[i] = (int)i;
+            out[p] = shuffle(e, out[2 * p], out[2 * p + 1], from, 2 * len);
+        }
+    return out[0];
+}
+
 /* vrcp14: 1/x with a relative error below 2^-14 (AVX-512 hosts only). */
 static val
 rcp14(em *e, val x)
@@ -941,13 +1012,30 @@ tanh_f32(em *e, val x)
     return copysign_(e, t, x);
 }
 
+/* tanh f32 on AVX-512: the piecewise polynomial of TANH_PW, a = |x| clamped to 9.5 (NaN
+ * stays NaN through t); the piece from the bits of a, those below 1/16 to piece 0; Horner
+ * in t = a - c, the coefficients looked up with vpermi2ps, which runs beside the FMAs
+ * (about a third of tanh_f32's FMA-pipe operations); sign copied. */
+static val
+tanh_pw(em *e, val x)
+{
+    val a = clamp(e, fabs_(e, x), 0, TANH_PW_CLAMP);
+    val idx = isub(e, ilshr(e, bits(e, a), 21), KI(e, (123 << 2) - 1));
+    idx = sel(e, icmp(e, LLVMIntSLT, idx, KI(e, 0)), KI(e, 0), idx);
+    val t = sub(e, a, lookup32(e, idx, TANH_PW[0]));
+    val acc = lookup32(e, idx, TANH_PW[TANH_PW_DEG + 1]);
+    for (int k = TANH_PW_DEG - 1; k >= 0; k--)
+        acc = fma_(e, acc, t, lookup32(e, idx, TANH_PW[k + 1]));
+    return copysign_(e, acc, x);
+}
+
 /* tanh f64: a + a^3 T(a^2) below 0.625, 1 - 2/(e^2a + 1) above (no cancellation there:
  * tanh >= 0.55). */
 static val
 b_tanh(em *e, val *a)
 {
     if (!e->dbl)
-        return tanh_f32(e, a[0]);
+        return e->avx512 ? tanh_pw(e, a[0]) : tanh_f32(e, a[0]);
     val x = a[0];
     val ax = fabs_(e, x);
     val z = mul(e, ax, ax);
