@@ -573,10 +573,13 @@ def fit_tanh_pw(n=6, nodes=240):
         for k in range(n):
             tabs[k + 1].append(coef[k])
     getcontext().prec = 90
-    names = ["tanh_pw_c"] + [f"tanh_pw_{k}" for k in range(n)]
-    for name, t in zip(names, tabs):
+    lg = math.log2(float(worst))
+    rows = []
+    for t in tabs:
         t = t + [t[-1]] * (32 - len(t))  # pieces 30 and 31 are not indexed
-        emit(name, t, worst)
+        rows.append("    {" + ", ".join(hexf(x) for x in t) + "},")
+    print(f"/* tanh_pw_f32: 2^{lg:.1f} */\nstatic const double tanh_pw_f32[TANH_PW_DEG + 2][32] = {{")
+    print("\n".join(rows) + "\n};", flush=True)
 
 
 def constants():

@@ -182,13 +182,13 @@ static const double erf_big_f32[] = {
 /* f32 tanh on AVX-512 hosts: 30 pieces of a = |x| indexed by the bits of a >> 21 (piece 0:
  * [0, 1/16); then quarter octaves up to [8, 10)), one polynomial of degree 5 in t = a - c
  * each (c its centre, few bits: a - c exact by Sterbenz's lemma), the tables looked up
- * with vpermi2ps: TANH_PW[0] the centres, TANH_PW[1 + k] the coefficients of t^k.  Piece 0 is
- * t q(t) with q(0) = 1 exactly; the others' constant terms are tanh(c) rounded, which
- * dominates the relative error of the fit, 2^-24.3 (scripts/vmath_remez.py tanh_pw_f32;
- * entries 30 and 31 repeat 29 and are never indexed). */
+ * with vpermi2ps: tanh_pw_f32[0] the centres, tanh_pw_f32[1 + k] the coefficients of t^k.
+ * Piece 0 is t q(t) with q(0) = 1 exactly; the others' constant terms are tanh(c) rounded,
+ * which dominates the relative error of the fit, 2^-24.3 (scripts/vmath_remez.py
+ * tanh_pw_f32; entries 30 and 31 repeat 29 and are never indexed). */
 #define TANH_PW_CLAMP 9.5
 #define TANH_PW_DEG 5
-static const double TANH_PW[TANH_PW_DEG + 2][32] = {
+static const double tanh_pw_f32[TANH_PW_DEG + 2][32] = {
     {0x0p+0, 0x1.2p-4, 0x1.6p-4, 0x1.ap-4, 0x1.ep-4, 0x1.2p-3, 0x1.6p-3, 0x1.ap-3, 0x1.ep-3, 0x1.2p-2, 0x1.6p-2, 0x1.ap-2, 0x1.ep-2, 0x1.2p-1, 0x1.6p-1, 0x1.ap-1, 0x1.ep-1, 0x1.2p+0, 0x1.6p+0, 0x1.ap+0, 0x1.ep+0, 0x1.2p+1, 0x1.6p+1, 0x1.ap+1, 0x1.ep+1, 0x1.2p+2, 0x1.6p+2, 0x1.ap+2, 0x1.ep+2, 0x1.2p+3, 0x1.2p+3, 0x1.2p+3},
     {0x0p+0, 0x1.1f86bep-4, 0x1.5f22d2p-4, 0x1.9e9356p-4, 0x1.ddd092p-4, 0x1.1e1ddp-3, 0x1.5c9308p-3, 0x1.9a5f1cp-3, 0x1.d7665cp-3, 0x1.18a39ap-2, 0x1.52c2c6p-2, 0x1.8a87e2p-2, 0x1.bfae6ap-2, 0x1.05087p-1, 0x1.3157ep-1, 0x1.5789p-1, 0x1.77d838p-1, 0x1.9e5cb6p-1, 0x1.c278a6p-1, 0x1.d9c6fap-1, 0x1.e8789ep-1, 0x1.f4bfd6p-1, 0x1.fbd50ap-1, 0x1.fe767ap-1, 0x1.ff6f18p-1, 0x1.ffdfa8p-1, 0x1.fffbap-1, 0x1.ffff68p-1, 0x1.ffffecp-1, 0x1.fffffep-1, 0x1.fffffep-1, 0x1.fffffep-1},
     {0x1p+0, 0x1.fd7a24p-1, 0x1.fc3ccp-1, 0x1.fac13ep-1, 0x1.f90858p-1, 0x1.f601cap-1, 0x1.f12b02p-1, 0x1.eb715ap-1, 0x1.e4dfbp-1, 0x1.d98b38p-1, 0x1.c7f724p-1, 0x1.b3ff3p-1, 0x1.9e23acp-1, 0x1.7aeae8p-1, 0x1.49e6cp-1, 0x1.197fdp-1, 0x1.d834dp-2, 0x1.615002p-2, 0x1.cea746p-3, 0x1.265e32p-3, 0x1.6fcfa6p-4, 0x1.641088p-5, 0x1.09a7aap-6, 0x1.88ef7p-8, 0x1.21a7b4p-9, 0x1.02c03ep-11, 0x1.183476p-14, 0x1.2f61b4p-17, 0x1.48779ep-20, 0x1.34fe14p-24, 0x1.34fe14p-24, 0x1.34fe14p-24},
@@ -1022,10 +1022,10 @@ tanh_pw(em *e, val x)
     val a = clamp(e, fabs_(e, x), 0, TANH_PW_CLAMP);
     val idx = isub(e, ilshr(e, bits(e, a), 21), KI(e, (123 << 2) - 1));
     idx = sel(e, icmp(e, LLVMIntSLT, idx, KI(e, 0)), KI(e, 0), idx);
-    val t = sub(e, a, lookup32(e, idx, TANH_PW[0]));
-    val acc = lookup32(e, idx, TANH_PW[TANH_PW_DEG + 1]);
+    val t = sub(e, a, lookup32(e, idx, tanh_pw_f32[0]));
+    val acc = lookup32(e, idx, tanh_pw_f32[TANH_PW_DEG + 1]);
     for (int k = TANH_PW_DEG - 1; k >= 0; k--)
-        acc = fma_(e, acc, t, lookup32(e, idx, TANH_PW[k + 1]));
+        acc = fma_(e, acc, t, lookup32(e, idx, tanh_pw_f32[k + 1]));
     return copysign_(e, acc, x);
 }
 
