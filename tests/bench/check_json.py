@@ -23,8 +23,10 @@ def positive(v, where):
         problems.append(f"{where}: expected a positive number, got {v!r}")
 
 
-for key in ("kiln_version", "machine", "startup_ms", "lljit_ms", "warm", "stores", "code", "workloads"):
+for key in ("kiln_version", "machine", "preload_cpu_ms", "startup_ms", "lljit_ms", "warm", "stores",
+            "code", "workloads"):
     need(doc, key, "top level")
+positive(doc.get("preload_cpu_ms", 0), "preload_cpu_ms")
 positive(doc.get("startup_ms", 0), "startup_ms")
 positive(doc.get("lljit_ms", 0), "lljit_ms")
 warm = doc.get("warm")

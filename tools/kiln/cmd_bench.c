@@ -105,6 +105,7 @@ typedef struct opts {
     unsigned stores; /* --stores: 0 (auto), KILN_STREAM or KILN_NO_STREAM */
     unsigned code;   /* --code: 0 (auto), KILN_COMPACT or KILN_NO_COMPACT */
     double budget; /* seconds of timed runs per mode and workload */
+    double preload_ms; /* CPU time of the process before kiln bench started */
 } opts;
 
 void
@@ -1012,8 +1013,10 @@ write_json(const char *path, const result *rs, int n, const kiln_stats *ks, cons
             o->warm ? "true" : "false",
             o->stores == KILN_STREAM ? "stream" : o->stores == KILN_NO_STREAM ? "cached" : "auto",
             o->code == KILN_COMPACT ? "compact" : o->code == KILN_NO_COMPACT ? "full" : "auto");
-    fprintf(f, "  \"startup_ms\": %.6g,\n  \"lljit_ms\": %.6g,\n  \"workloads\": [\n",
-            ks->startup_ms, ks->lljit_ms);
+    fprintf(f,
+            "  \"preload_cpu_ms\": %.6g,\n  \"startup_ms\": %.6g,\n  \"lljit_ms\": %.6g,\n"
+            "  \"workloads\": [\n",
+            o->preload_ms, ks->startup_ms, ks->lljit_ms);
     for (int i = 0; i < n; i++) {
         const result *r = &rs[i];
         fprintf(f, "    {\"name\": ");
@@ -1128,7 +1131,12 @@ write_svg(const char *path, const result *rs, int n)
 int
 cmd_bench(int argc, char **argv)
 {
-    opts o = {.scale = 1, .eager = true, .budget = 1.0};
+    /* what the process paid before this line: the dynamic loader (libLLVM's relocations)
+     * and the static constructors (docs/benchmarking.md, "Start-up") */
+    struct timespec cpu0;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu0);
+    opts o = {.scale = 1, .eager = true, .budget = 1.0,
+              .preload_ms = (double)cpu0.tv_sec * 1e3 + (double)cpu0.tv_nsec * 1e-6};
     const char **files = calloc((size_t)argc + 1, sizeof *files);
     int nfiles = 0;
     if (!files)
@@ -1269,6 +1277,9 @@ cmd_bench(int argc, char **argv)
     kiln_jit_stats(&ks);
     printf("kiln %s bench on %s (%d-bit vectors), %d threads, LLVM %s\n", kiln_version(), h->cpu,
            h->vector_bits, ks.threads, h->llvm_version);
+    printf("process start-up before kiln bench ran (loading libLLVM, its static constructors): "
+           "%.1f ms of CPU\n",
+           o.preload_ms);
     printf("one-time start-up (LLVM + LLJIT): %.1f ms, of it LLJIT %.1f ms; kernels compiled %llu, "
            "cache hits %llu; disk cache: %llu modules loaded, %llu written\n",
            ks.startup_ms, ks.lljit_ms, (unsigned long long)ks.kernel_compiles,
