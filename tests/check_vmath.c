@@ -786,7 +786,8 @@ END_TEST
 /* Every lane count a kernel may use gives the scalar's bits: the AVX-512 forms cut vectors
  * into 128- to 512-bit pieces (x86_lanewise) or 16-lane ones (lookup32, f32 tanh), padding
  * short ones, and the accuracy tests run the host's width only.  For each function and
- * dtype: kernels of 4, 8, 32 and 64 lanes against the scalar kernel, bit for bit, on the
+ * dtype: kernels of 4 to 64 lanes (12, 24 and 48 among them: vmath takes any count up to
+ * JIT_VM_MAX_LANES) against the scalar kernel, bit for bit, on the
  * special values and 2^15 random bit patterns plus 2^15 values in [-12, 12]. */
 START_TEST(lane_widths)
 {
@@ -814,12 +815,12 @@ START_TEST(lane_widths)
             ((float *)y)[i] = (float)in.y[i];
         }
     }
-    const unsigned widths[] = {4, 8, 32, 64};
+    const unsigned widths[] = {4, 8, 12, 24, 32, 48, 64};
     const int nw = (int)(sizeof widths / sizeof widths[0]);
     jit_unit u;
     ck_assert_msg(jit_unit_new(&u, "vmath_widths") == KILN_OK, "%s", kiln_errmsg());
-    char names[5][64];
-    const char *np[5];
+    char names[8][64];
+    const char *np[8];
     const char *dt = dbl ? "f64" : "f32";
     snprintf(names[0], sizeof names[0], "w_%s_%s_scl", fn_name(fn), dt);
     build_kernel(&u, names[0], fn, dbl, 0);
@@ -829,7 +830,7 @@ START_TEST(lane_widths)
     }
     for (int w = 0; w <= nw; w++)
         np[w] = names[w];
-    void *addrs[5];
+    void *addrs[8];
     jit_code *code = NULL;
     jit_dumps d = {0};
     ck_assert_msg(jit_unit_compile(&u, nw + 1, np, addrs, &code, &d) == KILN_OK, "%s: %s",

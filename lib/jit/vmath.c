@@ -686,7 +686,9 @@ lookup32(em *e, val idx, const double *tab)
     unsigned id = LLVMLookupIntrinsicID(nm, strlen(nm));
     val f = LLVMGetIntrinsicDeclaration(e->mod, id, NULL, 0);
     LLVMTypeRef fty = LLVMIntrinsicGetType(e->ctx, id, NULL, 0);
-    unsigned n = e->lanes ? e->lanes : 1, np = (n + 15) / 16;
+    unsigned n = e->lanes ? e->lanes : 1, np = 1;
+    while (np * 16 < n) /* a power of two of pieces, so that pairs join */
+        np *= 2;
     int from[JIT_VM_MAX_LANES];
     val out[JIT_VM_MAX_LANES / 16];
     for (unsigned p = 0; p < np; p++) {
@@ -706,20 +708,17 @@ lookup32(em *e, val idx, const double *tab)
     }
     if (!e->lanes)
         return LLVMBuildExtractElement(e->b, out[0], LLVMConstInt(i32, 0, 0), "");
-    if (n == 16)
-        return out[0];
-    if (n < 16) {
-        for (unsigned i = 0; i < n; i++)
-            from[i] = (int)i;
-        return shuffle(e, out[0], NULL, from, n);
-    }
-    for (unsigned m = np, len = 16; m > 1; m /= 2, len *= 2) /* n = 32 or 64: join pairs */
+    for (unsigned m = np, len = 16; m > 1; m /= 2, len *= 2) /* join pairs */
         for (unsigned p = 0; p < m / 2; p++) {
             for (unsigned i = 0; i < 2 * len; i++)
                 from[i] = (int)i;
             out[p] = shuffle(e, out[2 * p], out[2 * p + 1], from, 2 * len);
         }
-    return out[0];
+    if (n == np * 16)
+        return out[0];
+    for (unsigned i = 0; i < n; i++) /* the padding off */
+        from[i] = (int)i;
+    return shuffle(e, out[0], NULL, from, n);
 }
 
 /* vrcp14: 1/x with a relative error below 2^-14 (AVX-512 hosts only). */
