@@ -189,13 +189,46 @@ static const double erf_big_f32[] = {
 #define TANH_PW_CLAMP 9.5
 #define TANH_PW_DEG 5
 static const double tanh_pw_f32[TANH_PW_DEG + 2][32] = {
-    {0x0p+0, 0x1.2p-4, 0x1.6p-4, 0x1.ap-4, 0x1.ep-4, 0x1.2p-3, 0x1.6p-3, 0x1.ap-3, 0x1.ep-3, 0x1.2p-2, 0x1.6p-2, 0x1.ap-2, 0x1.ep-2, 0x1.2p-1, 0x1.6p-1, 0x1.ap-1, 0x1.ep-1, 0x1.2p+0, 0x1.6p+0, 0x1.ap+0, 0x1.ep+0, 0x1.2p+1, 0x1.6p+1, 0x1.ap+1, 0x1.ep+1, 0x1.2p+2, 0x1.6p+2, 0x1.ap+2, 0x1.ep+2, 0x1.2p+3, 0x1.2p+3, 0x1.2p+3},
-    {0x0p+0, 0x1.1f86bep-4, 0x1.5f22d2p-4, 0x1.9e9356p-4, 0x1.ddd092p-4, 0x1.1e1ddp-3, 0x1.5c9308p-3, 0x1.9a5f1cp-3, 0x1.d7665cp-3, 0x1.18a39ap-2, 0x1.52c2c6p-2, 0x1.8a87e2p-2, 0x1.bfae6ap-2, 0x1.05087p-1, 0x1.3157ep-1, 0x1.5789p-1, 0x1.77d838p-1, 0x1.9e5cb6p-1, 0x1.c278a6p-1, 0x1.d9c6fap-1, 0x1.e8789ep-1, 0x1.f4bfd6p-1, 0x1.fbd50ap-1, 0x1.fe767ap-1, 0x1.ff6f18p-1, 0x1.ffdfa8p-1, 0x1.fffbap-1, 0x1.ffff68p-1, 0x1.ffffecp-1, 0x1.fffffep-1, 0x1.fffffep-1, 0x1.fffffep-1},
-    {0x1p+0, 0x1.fd7a24p-1, 0x1.fc3ccp-1, 0x1.fac13ep-1, 0x1.f90858p-1, 0x1.f601cap-1, 0x1.f12b02p-1, 0x1.eb715ap-1, 0x1.e4dfbp-1, 0x1.d98b38p-1, 0x1.c7f724p-1, 0x1.b3ff3p-1, 0x1.9e23acp-1, 0x1.7aeae8p-1, 0x1.49e6cp-1, 0x1.197fdp-1, 0x1.d834dp-2, 0x1.615002p-2, 0x1.cea746p-3, 0x1.265e32p-3, 0x1.6fcfa6p-4, 0x1.641088p-5, 0x1.09a7aap-6, 0x1.88ef7p-8, 0x1.21a7b4p-9, 0x1.02c03ep-11, 0x1.183476p-14, 0x1.2f61b4p-17, 0x1.48779ep-20, 0x1.34fe14p-24, 0x1.34fe14p-24, 0x1.34fe14p-24},
-    {0x1.48290ap-27, -0x1.1eb946p-4, -0x1.5ca09ep-4, -0x1.99d6ep-4, -0x1.d6ab54p-4, -0x1.1872c2p-3, -0x1.52b16ap-3, -0x1.89eb36p-3, -0x1.be2e44p-3, -0x1.039106p-2, -0x1.2db97cp-2, -0x1.50026p-2, -0x1.6a11a2p-2, -0x1.82646ep-2, -0x1.897dd2p-2, -0x1.79c85ep-2, -0x1.5a9b0ap-2, -0x1.1df0bcp-2, -0x1.9711fcp-3, -0x1.1060bp-3, -0x1.5ee22ep-4, -0x1.5c37eep-5, -0x1.077cbp-6, -0x1.87cec4p-8, -0x1.216666p-9, -0x1.02941ap-11, -0x1.197784p-14, -0x1.29ffe8p-17, -0x1.8bbad6p-20, 0x1.2b3ee2p-22, 0x1.2b3ee2p-22, 0x1.2b3ee2p-22},
-    {-0x1.5555b2p-2, -0x1.53f04p-2, -0x1.4d0a6ap-2, -0x1.4694fp-2, -0x1.3ef4e2p-2, -0x1.3a91fep-2, -0x1.2fe278p-2, -0x1.204bf6p-2, -0x1.0f1bd8p-2, -0x1.e95e12p-3, -0x1.989058p-3, -0x1.42c36p-3, -0x1.d62a7ap-4, -0x1.bd7662p-5, 0x1.d6b37p-7, 0x1.06e58cp-4, 0x1.845e8p-4, 0x1.c68f5ap-4, 0x1.97d56ap-4, 0x1.33e214p-4, 0x1.a85dcp-5, 0x1.bbced4p-6, 0x1.5993eap-7, 0x1.0395d6p-8, 0x1.80e734p-10, 0x1.58602p-12, 0x1.7529aap-15, 0x1.94103ap-18, 0x1.b57a6p-21, 0x1.f5de96p-24, 0x1.f5de96p-24, 0x1.f5de96p-24},
-    {0x1.ee431cp-15, 0x1.01a672p+1, 0x1.252928p-2, -0x1.7ff25ap+0, -0x1.fbdef2p+0, -0x1.76162cp-5, 0x1.ceb9b4p-2, 0x1.4581a4p-3, -0x1.06cf38p-2, 0x1.3d0c2ep-3, 0x1.8f4e0cp-3, 0x1.a45c5ap-3, 0x1.0e0cdp-3, 0x1.4452f6p-3, 0x1.eb7038p-4, 0x1.5f2d8ep-4, 0x1.35c5cep-5, 0x1.ef3452p-9, -0x1.548ffep-6, -0x1.a20a7p-6, -0x1.5ac66p-6, -0x1.9677ep-7, -0x1.50d9dp-8, -0x1.013928p-9, -0x1.7f28ep-11, -0x1.65e884p-13, -0x1.7274b2p-16, -0x1.e7af18p-19, 0x1.978218p-22, -0x1.dedea6p-21, -0x1.dedea6p-21, -0x1.dedea6p-21},
-    {0x1.0f5a06p-3, 0x1.0adad8p+6, 0x1.3f2b5cp+4, -0x1.a404d8p+3, -0x1.89468ep+5, -0x1.8846fcp+0, 0x1.050666p+2, 0x1.03a2aep-1, -0x1.38bbp+1, 0x1.34ad2cp-3, 0x1.05839p-3, 0x1.16fa46p-3, -0x1.9e5874p-3, -0x1.0ab564p-5, -0x1.d6a442p-5, -0x1.933adp-5, -0x1.f4a122p-5, -0x1.071c28p-5, -0x1.3381fcp-7, 0x1.485b8cp-10, 0x1.2ac1f4p-8, 0x1.048ad8p-8, 0x1.f62b34p-10, 0x1.941f92p-11, 0x1.32dbe4p-12, 0x1.1e8054p-14, 0x1.37625ap-17, 0x1.514bcap-20, 0x1.6d38dp-23, -0x1.58a3d8p-21, -0x1.58a3d8p-21, -0x1.58a3d8p-21},
+    {0x0p+0, 0x1.2p-4, 0x1.6p-4, 0x1.ap-4, 0x1.ep-4, 0x1.2p-3, 0x1.6p-3, 0x1.ap-3, 0x1.ep-3,
+     0x1.2p-2, 0x1.6p-2, 0x1.ap-2, 0x1.ep-2, 0x1.2p-1, 0x1.6p-1, 0x1.ap-1, 0x1.ep-1, 0x1.2p+0,
+     0x1.6p+0, 0x1.ap+0, 0x1.ep+0, 0x1.2p+1, 0x1.6p+1, 0x1.ap+1, 0x1.ep+1, 0x1.2p+2, 0x1.6p+2,
+     0x1.ap+2, 0x1.ep+2, 0x1.2p+3, 0x1.2p+3, 0x1.2p+3},
+    {0x0p+0, 0x1.1f86bep-4, 0x1.5f22d2p-4, 0x1.9e9356p-4, 0x1.ddd092p-4, 0x1.1e1ddp-3,
+     0x1.5c9308p-3, 0x1.9a5f1cp-3, 0x1.d7665cp-3, 0x1.18a39ap-2, 0x1.52c2c6p-2, 0x1.8a87e2p-2,
+     0x1.bfae6ap-2, 0x1.05087p-1, 0x1.3157ep-1, 0x1.5789p-1, 0x1.77d838p-1, 0x1.9e5cb6p-1,
+     0x1.c278a6p-1, 0x1.d9c6fap-1, 0x1.e8789ep-1, 0x1.f4bfd6p-1, 0x1.fbd50ap-1, 0x1.fe767ap-1,
+     0x1.ff6f18p-1, 0x1.ffdfa8p-1, 0x1.fffbap-1, 0x1.ffff68p-1, 0x1.ffffecp-1, 0x1.fffffep-1,
+     0x1.fffffep-1, 0x1.fffffep-1},
+    {0x1p+0, 0x1.fd7a24p-1, 0x1.fc3ccp-1, 0x1.fac13ep-1, 0x1.f90858p-1, 0x1.f601cap-1,
+     0x1.f12b02p-1, 0x1.eb715ap-1, 0x1.e4dfbp-1, 0x1.d98b38p-1, 0x1.c7f724p-1, 0x1.b3ff3p-1,
+     0x1.9e23acp-1, 0x1.7aeae8p-1, 0x1.49e6cp-1, 0x1.197fdp-1, 0x1.d834dp-2, 0x1.615002p-2,
+     0x1.cea746p-3, 0x1.265e32p-3, 0x1.6fcfa6p-4, 0x1.641088p-5, 0x1.09a7aap-6, 0x1.88ef7p-8,
+     0x1.21a7b4p-9, 0x1.02c03ep-11, 0x1.183476p-14, 0x1.2f61b4p-17, 0x1.48779ep-20, 0x1.34fe14p-24,
+     0x1.34fe14p-24, 0x1.34fe14p-24},
+    {0x1.48290ap-27, -0x1.1eb946p-4, -0x1.5ca09ep-4, -0x1.99d6ep-4, -0x1.d6ab54p-4, -0x1.1872c2p-3,
+     -0x1.52b16ap-3, -0x1.89eb36p-3, -0x1.be2e44p-3, -0x1.039106p-2, -0x1.2db97cp-2, -0x1.50026p-2,
+     -0x1.6a11a2p-2, -0x1.82646ep-2, -0x1.897dd2p-2, -0x1.79c85ep-2, -0x1.5a9b0ap-2, -0x1.1df0bcp-2,
+     -0x1.9711fcp-3, -0x1.1060bp-3, -0x1.5ee22ep-4, -0x1.5c37eep-5, -0x1.077cbp-6, -0x1.87cec4p-8,
+     -0x1.216666p-9, -0x1.02941ap-11, -0x1.197784p-14, -0x1.29ffe8p-17, -0x1.8bbad6p-20,
+     0x1.2b3ee2p-22, 0x1.2b3ee2p-22, 0x1.2b3ee2p-22},
+    {-0x1.5555b2p-2, -0x1.53f04p-2, -0x1.4d0a6ap-2, -0x1.4694fp-2, -0x1.3ef4e2p-2, -0x1.3a91fep-2,
+     -0x1.2fe278p-2, -0x1.204bf6p-2, -0x1.0f1bd8p-2, -0x1.e95e12p-3, -0x1.989058p-3, -0x1.42c36p-3,
+     -0x1.d62a7ap-4, -0x1.bd7662p-5, 0x1.d6b37p-7, 0x1.06e58cp-4, 0x1.845e8p-4, 0x1.c68f5ap-4,
+     0x1.97d56ap-4, 0x1.33e214p-4, 0x1.a85dcp-5, 0x1.bbced4p-6, 0x1.5993eap-7, 0x1.0395d6p-8,
+     0x1.80e734p-10, 0x1.58602p-12, 0x1.7529aap-15, 0x1.94103ap-18, 0x1.b57a6p-21, 0x1.f5de96p-24,
+     0x1.f5de96p-24, 0x1.f5de96p-24},
+    {0x1.ee431cp-15, 0x1.01a672p+1, 0x1.252928p-2, -0x1.7ff25ap+0, -0x1.fbdef2p+0, -0x1.76162cp-5,
+     0x1.ceb9b4p-2, 0x1.4581a4p-3, -0x1.06cf38p-2, 0x1.3d0c2ep-3, 0x1.8f4e0cp-3, 0x1.a45c5ap-3,
+     0x1.0e0cdp-3, 0x1.4452f6p-3, 0x1.eb7038p-4, 0x1.5f2d8ep-4, 0x1.35c5cep-5, 0x1.ef3452p-9,
+     -0x1.548ffep-6, -0x1.a20a7p-6, -0x1.5ac66p-6, -0x1.9677ep-7, -0x1.50d9dp-8, -0x1.013928p-9,
+     -0x1.7f28ep-11, -0x1.65e884p-13, -0x1.7274b2p-16, -0x1.e7af18p-19, 0x1.978218p-22,
+     -0x1.dedea6p-21, -0x1.dedea6p-21, -0x1.dedea6p-21},
+    {0x1.0f5a06p-3, 0x1.0adad8p+6, 0x1.3f2b5cp+4, -0x1.a404d8p+3, -0x1.89468ep+5, -0x1.8846fcp+0,
+     0x1.050666p+2, 0x1.03a2aep-1, -0x1.38bbp+1, 0x1.34ad2cp-3, 0x1.05839p-3, 0x1.16fa46p-3,
+     -0x1.9e5874p-3, -0x1.0ab564p-5, -0x1.d6a442p-5, -0x1.933adp-5, -0x1.f4a122p-5, -0x1.071c28p-5,
+     -0x1.3381fcp-7, 0x1.485b8cp-10, 0x1.2ac1f4p-8, 0x1.048ad8p-8, 0x1.f62b34p-10, 0x1.941f92p-11,
+     0x1.32dbe4p-12, 0x1.1e8054p-14, 0x1.37625ap-17, 0x1.514bcap-20, 0x1.6d38dp-23, -0x1.58a3d8p-21,
+     -0x1.58a3d8p-21, -0x1.58a3d8p-21},
 };
 /* f32 gelu_erf: Phi(x) = 1/2 + x Q(x^2), |x| < 3/4, weighted for x Phi(x) with x < 0:
  * 2^-28.2 */
@@ -596,22 +629,74 @@ shuffle(em *e, val a, val b, const int *from, unsigned n)
                                   LLVMConstVector(idx, n), "");
 }
 
+/* x (e's shape: a scalar or n lanes) cut into pieces of pw lanes, a power of two of them
+ * (so that join_pieces can join pairs), the lanes past n taken from `pad` (a constant of
+ * x's element type); a scalar goes in lane 0.  Returns the number of pieces (at most 8). */
+static unsigned
+cut_pieces(em *e, val x, val pad, unsigned pw, val *piece)
+{
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(e->ctx);
+    unsigned n = e->lanes ? e->lanes : 1, np = 1;
+    while (np * pw < n)
+        np *= 2;
+    int from[JIT_VM_MAX_LANES];
+    val pads[JIT_VM_MAX_LANES];
+    for (unsigned i = 0; i < JIT_VM_MAX_LANES; i++)
+        pads[i] = pad;
+    val wide; /* np * pw lanes */
+    if (!e->lanes) {
+        wide = LLVMBuildInsertElement(e->b, LLVMConstVector(pads, pw), x, LLVMConstInt(i32, 0, 0),
+                                      "");
+    } else if (n == np * pw) {
+        wide = x;
+    } else {
+        for (unsigned i = 0; i < np * pw; i++)
+            from[i] = (int)(i < n ? i : n);
+        wide = shuffle(e, x, LLVMConstVector(pads, n), from, np * pw);
+    }
+    for (unsigned p = 0; p < np; p++) {
+        for (unsigned i = 0; i < pw; i++)
+            from[i] = (int)(p * pw + i);
+        piece[p] = np == 1 ? wide : shuffle(e, wide, NULL, from, pw);
+    }
+    return np;
+}
+
+/* The np pieces of pw lanes of cut_pieces joined again into e's shape (the padding off). */
+static val
+join_pieces(em *e, val *piece, unsigned pw, unsigned np)
+{
+    int from[JIT_VM_MAX_LANES];
+    for (unsigned m = np, len = pw; m > 1; m /= 2, len *= 2) /* join pairs */
+        for (unsigned p = 0; p < m / 2; p++) {
+            for (unsigned i = 0; i < 2 * len; i++)
+                from[i] = (int)i;
+            piece[p] = shuffle(e, piece[2 * p], piece[2 * p + 1], from, 2 * len);
+        }
+    unsigned n = e->lanes;
+    if (!n)
+        return LLVMBuildExtractElement(e->b, piece[0],
+                                       LLVMConstInt(LLVMInt32TypeInContext(e->ctx), 0, 0), "");
+    if (n == np * pw)
+        return piece[0];
+    for (unsigned i = 0; i < n; i++)
+        from[i] = (int)i;
+    return shuffle(e, piece[0], NULL, from, n);
+}
+
 /* An AVX-512 intrinsic "llvm.x86.avx512.<base>.{ps,pd}.{512,256,128}" applied lane by
  * lane to nargs (1 or 2) operands of e's type, for any lane count: the operands are cut
- * into 512-, 256- or 128-bit pieces (a power of two of them, the last padded with ones; a
- * scalar goes in lane 0 of a 128-bit one) and the results joined again.  The intrinsic
- * takes (operands..., passthru, mask) and, at 512 bits where `rounding`, a rounding
- * argument (4: the current mode).  Each lane goes through the same instruction, so vector
- * lanes and scalars get the same bits. */
+ * into 512-, 256- or 128-bit pieces (the last padded with ones; a scalar goes in lane 0 of
+ * a 128-bit one) and the results joined again.  The intrinsic takes (operands...,
+ * passthru, mask) and, at 512 bits where `rounding`, a rounding argument (4: the current
+ * mode).  Each lane goes through the same instruction, so vector lanes and scalars get the
+ * same bits. */
 static val
 x86_lanewise(em *e, const char *base, bool rounding, val *x, int nargs)
 {
     LLVMTypeRef i32 = LLVMInt32TypeInContext(e->ctx);
     unsigned w = e->dbl ? 2 : 4, n = e->lanes ? e->lanes : 1; /* w: lanes of 128 bits */
     unsigned pw = n >= 4 * w ? 4 * w : n > w ? 2 * w : w;     /* lanes of a piece */
-    unsigned np = 1;
-    while (np * pw < n)
-        np *= 2;
     char nm[64];
     snprintf(nm, sizeof nm, "llvm.x86.avx512.%s.%s.%u", base, e->dbl ? "pd" : "ps",
              pw * (e->dbl ? 64 : 32));
@@ -620,63 +705,31 @@ x86_lanewise(em *e, const char *base, bool rounding, val *x, int nargs)
     LLVMTypeRef fty = LLVMIntrinsicGetType(e->ctx, id, NULL, 0);
     LLVMTypeRef pt = LLVMVectorType(e->fe, pw);
     LLVMTypeRef mt = LLVMIntTypeInContext(e->ctx, pw == 16 ? 16 : 8);
-    int from[JIT_VM_MAX_LANES];
-    val ones[JIT_VM_MAX_LANES];
-    for (unsigned i = 0; i < JIT_VM_MAX_LANES; i++)
-        ones[i] = LLVMConstReal(e->fe, 1.0);
-    val piece[8][2] = {{0}}; /* np <= 8: n <= 64 lanes in pieces of 4w */
-    for (int k = 0; k < nargs; k++) {
-        val wide; /* np * pw lanes */
-        if (!e->lanes) {
-            wide = LLVMBuildInsertElement(e->b, LLVMConstVector(ones, pw), x[k],
-                                          LLVMConstInt(i32, 0, 0), "");
-        } else if (n == np * pw) {
-            wide = x[k];
-        } else {
-            for (unsigned i = 0; i < np * pw; i++)
-                from[i] = (int)(i < n ? i : n);
-            wide = shuffle(e, x[k], LLVMConstVector(ones, n), from, np * pw);
-        }
-        for (unsigned p = 0; p < np; p++) {
-            for (unsigned i = 0; i < pw; i++)
-                from[i] = (int)(p * pw + i);
-            piece[p][k] = np == 1 ? wide : shuffle(e, wide, NULL, from, pw);
-        }
-    }
-    val out[8] = {0};
+    val piece[2][8]; /* at most 8 pieces: n <= 64 lanes in pieces of 4w */
+    unsigned np = 0;
+    for (int k = 0; k < nargs; k++)
+        np = cut_pieces(e, x[k], LLVMConstReal(e->fe, 1.0), pw, piece[k]);
+    val out[8];
     for (unsigned p = 0; p < np; p++) {
         val args[5];
         int na = 0;
         for (int k = 0; k < nargs; k++)
-            args[na++] = piece[p][k];
+            args[na++] = piece[k][p];
         args[na++] = LLVMConstNull(pt);
         args[na++] = LLVMConstAllOnes(mt);
         if (rounding && pw * (e->dbl ? 64 : 32) == 512)
             args[na++] = LLVMConstInt(i32, 4, 0);
         out[p] = LLVMBuildCall2(e->b, fty, f, args, (unsigned)na, "");
     }
-    for (unsigned m = np, len = pw; m > 1; m /= 2, len *= 2) /* join pairs */
-        for (unsigned p = 0; p < m / 2; p++) {
-            for (unsigned i = 0; i < 2 * len; i++)
-                from[i] = (int)i;
-            out[p] = shuffle(e, out[2 * p], out[2 * p + 1], from, 2 * len);
-        }
-    if (!e->lanes)
-        return LLVMBuildExtractElement(e->b, out[0], LLVMConstInt(i32, 0, 0), "");
-    if (n == np * pw)
-        return out[0];
-    for (unsigned i = 0; i < n; i++)
-        from[i] = (int)i;
-    return shuffle(e, out[0], NULL, from, n);
+    return join_pieces(e, out, pw, np);
 }
 
 /* Lane i of the result: tab[idx[i] mod 32] (AVX-512 hosts only).  vpermi2ps picks from two
- * registers of 16 floats; idx (e's integer type) is cut into 16-lane pieces, a scalar or a
- * shorter vector padded, as in x86_lanewise. */
+ * registers of 16 floats; idx (e's integer type) is cut into 16-lane pieces, padded with
+ * zeros, and the results joined again. */
 static val
 lookup32(em *e, val idx, const double *tab)
 {
-    LLVMTypeRef i32 = LLVMInt32TypeInContext(e->ctx);
     val lo[16], hi[16];
     for (int i = 0; i < 16; i++) {
         lo[i] = LLVMConstReal(e->fe, tab[i]);
@@ -686,39 +739,13 @@ lookup32(em *e, val idx, const double *tab)
     unsigned id = LLVMLookupIntrinsicID(nm, strlen(nm));
     val f = LLVMGetIntrinsicDeclaration(e->mod, id, NULL, 0);
     LLVMTypeRef fty = LLVMIntrinsicGetType(e->ctx, id, NULL, 0);
-    unsigned n = e->lanes ? e->lanes : 1, np = 1;
-    while (np * 16 < n) /* a power of two of pieces, so that pairs join */
-        np *= 2;
-    int from[JIT_VM_MAX_LANES];
-    val out[JIT_VM_MAX_LANES / 16];
+    val piece[JIT_VM_MAX_LANES / 16];
+    unsigned np = cut_pieces(e, idx, LLVMConstInt(e->ie, 0, 0), 16, piece);
     for (unsigned p = 0; p < np; p++) {
-        val ip;
-        if (!e->lanes) {
-            ip = LLVMBuildInsertElement(e->b, LLVMConstNull(LLVMVectorType(i32, 16)), idx,
-                                        LLVMConstInt(i32, 0, 0), "");
-        } else if (n == 16) {
-            ip = idx;
-        } else {
-            for (unsigned i = 0; i < 16; i++)
-                from[i] = (int)(p * 16 + i < n ? p * 16 + i : n);
-            ip = shuffle(e, idx, LLVMConstNull(e->it), from, 16);
-        }
-        val args[3] = {LLVMConstVector(lo, 16), ip, LLVMConstVector(hi, 16)};
-        out[p] = LLVMBuildCall2(e->b, fty, f, args, 3, "");
+        val args[3] = {LLVMConstVector(lo, 16), piece[p], LLVMConstVector(hi, 16)};
+        piece[p] = LLVMBuildCall2(e->b, fty, f, args, 3, "");
     }
-    if (!e->lanes)
-        return LLVMBuildExtractElement(e->b, out[0], LLVMConstInt(i32, 0, 0), "");
-    for (unsigned m = np, len = 16; m > 1; m /= 2, len *= 2) /* join pairs */
-        for (unsigned p = 0; p < m / 2; p++) {
-            for (unsigned i = 0; i < 2 * len; i++)
-                from[i] = (int)i;
-            out[p] = shuffle(e, out[2 * p], out[2 * p + 1], from, 2 * len);
-        }
-    if (n == np * 16)
-        return out[0];
-    for (unsigned i = 0; i < n; i++) /* the padding off */
-        from[i] = (int)i;
-    return shuffle(e, out[0], NULL, from, n);
+    return join_pieces(e, piece, 16, np);
 }
 
 /* vrcp14: 1/x with a relative error below 2^-14 (AVX-512 hosts only). */
@@ -1011,7 +1038,7 @@ tanh_f32(em *e, val x)
     return copysign_(e, t, x);
 }
 
-/* tanh f32 on AVX-512: the piecewise polynomial of TANH_PW, a = |x| clamped to 9.5 (NaN
+/* tanh f32 on AVX-512: the piecewise polynomial of tanh_pw_f32, a = |x| clamped to 9.5 (NaN
  * stays NaN through t); the piece from the bits of a, those below 1/16 to piece 0; Horner
  * in t = a - c, the coefficients looked up with vpermi2ps, which runs beside the FMAs
  * (about a third of tanh_f32's FMA-pipe operations); sign copied. */
@@ -1235,10 +1262,11 @@ b_gelu_erf(em *e, val *args)
 /* f32 gelu_erf in f32, from u = |x| (exact) rather than a = u/sqrt2 (rounded), so that no
  * rounding of the argument shows in the tail: |x| < 3/4: x (1/2 + x Q(x^2)); above,
  * t = u Phi(-u) = u e^(-u^2/2) M(u) with u^2 = h + hl exactly (FMA split), e^(-(h + hl)/2)
- * = p 2^n by exp_core, M(u) = w P(w), w = 1/(u + 3) (vrcp14 and a Newton step on AVX-512),
- * 2^n applied last (subnormal results rounded once); then x Phi(x) = -t for x < 0 and
- * x - t for x > 0 (t <= 0.23 x there: no cancellation).  u is clamped to 15, past which
- * t underflows: x - 0 = x above, -0 below, NaN at -inf (ops.def: -inf * 0). */
+ * = (ph + pl) 2^n by exp_core_dw (unrounded), M(u) = w P(w), w = 1/(u + 3) (vrcp14 and a
+ * Newton step on AVX-512), 2^n applied last (subnormal results rounded once); then
+ * x Phi(x) = -t for x < 0 and x - t for x > 0 (t <= 0.23 x there: no cancellation).  u is
+ * clamped to 15, past which t underflows: x - 0 = x above, -0 below, NaN at -inf (ops.def:
+ * -inf * 0). */
 static val
 b_gelu_erf_f32(em *e, val *args)
 {
