@@ -1834,20 +1834,11 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     for (int32_t k = 0; k < d->nstores; k++)
         r.streams = r.streams || (!r.cols && d->store_cls[k] == JIT_ST_STREAM);
     r.ntok = r.streams ? ir_calloc((size_t)d->nstores + 1, sizeof(LLVMValueRef)) : NULL;
-    if (!r.ptr || !r.dims || !r.kbase || !r.cur || !r.uval || !r.val || !sets_ok ||
-        (r.streams && !r.ntok)) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
-        goto done;
-    }
     if (r.ahead) {
         r.avar = ir_calloc(ni, sizeof(LLVMValueRef));
         r.nuv = ir_calloc(ni, sizeof(LLVMValueRef));
         r.nkb = ir_calloc(ns, sizeof(LLVMValueRef));
         r.ncur = ir_calloc(ns, sizeof(LLVMValueRef));
-        if (!r.avar || !r.nuv || !r.nkb || !r.ncur) {
-            st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
-            goto done;
-        }
     }
     if (r.defer) {
         r.pkvar = ir_calloc(ns, sizeof(LLVMValueRef));
@@ -1855,10 +1846,12 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         r.pcur = ir_calloc(ns, sizeof(LLVMValueRef));
         r.puvar = ir_calloc(ni, sizeof(LLVMValueRef));
         r.puv = ir_calloc(ni, sizeof(LLVMValueRef));
-        if (!r.pkvar || !r.pkb || !r.pcur || !r.puvar || !r.puv) {
-            st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
-            goto done;
-        }
+    }
+    if (!r.ptr || !r.dims || !r.kbase || !r.cur || !r.uval || !r.val || !sets_ok ||
+        (r.streams && !r.ntok) || (r.ahead && (!r.avar || !r.nuv || !r.nkb || !r.ncur)) ||
+        (r.defer && (!r.pkvar || !r.pkb || !r.pcur || !r.puvar || !r.puv))) {
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
+        goto done;
     }
     /* prefetching: rows kernels with a later pass (pieces of long rows have none) */
     r.prefetch_pass = -1;
