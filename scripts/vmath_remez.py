@@ -466,27 +466,40 @@ FITS = {
 }
 
 
+def cheb_nodes(lo, hi, nodes):
+    """Chebyshev nodes of [lo, hi] (the interval's interior)."""
+    return [(lo + hi) / 2 + (hi - lo) / 2 * D(math.cos(math.pi * (i + 0.5) / nodes))
+            for i in range(nodes)]
+
+
+def seq_lsq(pts, gv, n, bits, fixed=(), relative=False):
+    """The n coefficients of sum c_k v^k fitted to gv[v] over pts by least squares (relative
+    error, or absolute), rounded to `bits` one at a time from the lowest power and the rest
+    refitted after each; the lowest ones given in `fixed`."""
+    fixed = list(fixed)
+    for k in range(len(fixed), n):
+        rows, rhs = [], []
+        for v in pts:
+            wv = 1 / gv[v] if relative else 1
+            rows.append([wv * pw(v, p) for p in range(k, n)])
+            rhs.append(wv * (gv[v] - sum(c * pw(v, j) for j, c in enumerate(fixed))))
+        m = n - k
+        AtA = [[sum(r[i] * r[j] for r in rows) for j in range(m)] for i in range(m)]
+        Atb = [sum(r[i] * b for r, b in zip(rows, rhs)) for i in range(m)]
+        fixed.append(round_bin(solve(AtA, Atb)[0], bits))
+    return fixed
+
+
 def fit_erfc_g(K=D(4), amax=D("28.5"), n=25, nodes=1500):
     """G(y) = (1 + 2a) erfcx(a), a = K (1+y)/(1-y), by sequential weighted least squares."""
     getcontext().prec = 60
-    y0, y1 = D(-1), (amax - K) / (amax + K)
-    pts = [(y0 + y1) / 2 + (y1 - y0) / 2 * D(math.cos(math.pi * (i + 0.5) / nodes)) for i in range(nodes)]
+    pts = cheb_nodes(D(-1), (amax - K) / (amax + K), nodes)
     gv = {}
     for y in pts:
         a = K * (1 + y) / (1 - y)
         gv[y] = (1 + 2 * a) * erfcx(a)
     getcontext().prec = 80
-    fixed = []
-    for k in range(n):
-        rows, rhs = [], []
-        for y in pts[::2]:
-            wv = 1 / gv[y]
-            rows.append([wv * pw(y, p) for p in range(k, n)])
-            rhs.append(wv * (gv[y] - sum(c * pw(y, j) for j, c in enumerate(fixed))))
-        m = n - k
-        AtA = [[sum(r[i] * r[j] for r in rows) for j in range(m)] for i in range(m)]
-        Atb = [sum(r[i] * b for r, b in zip(rows, rhs)) for i in range(m)]
-        fixed.append(round_bin(solve(AtA, Atb)[0], 53))
+    fixed = seq_lsq(pts[::2], gv, n, 53, relative=True)
     err = max(abs(peval(fixed, list(range(n)), y) - gv[y]) / gv[y] for y in pts)
     emit("erfc_g_f64", fixed, err)
 
@@ -496,22 +509,12 @@ def fit_erf_big(n=16, nodes=1200):
     floats; the other coefficients by sequential least squares at Chebyshev nodes, rounded to
     f32 from the lowest power (Remez's refit divides by t, which crosses 0 here)."""
     getcontext().prec = 50
-    lo, hi = D("-1.5"), D("1.625")
-    pts = [(lo + hi) / 2 + (hi - lo) / 2 * D(math.cos(math.pi * (i + 0.5) / nodes)) for i in range(nodes)]
+    pts = cheb_nodes(D("-1.5"), D("1.625"), nodes)
     gv = {t: erf_big(t) for t in pts}
     c0 = erf(ERF_BIG_C)
     c0h = round_bin(c0, 24)
     c0l = round_bin(c0 - c0h, 24)
-    fixed = [c0h + c0l]
-    for k in range(1, n):
-        rows, rhs = [], []
-        for t in pts[::2]:
-            rows.append([pw(t, p) for p in range(k, n)])
-            rhs.append(gv[t] - sum(c * pw(t, j) for j, c in enumerate(fixed)))
-        m = n - k
-        AtA = [[sum(r[i] * r[j] for r in rows) for j in range(m)] for i in range(m)]
-        Atb = [sum(r[i] * b for r, b in zip(rows, rhs)) for i in range(m)]
-        fixed.append(round_bin(solve(AtA, Atb)[0], 24))
+    fixed = seq_lsq(pts[::2], gv, n, 24, fixed=[c0h + c0l])
     err = max(abs(peval(fixed, list(range(n)), t) - gv[t]) for t in pts)
     getcontext().prec = 90
     emit("erf_big_f32", [c0h, c0l] + fixed[1:], err)
@@ -546,9 +549,7 @@ def fit_tanh_pw(n=6, nodes=240):
     worst = D(0)
     for (a, b, c) in ps:
         b = min(b, TANH_PW_CLAMP)
-        lo, hi = a - c, b - c
-        pts = [(lo + hi) / 2 + (hi - lo) / 2 * D(math.cos(math.pi * (i + 0.5) / nodes))
-               for i in range(nodes)]
+        pts = cheb_nodes(a - c, b - c, nodes)
         if c == 0:
             g = {t: tanh(t) / t for t in pts}
             fixed = [D(1)]
@@ -557,15 +558,7 @@ def fit_tanh_pw(n=6, nodes=240):
             g = {t: tanh(c + t) for t in pts}
             fixed = [round_bin(tanh(c), 24)]
             m = n
-        for k in range(1, m):
-            rows, rhs = [], []
-            for t in pts:
-                wv = 1 / g[t]
-                rows.append([wv * pw(t, p) for p in range(k, m)])
-                rhs.append(wv * (g[t] - sum(cc * pw(t, j) for j, cc in enumerate(fixed))))
-            AtA = [[sum(r[i] * r[j] for r in rows) for j in range(m - k)] for i in range(m - k)]
-            Atb = [sum(r[i] * bb for r, bb in zip(rows, rhs)) for i in range(m - k)]
-            fixed.append(round_bin(solve(AtA, Atb)[0], 24))
+        fixed = seq_lsq(pts, g, m, 24, fixed=fixed, relative=True)
         err = max(abs(peval(fixed, list(range(m)), t) - g[t]) / g[t] for t in pts)
         worst = max(worst, err)
         coef = [D(0)] + fixed if c == 0 else fixed
