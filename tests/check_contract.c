@@ -56,6 +56,9 @@
  *     scale, casts (f32 <-> f64, to i32), bias + gelu (the mlp) and one chain of them all:
  *     the plan (kiln_program_dump "plan") has exactly one step, a kernel holding the
  *     matmul and every epilogue op, and no reference step; then the three checks above.
+ *     Attention's scale, (q @ k) * c before its softmax, is computed in the reduction
+ *     kernel instead: both matmuls are plain, one compiled kernel (unless the scale is
+ *     an output too), results within the bound `kiln check` propagates.
  *  5. threads: [300,257] @ [257,333] (plain, and transposed W + bias + gelu), a broadcast
  *     batched f64 and an i32 matmul give the same bytes on 1, 2 and 4 threads (child
  *     processes: the pool size is fixed when the pool starts), and match the reference.
@@ -585,6 +588,95 @@ START_TEST(test_packing_folds)
 }
 END_TEST
 
+/* The plan's line for step `step` (a pointer into plan; its length in *len), or NULL. */
+static const char *
+plan_step(const char *plan, int step, size_t *len)
+{
+    char tag[32];
+    snprintf(tag, sizeof tag, "\nstep %d: ", step);
+    const char *line = strstr(plan, tag);
+    if (!line)
+        return NULL;
+    line++;
+    *len = strcspn(line, "\n");
+    return line;
+}
+
+/* Attention's scale, (q @ k) * c, read first by its softmax's reduce_max: computed in the
+ * reduction kernel, not in the contraction's epilogue, so both matmuls are plain and share
+ * one compiled kernel (2 kernels compiled for 3 steps, caches bypassed); the results are
+ * the reference's within the bound `kiln check` propagates, fused and eager.  Also an
+ * output, the scale stays in the epilogue (the contraction stores it anyway). */
+START_TEST(test_epilogue_to_reduction)
+{
+    kiln_dtype t = _i % 2 ? F64 : F32;
+    bool scale_out = _i >= 2;
+    const char *tn = kiln_dtype_name(t);
+    char *text = strf("graph attn(q: %s[2,33,20], k: %s[2,20,45], v: %s[2,45,17]) -> "
+                      "(o: %s[2,33,17]%s%s%s) {\n"
+                      "  s = matmul(q, k)\n  c = full(value=0.125) : %s[]\n  t = mul(s, c)\n"
+                      "  m = reduce_max(t, axes=[2], keepdim=true)\n  d = sub(t, m)\n"
+                      "  e = exp(d)\n  z = reduce_sum(e, axes=[2], keepdim=true)\n"
+                      "  p = div(e, z)\n  o = matmul(p, v)\n}\n",
+                      tn, tn, tn, tn, scale_out ? ", t: " : "", scale_out ? tn : "",
+                      scale_out ? "[2,33,45]" : "", tn);
+    char ctx[96];
+    snprintf(ctx, sizeof ctx, "attention, %s%s", tn, scale_out ? ", the scale an output" : "");
+    kiln_graph *g = ts_parse(text);
+
+    kiln_options o = {0};
+    o.mode = KILN_MODE_FUSED;
+    o.flags = KILN_NO_CACHE;
+    kiln_stats s0, s1;
+    kiln_jit_stats(&s0);
+    kiln_program *p = NULL;
+    ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s: %s", ctx, kiln_errmsg());
+    kiln_jit_stats(&s1);
+    char *plan = ts_plan_text(p);
+    size_t l0 = 0, l1 = 0, l2 = 0;
+    const char *s0l = plan_step(plan, 0, &l0), *s1l = plan_step(plan, 1, &l1),
+               *s2l = plan_step(plan, 2, &l2);
+    ck_assert_msg(s0l && s1l && s2l && !plan_step(plan, 3, &l0), "%s: want 3 steps:\n%s", ctx,
+                  plan);
+    ck_assert_msg(line_has_op(s0l, l0, "matmul") && line_has_op(s2l, l2, "matmul") &&
+                      line_has_op(s1l, l1, "reduce_max"),
+                  "%s: steps:\n%s", ctx, plan);
+    ck_assert_msg(line_has_op(s0l, l0, "mul") == scale_out &&
+                      line_has_op(s1l, l1, "mul") == !scale_out,
+                  "%s: the scale is in the %s:\n%s", ctx,
+                  line_has_op(s0l, l0, "mul") ? "epilogue" : "reduction", plan);
+    uint64_t compiled = s1.kernel_compiles - s0.kernel_compiles;
+    ck_assert_msg(compiled == (scale_out ? 3u : 2u), "%s: %llu kernels compiled:\n%s", ctx,
+                  (unsigned long long)compiled, plan);
+    free(plan);
+    kiln_program_free(p);
+
+    ts_bufs in = {0};
+    ts_bufs_for_inputs(g, &in);
+    ts_rng r;
+    ts_rng_seed(&r, base_seed() + 0x70000 + (uint64_t)_i);
+    for (int k = 0; k < in.n; k++) {
+        kiln_value_info vi;
+        kiln_graph_input(g, k, &vi);
+        ts_random_elements(&r, vi.dtype, in.buf[k], vi.count, true);
+    }
+    bool all[TS_MAXIO];
+    for (int k = 0; k < TS_MAXIO; k++)
+        all[k] = true;
+    ts_bounds bd;
+    ts_bounds_for(g, &in, all, &bd);
+    ck_assert_msg(bd.finite > 0, "%s: no element has a finite bound", ctx);
+    ts_tol tols[TS_MAXIO];
+    for (int k = 0; k < kiln_graph_num_outputs(g); k++)
+        tols[k] = (ts_tol){.kind = TS_TOL_BOUND, .bound = bd.bound[k]};
+    ts_check_fused_eager(g, &in, tols, ctx);
+    ts_bounds_free(&bd);
+    ts_bufs_free(&in);
+    kiln_graph_free(g);
+    free(text);
+}
+END_TEST
+
 /* Slice i: case i / 4, dtype F32 or F64 (i % 2), shape (i / 2) % 2. */
 START_TEST(test_epilogues)
 {
@@ -1007,6 +1099,7 @@ contract_suite(void)
     tc = tcase_create("epilogues");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_epilogues, 0, 4 * (int)NELEM(epi_cases));
+    tcase_add_loop_test(tc, test_epilogue_to_reduction, 0, 4);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("runtime");

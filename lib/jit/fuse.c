@@ -511,6 +511,49 @@ store_operands(planner *p, int32_t n, int32_t join, bool eager)
     }
 }
 
+/* Is node n an op on a contraction's result that is better computed by the reduction
+ * kernel reading it than in the contraction's epilogue?  It is when n would be that
+ * epilogue's only op (a cheap arithmetic op of the matmul's result and scalar splats,
+ * same dtype), the matmul's result is read by n alone, n is not an output, and the first
+ * node reading n reduces it.  The bytes moved are the same either way (the contraction
+ * stores its result instead of n, the reduction kernel loads that and computes n again in
+ * each pass that reads it: one vector op), and the contraction kernel stays plain, the
+ * one kernel every plain matmul of its ranks and dtypes shares: attention's (q @ k) *
+ * scale and p @ v compile one contraction kernel, not two (docs/jit.md, Planning). */
+static bool
+defer_epilogue(const planner *p, int32_t n)
+{
+    const kiln_graph *g = p->g;
+    const ir_node *nd = &g->nodes[n];
+    if (nd->op != IR_OP_MUL && nd->op != IR_OP_DIV && nd->op != IR_OP_ADD && nd->op != IR_OP_SUB &&
+        nd->op != IR_OP_NEG)
+        return false;
+    int32_t x = -1;
+    for (int k = 0; k < nd->nin; k++) {
+        int32_t u = nd->in[k];
+        if (p->ni[u].cls == C_FULL && ir_shape_count(&g->nodes[u].type.shape) == 1)
+            continue;
+        if (x >= 0 || p->ni[u].cls != C_ELEM || p->ni[u].cluster < 0)
+            return false;
+        x = u;
+    }
+    if (x < 0 || p->ni[x].last_reader != n || p->ni[n].last_reader == INT32_MAX)
+        return false;
+    const cluster *c = &p->cl[p->ni[x].cluster];
+    if (!c->contract || !c->epilogue || c->nmembers != 1 ||
+        !ir_shape_equal(&nd->type.shape, &c->shape) || nd->type.dtype != g->nodes[x].type.dtype)
+        return false;
+    for (int32_t u = x + 1; u < g->nnodes; u++)
+        for (int k = 0; k < g->nodes[u].nin; k++)
+            if (g->nodes[u].in[k] == x && u != n)
+                return false; /* x read by another node too */
+    for (int32_t u = n + 1; u < g->nnodes; u++)
+        for (int k = 0; k < g->nodes[u].nin; k++)
+            if (g->nodes[u].in[k] == n)
+                return jit_node_is_reduce(&g->nodes[u]) && k == 0;
+    return false;
+}
+
 /* ---- classification and clustering --------------------------------------------------- */
 
 kiln_status
@@ -665,6 +708,18 @@ jit_fuse(planner *p)
                 leaf = false;
         if (leaf) {
             ni->pending = true; /* reads only buffers and splats: its first user places it */
+            continue;
+        }
+        if (!eager && !red && defer_epilogue(p, n)) {
+            /* the reduction reading it places it (its first user, as for a leaf); the
+             * contraction stores its plain result */
+            int32_t x = p->ni[nd->in[0]].cls == C_ELEM ? nd->in[0] : nd->in[1];
+            p->ni[x].stored = true;
+            snprintf(p->ni[x].why, sizeof p->ni[x].why,
+                     "read by %s %%%d, computed in the reduction that reads it (the "
+                     "contraction kernel stays plain)",
+                     ir_ops[nd->op].name, (int)n);
+            ni->pending = true;
             continue;
         }
         if (!eager) {
