@@ -58,7 +58,8 @@
  *     matmul and every epilogue op, and no reference step; then the three checks above.
  *     Attention's scale, (q @ k) * c before its softmax, is computed in the reduction
  *     kernel instead: both matmuls are plain, one compiled kernel (unless the scale is
- *     an output too), results within the bound `kiln check` propagates.
+ *     an output too, or a matmul operand), results within the bound `kiln check`
+ *     propagates.
  *  5. threads: [300,257] @ [257,333] (plain, and transposed W + bias + gelu), a broadcast
  *     batched f64 and an i32 matmul give the same bytes on 1, 2 and 4 threads (child
  *     processes: the pool size is fixed when the pool starts), and match the reference.
@@ -610,18 +611,25 @@ plan_step(const char *plan, int step, size_t *len)
 START_TEST(test_epilogue_to_reduction)
 {
     kiln_dtype t = _i % 2 ? F64 : F32;
-    bool scale_out = _i >= 2;
+    int variant = _i / 2; /* 0: attention; 1: the scale an output; 2: the scale a matmul operand */
+    bool stays = variant > 0;
     const char *tn = kiln_dtype_name(t);
-    char *text = strf("graph attn(q: %s[2,33,20], k: %s[2,20,45], v: %s[2,45,17]) -> "
-                      "(o: %s[2,33,17]%s%s%s) {\n"
+    static const char *const what[3] = {"", ", the scale an output",
+                                        ", the scale a matmul operand"};
+    char *extra_in = variant == 2 ? strf(", w: %s[2,45,17]", tn) : strf("%s", "");
+    char *extra_out = variant == 1   ? strf(", t: %s[2,33,45]", tn)
+                      : variant == 2 ? strf(", o2: %s[2,33,17]", tn)
+                                     : strf("%s", "");
+    char *text = strf("graph attn(q: %s[2,33,20], k: %s[2,20,45], v: %s[2,45,17]%s) -> "
+                      "(o: %s[2,33,17]%s) {\n"
                       "  s = matmul(q, k)\n  c = full(value=0.125) : %s[]\n  t = mul(s, c)\n"
                       "  m = reduce_max(t, axes=[2], keepdim=true)\n  d = sub(t, m)\n"
                       "  e = exp(d)\n  z = reduce_sum(e, axes=[2], keepdim=true)\n"
-                      "  p = div(e, z)\n  o = matmul(p, v)\n}\n",
-                      tn, tn, tn, tn, scale_out ? ", t: " : "", scale_out ? tn : "",
-                      scale_out ? "[2,33,45]" : "", tn);
+                      "  p = div(e, z)\n  o = matmul(p, v)\n%s}\n",
+                      tn, tn, tn, extra_in, tn, extra_out, tn,
+                      variant == 2 ? "  o2 = matmul(t, w)\n" : "");
     char ctx[96];
-    snprintf(ctx, sizeof ctx, "attention, %s%s", tn, scale_out ? ", the scale an output" : "");
+    snprintf(ctx, sizeof ctx, "attention, %s%s", tn, what[variant]);
     kiln_graph *g = ts_parse(text);
 
     kiln_options o = {0};
@@ -633,20 +641,21 @@ START_TEST(test_epilogue_to_reduction)
     ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s: %s", ctx, kiln_errmsg());
     kiln_jit_stats(&s1);
     char *plan = ts_plan_text(p);
-    size_t l0 = 0, l1 = 0, l2 = 0;
+    size_t l0 = 0, l1 = 0, l2 = 0, lx = 0;
     const char *s0l = plan_step(plan, 0, &l0), *s1l = plan_step(plan, 1, &l1),
                *s2l = plan_step(plan, 2, &l2);
-    ck_assert_msg(s0l && s1l && s2l && !plan_step(plan, 3, &l0), "%s: want 3 steps:\n%s", ctx,
-                  plan);
+    ck_assert_msg(s0l && s1l && s2l && (variant == 2) == (plan_step(plan, 3, &lx) != NULL) &&
+                      !plan_step(plan, 4, &lx),
+                  "%s: want %d steps:\n%s", ctx, variant == 2 ? 4 : 3, plan);
     ck_assert_msg(line_has_op(s0l, l0, "matmul") && line_has_op(s2l, l2, "matmul") &&
                       line_has_op(s1l, l1, "reduce_max"),
                   "%s: steps:\n%s", ctx, plan);
-    ck_assert_msg(line_has_op(s0l, l0, "mul") == scale_out &&
-                      line_has_op(s1l, l1, "mul") == !scale_out,
+    ck_assert_msg(line_has_op(s0l, l0, "mul") == stays && line_has_op(s1l, l1, "mul") == !stays,
                   "%s: the scale is in the %s:\n%s", ctx,
                   line_has_op(s0l, l0, "mul") ? "epilogue" : "reduction", plan);
     uint64_t compiled = s1.kernel_compiles - s0.kernel_compiles;
-    ck_assert_msg(compiled == (scale_out ? 3u : 2u), "%s: %llu kernels compiled:\n%s", ctx,
+    /* the plain p @ v (and t @ w: the same description) once; the scaled q @ k apart */
+    ck_assert_msg(compiled == (stays ? 3u : 2u), "%s: %llu kernels compiled:\n%s", ctx,
                   (unsigned long long)compiled, plan);
     free(plan);
     kiln_program_free(p);
@@ -674,6 +683,8 @@ START_TEST(test_epilogue_to_reduction)
     ts_bufs_free(&in);
     kiln_graph_free(g);
     free(text);
+    free(extra_in);
+    free(extra_out);
 }
 END_TEST
 
@@ -1099,7 +1110,7 @@ contract_suite(void)
     tc = tcase_create("epilogues");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_epilogues, 0, 4 * (int)NELEM(epi_cases));
-    tcase_add_loop_test(tc, test_epilogue_to_reduction, 0, 4);
+    tcase_add_loop_test(tc, test_epilogue_to_reduction, 0, 6);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("runtime");

@@ -514,12 +514,13 @@ store_operands(planner *p, int32_t n, int32_t join, bool eager)
 /* Is node n an op on a contraction's result that is better computed by the reduction
  * kernel reading it than in the contraction's epilogue?  It is when n would be that
  * epilogue's only op (a cheap arithmetic op of the matmul's result and scalar splats,
- * same dtype), the matmul's result is read by n alone, n is not an output, and the first
- * node reading n reduces it.  The bytes moved are the same either way (the contraction
- * stores its result instead of n, the reduction kernel loads that and computes n again in
- * each pass that reads it: one vector op), and the contraction kernel stays plain, the
- * one kernel every plain matmul of its ranks and dtypes shares: attention's (q @ k) *
- * scale and p @ v compile one contraction kernel, not two (docs/jit.md, Planning). */
+ * same dtype), the matmul's result is read by n alone, n is not an output, the first
+ * node reading n reduces it, and every node reading n can compute it in that kernel.  The
+ * bytes moved are the same either way (the contraction stores its result instead of n,
+ * the reduction kernel loads that and computes n again in each pass that reads it: one
+ * vector op), and the contraction kernel stays plain, the one kernel every plain matmul
+ * of its ranks and dtypes shares: attention's (q @ k) * scale and p @ v compile one
+ * contraction kernel, not two (docs/jit.md, "Contraction kernels"). */
 static bool
 defer_epilogue(const planner *p, int32_t n)
 {
@@ -547,11 +548,25 @@ defer_epilogue(const planner *p, int32_t n)
         for (int k = 0; k < g->nodes[u].nin; k++)
             if (g->nodes[u].in[k] == x && u != n)
                 return false; /* x read by another node too */
-    for (int32_t u = n + 1; u < g->nnodes; u++)
-        for (int k = 0; k < g->nodes[u].nin; k++)
-            if (g->nodes[u].in[k] == n)
-                return jit_node_is_reduce(&g->nodes[u]) && k == 0;
-    return false;
+    /* the first reader reduces n, and every reader can take n into that kernel: a
+     * reduction of n or an elementwise op of n's shape (a matmul or a view of n would have
+     * the reduction kernel store n, a store more than the epilogue's) */
+    bool first = true;
+    for (int32_t u = n + 1; u < g->nnodes; u++) {
+        const ir_node *ud = &g->nodes[u];
+        for (int k = 0; k < ud->nin; k++) {
+            if (ud->in[k] != n)
+                continue;
+            bool red = jit_node_is_reduce(ud) && k == 0;
+            if (first && !red)
+                return false;
+            first = false;
+            if (!red && !(ir_op_is_elementwise(ud->op) &&
+                          ir_shape_equal(&ud->type.shape, &nd->type.shape)))
+                return false;
+        }
+    }
+    return !first;
 }
 
 /* ---- classification and clustering --------------------------------------------------- */
