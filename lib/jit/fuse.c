@@ -263,6 +263,17 @@ operands_in_memory(planner *p, int32_t n, const char *what, bool views)
     return KILN_OK;
 }
 
+/* Does no node but n read x? */
+static bool
+read_by_only(const kiln_graph *g, int32_t x, int32_t n)
+{
+    for (int32_t u = x + 1; u < g->nnodes; u++)
+        for (int k = 0; k < g->nodes[u].nin; k++)
+            if (g->nodes[u].in[k] == x && u != n)
+                return false;
+    return true;
+}
+
 /* Operand x of matmul n folds into packing when it is a cast to a float dtype, or a float
  * product with a scalar full, of a buffer or a view (same shape), read by n alone and not
  * an output: packing converts or scales each element as the op would (fused mode only).
@@ -291,11 +302,7 @@ pack_fold(planner *p, int32_t n, int32_t x)
     for (int32_t i = 0; i < g->noutputs; i++)
         if (g->outputs[i].node == x)
             return -1;
-    for (int32_t u = x + 1; u < g->nnodes; u++)
-        for (int k = 0; k < g->nodes[u].nin; k++)
-            if (g->nodes[u].in[k] == x && u != n)
-                return -1;
-    return src;
+    return read_by_only(g, x, n) ? src : -1;
 }
 
 /* ---- reduction clusters --------------------------------------------------------------- */
@@ -520,34 +527,32 @@ store_operands(planner *p, int32_t n, int32_t join, bool eager)
  * the reduction kernel loads that and computes n again in each pass that reads it: one
  * vector op), and the contraction kernel stays plain, the one kernel every plain matmul
  * of its ranks and dtypes shares: attention's (q @ k) * scale and p @ v compile one
- * contraction kernel, not two (docs/jit.md, "Contraction kernels"). */
-static bool
+ * contraction kernel, not two (docs/jit.md, "Contraction kernels").  Returns the matmul's
+ * node, or -1. */
+static int32_t
 defer_epilogue(const planner *p, int32_t n)
 {
     const kiln_graph *g = p->g;
     const ir_node *nd = &g->nodes[n];
     if (nd->op != IR_OP_MUL && nd->op != IR_OP_DIV && nd->op != IR_OP_ADD && nd->op != IR_OP_SUB &&
         nd->op != IR_OP_NEG)
-        return false;
+        return -1;
     int32_t x = -1;
     for (int k = 0; k < nd->nin; k++) {
         int32_t u = nd->in[k];
         if (p->ni[u].cls == C_FULL && ir_shape_count(&g->nodes[u].type.shape) == 1)
             continue;
         if (x >= 0 || p->ni[u].cls != C_ELEM || p->ni[u].cluster < 0)
-            return false;
+            return -1;
         x = u;
     }
     if (x < 0 || p->ni[x].last_reader != n || p->ni[n].last_reader == INT32_MAX)
-        return false;
+        return -1;
     const cluster *c = &p->cl[p->ni[x].cluster];
     if (!c->contract || !c->epilogue || c->nmembers != 1 ||
-        !ir_shape_equal(&nd->type.shape, &c->shape) || nd->type.dtype != g->nodes[x].type.dtype)
-        return false;
-    for (int32_t u = x + 1; u < g->nnodes; u++)
-        for (int k = 0; k < g->nodes[u].nin; k++)
-            if (g->nodes[u].in[k] == x && u != n)
-                return false; /* x read by another node too */
+        !ir_shape_equal(&nd->type.shape, &c->shape) || nd->type.dtype != g->nodes[x].type.dtype ||
+        !read_by_only(g, x, n))
+        return -1;
     /* the first reader reduces n, and every reader can take n into that kernel: a
      * reduction of n or an elementwise op of n's shape (a matmul or a view of n would have
      * the reduction kernel store n, a store more than the epilogue's) */
@@ -559,14 +564,14 @@ defer_epilogue(const planner *p, int32_t n)
                 continue;
             bool red = jit_node_is_reduce(ud) && k == 0;
             if (first && !red)
-                return false;
+                return -1;
             first = false;
             if (!red && !(ir_op_is_elementwise(ud->op) &&
                           ir_shape_equal(&ud->type.shape, &nd->type.shape)))
-                return false;
+                return -1;
         }
     }
-    return !first;
+    return first ? -1 : x;
 }
 
 /* ---- classification and clustering --------------------------------------------------- */
@@ -725,12 +730,12 @@ jit_fuse(planner *p)
             ni->pending = true; /* reads only buffers and splats: its first user places it */
             continue;
         }
-        if (!eager && !red && defer_epilogue(p, n)) {
+        int32_t mm = eager || red ? -1 : defer_epilogue(p, n);
+        if (mm >= 0) {
             /* the reduction reading it places it (its first user, as for a leaf); the
              * contraction stores its plain result */
-            int32_t x = p->ni[nd->in[0]].cls == C_ELEM ? nd->in[0] : nd->in[1];
-            p->ni[x].stored = true;
-            snprintf(p->ni[x].why, sizeof p->ni[x].why,
+            p->ni[mm].stored = true;
+            snprintf(p->ni[mm].why, sizeof p->ni[mm].why,
                      "read by %s %%%d, computed in the reduction that reads it (the "
                      "contraction kernel stays plain)",
                      ir_ops[nd->op].name, (int)n);
