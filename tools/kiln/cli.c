@@ -259,3 +259,11 @@ cli_parse_code(const char *s, unsigned *flags)
         }
     return -1;
 }
+
+double
+cli_clock_ms(clockid_t c)
+{
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}

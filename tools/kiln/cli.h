@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "ir.h"
 
@@ -64,5 +65,7 @@ int cli_parse_mode(const char *s, kiln_mode *mode);
 int cli_parse_code(const char *s, unsigned *flags);
 /* "f32[4,3]" for a boundary value. */
 char *cli_type_str(const kiln_value_info *info, char *buf, size_t n);
+/* Clock c (CLOCK_MONOTONIC, CLOCK_PROCESS_CPUTIME_ID, ...) in milliseconds. */
+double cli_clock_ms(clockid_t c);
 
 #endif

@@ -1133,10 +1133,8 @@ cmd_bench(int argc, char **argv)
 {
     /* what the process paid before this line: the dynamic loader (libLLVM's relocations)
      * and the static constructors (docs/benchmarking.md, "Start-up") */
-    struct timespec cpu0;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu0);
     opts o = {.scale = 1, .eager = true, .budget = 1.0,
-              .preload_ms = (double)cpu0.tv_sec * 1e3 + (double)cpu0.tv_nsec * 1e-6};
+              .preload_ms = cli_clock_ms(CLOCK_PROCESS_CPUTIME_ID)};
     const char **files = calloc((size_t)argc + 1, sizeof *files);
     int nfiles = 0;
     if (!files)

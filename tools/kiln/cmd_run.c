@@ -222,14 +222,6 @@ done:
     return rc ? cli_fail() : CLI_OK;
 }
 
-static double
-clock_ms(clockid_t c)
-{
-    struct timespec ts;
-    clock_gettime(c, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
 /* --stats: where a short-lived process's time goes (docs/benchmarking.md, "Start-up"). */
 static void
 print_stats(double cpu_before, double wall0)
@@ -242,7 +234,7 @@ print_stats(double cpu_before, double wall0)
             "kiln run: in kiln run: %.1f ms wall; LLVM start-up %.2f ms (of it LLJIT %.2f ms); "
             "LLVM compiles %.2f ms (%llu kernels; optimise %.2f, codegen %.2f, link %.2f ms); "
             "disk cache: %llu modules loaded in %.2f ms, %llu misses, %llu written\n",
-            cpu_before, clock_ms(CLOCK_MONOTONIC) - wall0, s.startup_ms, s.lljit_ms,
+            cpu_before, cli_clock_ms(CLOCK_MONOTONIC) - wall0, s.startup_ms, s.lljit_ms,
             s.compile_ms, (unsigned long long)s.kernel_compiles, s.optimise_ms, s.codegen_ms,
             s.link_ms, (unsigned long long)s.disk_hits,
             s.disk_load_ms, (unsigned long long)s.disk_misses, (unsigned long long)s.disk_writes);
@@ -251,7 +243,8 @@ print_stats(double cpu_before, double wall0)
 int
 cmd_run(int argc, char **argv)
 {
-    double cpu_before = clock_ms(CLOCK_PROCESS_CPUTIME_ID), wall0 = clock_ms(CLOCK_MONOTONIC);
+    double cpu_before = cli_clock_ms(CLOCK_PROCESS_CPUTIME_ID),
+           wall0 = cli_clock_ms(CLOCK_MONOTONIC);
     const char *path = NULL, *mode = "fused", *v;
     int nin = 0, nout = 0, rc = CLI_USAGE;
     bool stats = false;
