@@ -70,6 +70,11 @@
  *  7. special values: inf, -inf, NaN, ±0 in the operands (plain, transposed, batched, and
  *     with a bias + relu epilogue) propagate as in the reference; sums of -0 products are
  *     -0 and K = 0 gives +0 (docs/semantics.md).
+ *  8. skinny contractions (B read in place): rows and dots forms, slices, concatenated
+ *     caches, per-head attention shapes, 1-D operands, long K and wide N, at M in {1, 2, 3,
+ *     7, 13, 14, 15, 31} (both sides of the choice), every dtype, fused and eager; the
+ *     choice in the plan (no temporaries for a one-row matmul with B an input) for each
+ *     reason.  The threads test (5) holds skinny cases too (rows, dots, batched dots, i64).
  *
  * Random inputs use the base seed 0x636f6e74 unless KILN_TEST_SEED overrides it.
  */
@@ -781,8 +786,18 @@ static const mcase thread_cases[] = {
      NULL, "[$M,$N]", 200, 120, 150, 0},
     {"[70,9001] @ [9001,50], k blocked", "x: $T[$M,$K], W: $T[$K,$N]", NULL, "x", "W", NULL,
      "$T[$M,$N]", NULL, "[$M,$N]", 70, 50, 9001, 0},
+    /* skinny: B read in place, columns split across threads */
+    {"[1,4000] @ [4000,3001]", "x: $T[$M,$K], W: $T[$K,$N]", NULL, "x", "W", NULL, "$T[$M,$N]",
+     NULL, "[$M,$N]", 1, 3001, 4000, 0},
+    {"[3,2000] @ [1500,2000]^T", "x: $T[$M,$K], W: $T[$N,$K]", "  Wt = permute(W, perm=[1,0])\n",
+     "x", "Wt", NULL, "$T[$M,$N]", NULL, "[$M,$N]", 3, 1500, 2000, 0},
+    {"[16,1,129] @ [16,700,129]^T", "q: $T[16,$M,$K], k: $T[16,$N,$K]",
+     "  kt = permute(k, perm=[0,2,1])\n", "q", "kt", NULL, "$T[16,$M,$N]", NULL, "[16,$M,$N]", 1,
+     700, 129, 0},
+    {"[2,900] @ [900,1000], i64", "x: $T[$M,$K], W: $T[$K,$N]", NULL, "x", "W", NULL, "$T[$M,$N]",
+     NULL, "[$M,$N]", 2, 1000, 900, 0},
 };
-static const kiln_dtype thread_dtypes[NELEM(thread_cases)] = {F32, F32, F64, I32, F32};
+static const kiln_dtype thread_dtypes[NELEM(thread_cases)] = {F32, F32, F64, I32, F32, F32, F64, F32, I64};
 
 /* Child: every case in FUSED then EAGER, the output's bytes after the pool size.  No Check
  * calls: it runs outside any test. */
@@ -1039,6 +1054,10 @@ static const mcase special_cases[] = {
      "[2,3,$M,$N]", 15, 33, 7, 0},
     {"bias + relu", "x: $T[$M,$K], W: $T[$K,$N], b: $T[$N]", NULL, "x", "W",
      "  z = add(h, b)\n  y = relu(z)\n", "$T[$M,$N]", NULL, "[$M,$N]", 33, 100, 31, 2},
+    {"skinny rows", "a: $T[$M,$K], b: $T[$K,$N]", NULL, "a", "b", NULL, "$T[$M,$N]", NULL, "[$M,$N]",
+     1, 35, 19, 0},
+    {"skinny dots", "x: $T[$M,$K], W: $T[$N,$K]", "  Wt = permute(W, perm=[1,0])\n", "x", "Wt",
+     NULL, "$T[$M,$N]", NULL, "[$M,$N]", 3, 40, 31, 0},
 };
 
 START_TEST(test_special_values)
@@ -1060,6 +1079,11 @@ static const struct {
      -0.0f},
     {"graph z(a: $T[40], b: $T[40]) -> (h: $T[]) {\n  h = matmul(a, b)\n}\n", -0.0f, 3},
     {"graph z(a: $T[2,3,0], b: $T[0,5]) -> (h: $T[2,3,5]) {\n  h = matmul(a, b)\n}\n", 0, 0},
+    /* skinny, dots form: -0 through the masked last part of k and the lane sums; K = 0 */
+    {"graph z(a: $T[2,37], w: $T[5,37]) -> (h: $T[2,5]) {\n  b = permute(w, perm=[1,0])\n"
+     "  h = matmul(a, b)\n}\n", -0.0f, 2},
+    {"graph z(a: $T[2,0], w: $T[5,0]) -> (h: $T[2,5]) {\n  b = permute(w, perm=[1,0])\n"
+     "  h = matmul(a, b)\n}\n", 0, 0},
 };
 
 /* The compiled sum must start from -0, not +0, or [[-0.0]] @ [[1]] comes out +0 (as it did
@@ -1088,6 +1112,113 @@ START_TEST(test_signed_zero)
     }
     ck_assert_msg(!reports[0] && !reports[1], "signed zeros, case %d:\nf32: %s\nf64: %s", _i,
                   reports[0] ? reports[0] : "ok\n", reports[1] ? reports[1] : "ok\n");
+}
+END_TEST
+
+/* ---- 8. skinny contractions: B read in place ---------------------------------------------- */
+
+/* Few rows per batch element: the SKINNY kernel reads B in place, by rows (B's N stride 1)
+ * or by dot products along K (B transposed); more rows than one register tile holds, or a
+ * B that packing must gather or convert, go to the packed CONTRACTION kernel.  Every case at
+ * every M of skinny_ms, both sides of the choice, fused and eager against the reference
+ * under the matmul bound (any summation order is within it). */
+static const int64_t skinny_ms[] = {1, 2, 3, 7, 13, 14, 15, 31};
+
+static const mcase skinny_cases[] = {
+    {"rows: x @ W", "x: $T[$M,$K], W: $T[$K,$N]", NULL, "x", "W", NULL, "$T[$M,$N]", NULL,
+     "[$M,$N]", 0, 100, 37, 0},
+    {"dots: x @ W^T", "x: $T[$M,$K], W: $T[$N,$K]", "  Wt = permute(W, perm=[1,0])\n", "x", "Wt",
+     NULL, "$T[$M,$N]", NULL, "[$M,$N]", 0, 100, 37, 0},
+    {"rows: a slice of W", "x: $T[$M,$K], Y: $T[50,120]", "  W = slice(Y, start=[5,7], stop=[42,107])\n",
+     "x", "W", NULL, "$T[$M,$N]", NULL, "[$M,$N]", 0, 100, 37, 0},
+    {"dots: a slice of W^T", "x: $T[$M,$K], Y: $T[110,40]",
+     "  W = slice(Y, start=[3,1], stop=[103,38])\n  Wt = permute(W, perm=[1,0])\n", "x", "Wt", NULL,
+     "$T[$M,$N]", NULL, "[$M,$N]", 0, 100, 37, 0},
+    {"packed: a slice with steps", "x: $T[$M,$K], Y: $T[74,210]",
+     "  W = slice(Y, start=[0,9], stop=[74,209], step=[2,2])\n", "x", "W", NULL, "$T[$M,$N]",
+     NULL, "[$M,$N]", 0, 100, 37, 0},
+    {"rows: W concatenated along K (a cache grown by rows)", "x: $T[$M,$K], W1: $T[30,$N], W2: $T[7,$N]",
+     "  W = concat(W1, W2, axis=0)\n", "x", "W", NULL, "$T[$M,$N]", NULL, "[$M,$N]", 0, 100, 37, 0},
+    {"dots: a key cache concatenated, transposed", "q: $T[$M,$K], kp: $T[93,$K], kn: $T[7,$K]",
+     "  kc = concat(kp, kn, axis=0)\n  kt = permute(kc, perm=[1,0])\n", "q", "kt", NULL,
+     "$T[$M,$N]", NULL, "[$M,$N]", 0, 100, 37, 0},
+    {"dots: per-head q @ k^T", "q: $T[3,$M,$K], k: $T[3,$N,$K]", "  kt = permute(k, perm=[0,2,1])\n",
+     "q", "kt", NULL, "$T[3,$M,$N]", NULL, "[3,$M,$N]", 0, 100, 37, 0},
+    {"rows: per-head p @ v", "p: $T[3,$M,$K], v: $T[3,$K,$N]", NULL, "p", "v", NULL,
+     "$T[3,$M,$N]", NULL, "[3,$M,$N]", 0, 100, 37, 0},
+    {"[K] @ [K,N]", "v: $T[$K], W: $T[$K,$N]", NULL, "v", "W", NULL, "$T[$N]", NULL, "[$N]", 1,
+     100, 37, 0},
+    {"dots: [M,K] @ [K]", "x: $T[$M,$K], v: $T[$K]", NULL, "x", "v", NULL, "$T[$M]", NULL, "[$M]",
+     0, 1, 37, 0},
+    {"long K, wide N", "x: $T[$M,$K], W: $T[$K,$N]", NULL, "x", "W", NULL, "$T[$M,$N]", NULL,
+     "[$M,$N]", 0, 2500, 1100, 0},
+};
+
+START_TEST(test_skinny)
+{
+    const mcase *base = &skinny_cases[_i];
+    for (size_t im = 0; im < NELEM(skinny_ms); im++) {
+        mcase c = *base;
+        if (c.M == 0)
+            c.M = skinny_ms[im];
+        else if (im > 0)
+            break;
+        for (int d = 0; d < 4; d++)
+            check_case(&c, all_dtypes[d], base_seed() + 0x80000 + (uint64_t)(_i * 256 + im * 4 + d),
+                       FILL_UNIFORM);
+    }
+}
+END_TEST
+
+/* The choice, in the fused plan: a one-row matmul with B an input allocates no temporaries (B is
+ * read in place, not packed) and says why; transposed B reads dot products; more rows than a
+ * tile holds, or a B shared by batch elements, pack it once; a B strided both ways is
+ * packed.  Sums of -0 products stay -0 and K = 0 gives +0 in both forms (special values
+ * against the reference). */
+static const struct {
+    const char *text;
+    const char *want;  /* in step 0's line */
+    bool temps;        /* the plan has temporaries (a packed copy of B) */
+} skinny_plans[] = {
+    {"graph g(x: f32[1,512], W: f32[512,300]) -> (y: f32[1,300]) {\n  y = matmul(x, W)\n}\n",
+     "skinny contraction kernel f32[1,512] @ [512,300] -> [1,300], rows of B", false},
+    {"graph g(x: f32[2,512], W: f32[300,512]) -> (y: f32[2,300]) {\n"
+     "  Wt = permute(W, perm=[1,0])\n  y = matmul(x, Wt)\n}\n",
+     "skinny contraction kernel f32[2,512] @ [512,300] -> [2,300], dot products along K", false},
+    {"graph g(x: f64[1,64], W: f64[64,300], b: f64[300]) -> (y: f64[1,300]) {\n"
+     "  h = matmul(x, W)\n  z = add(h, b)\n  y = gelu(z)\n}\n",
+     "skinny contraction kernel", false},
+    {"graph g(x: f32[64,512], W: f32[512,300]) -> (y: f32[64,300]) {\n  y = matmul(x, W)\n}\n",
+     "contraction kernel f32[64,512] @ [512,300] -> [64,300]", true},
+    {"graph g(x: f32[4,1,512], W: f32[512,300]) -> (y: f32[4,1,300]) {\n  y = matmul(x, W)\n}\n",
+     "packed: packing B once buys reuse", true},
+    {"graph g(x: f32[1,40], Y: f32[80,600]) -> (y: f32[1,300]) {\n"
+     "  W = slice(Y, start=[0,0], stop=[80,600], step=[2,2])\n  y = matmul(x, W)\n}\n",
+     "packed: B is contiguous along neither", true},
+};
+
+START_TEST(test_skinny_plan)
+{
+    kiln_graph *g = ts_parse(skinny_plans[_i].text);
+    {
+        kiln_options o = {0};
+        o.mode = KILN_MODE_FUSED;
+        kiln_program *p = NULL;
+        ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s", kiln_errmsg());
+        char *plan = ts_plan_text(p);
+        size_t len = 0;
+        const char *line = plan_step(plan, 0, &len);
+        char *l0 = line ? strf("%.*s", (int)len, line) : NULL;
+        ck_assert_msg(l0 && strstr(l0, skinny_plans[_i].want),
+                      "case %d: want \"%s\" in step 0:\n%s", _i, skinny_plans[_i].want, plan);
+        free(l0);
+        bool temps = strstr(plan, ", 0 bytes of temporaries") == NULL;
+        ck_assert_msg(temps == skinny_plans[_i].temps, "case %d: temporaries %s:\n%s", _i,
+                      temps ? "planned" : "none", plan);
+        free(plan);
+        kiln_program_free(p);
+    }
+    kiln_graph_free(g);
 }
 END_TEST
 
@@ -1123,6 +1254,12 @@ contract_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_special_values, 0, (int)NELEM(special_cases));
     tcase_add_loop_test(tc, test_signed_zero, 0, (int)NELEM(zero_cases));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("skinny");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, test_skinny, 0, (int)NELEM(skinny_cases));
+    tcase_add_loop_test(tc, test_skinny_plan, 0, (int)NELEM(skinny_plans));
     suite_add_tcase(s, tc);
     return s;
 }

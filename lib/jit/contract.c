@@ -344,3 +344,148 @@ jit_contract_run(const jit_step *s, void *const *ptrs, const void *a, const void
     jit_pool_run(block_task, &r, ntasks);
     return KILN_OK;
 }
+
+/* ---- skinny contractions: B read in place ---------------------------------------------------
+ * The cost model.  Packing B costs a read and a write of B, and the packed kernel then reads
+ * the packed copy once per block of rows (once, for the few rows of a skinny matmul): about
+ * three passes over B, two of them at run time even for a constant B's kernel's callers
+ * (the copy is made once, but it doubles the weight's memory).  Reading B in place costs one
+ * pass over B per register tile of rows, per batch element that uses B.  So packing buys
+ * reuse only when B would be read more than once: more rows than one tile holds, or one B
+ * shared by several batch elements (x [b, 1, k] @ W).  Reading in place also needs B
+ * contiguous along N (rows form) or along K with A contiguous along K (dots form), and no
+ * conversion that packing would compute (a cast or scale of an operand folded into it). */
+bool
+jit_skinny_choose(const jit_step *s, kiln_dtype t, int *bform, int *tile_m, char *why, size_t n)
+{
+    int R = s->desc.rank;
+    int maxm = jit_skinny_max_rows(t);
+    int64_t bst_k = s->mm_st[1][R - 2], bst_n = s->mm_st[1][R - 1], ast_k = s->mm_st[0][R - 1];
+    int64_t uses = s->mm_shared[1] ? s->mm_batch : 1; /* batch elements reading one B */
+    for (int x = 0; x < 2; x++)
+        if (s->mm_src[x] != (uint8_t)t || s->mm_scale[x] != 1) {
+            snprintf(why, n, "packing computes a cast or scale of %s", x ? "B" : "A");
+            return false;
+        }
+    if (s->mm_m > maxm || uses > 1) {
+        snprintf(why, n, "packing B once buys reuse: in place, each element of B would be read "
+                 "%lld times (%lld rows, tiles of at most %d, %lld batch elements sharing B)",
+                 (long long)(((s->mm_m + maxm - 1) / maxm) * uses), (long long)s->mm_m, maxm,
+                 (long long)uses);
+        return false;
+    }
+    if (bst_n == 1 && s->mm_n > 1) {
+        *bform = JIT_SKINNY_ROWS;
+    } else if (bst_k == 1 && (ast_k == 1 || s->mm_k <= 1)) {
+        *bform = JIT_SKINNY_DOTS;
+    } else if (bst_n == 1) {
+        *bform = JIT_SKINNY_ROWS;
+    } else {
+        snprintf(why, n, "B is contiguous along neither N nor K (A along K): packing gathers it");
+        return false;
+    }
+    int m = 1;
+    while (m < s->mm_m)
+        m *= 2;
+    *tile_m = m;
+    snprintf(why, n, "B read in place, once (%lld row%s, one tile of %d: packing would buy no "
+             "reuse)", (long long)s->mm_m, s->mm_m == 1 ? "" : "s", m);
+    return true;
+}
+
+/* (jit.h) */
+void
+jit_skinny_tile(kiln_dtype t, int tile_m, int bform, int *n)
+{
+    int bits = jit_host_info()->vector_bits;
+    int regs = bits == 512 ? 32 : 16;
+    int per = kiln_dtype_size(t) == 8 ? 2 : 1; /* registers per jit vector */
+    if (bform == JIT_SKINNY_ROWS) {
+        *n = per == 2 ? 1 : 2; /* vectors per row: tile_m * nv accumulators, nv loads of B */
+        return;
+    }
+    /* columns per group: tile_m * nc accumulators within half the registers, and the nc
+     * vectors of B and tile_m of A beside them */
+    int nc = regs / 2 / per / tile_m;
+    int cap = regs / 4 / per;
+    nc = nc < cap ? nc : cap;
+    *n = nc < 1 ? 1 : nc;
+}
+
+int
+jit_skinny_max_rows(kiln_dtype t)
+{
+    int bits = jit_host_info()->vector_bits;
+    int regs = bits == 512 ? 32 : 16;
+    int per = kiln_dtype_size(t) == 8 ? 2 : 1;
+    int m = (regs - 8) / (2 * per);
+    int p = 1;
+    while (p * 2 <= m)
+        p *= 2;
+    return p;
+}
+
+typedef struct srun {
+    const jit_step *s;
+    jit_kernel_fn fn;
+    void *const *ptrs;
+    const char *a, *b;
+    size_t es;
+    int64_t chunk, nchunks; /* columns per task, tasks per batch element */
+} srun;
+
+static void
+skinny_task(void *ctx, int64_t i)
+{
+    const srun *r = ctx;
+    const jit_step *s = r->s;
+    int R = s->desc.rank;
+    int64_t batch = i / r->nchunks, c = i % r->nchunks;
+    jit_saux x;
+    x.a = r->a + batch_offset(s, 0, batch) * (int64_t)r->es;
+    x.b = r->b + batch_offset(s, 1, batch) * (int64_t)r->es;
+    x.k = s->mm_k;
+    x.batch = batch;
+    x.m = s->mm_m;
+    x.a_m = s->mm_st[0][R - 2];
+    x.a_k = s->mm_st[0][R - 1];
+    x.bs = s->desc.bform == JIT_SKINNY_ROWS ? s->mm_st[1][R - 2] : s->mm_st[1][R - 1];
+    /* a rows kernel takes at most JIT_SKINNY_COLS columns a call */
+    for (int64_t j = c * r->chunk, end = j + r->chunk < s->mm_n ? j + r->chunk : s->mm_n; j < end;
+         j += JIT_SKINNY_COLS) {
+        x.j0 = j;
+        x.j1 = end - j < JIT_SKINNY_COLS ? end : j + JIT_SKINNY_COLS;
+        r->fn(r->ptrs, s->strides, s->dims, 0, 0, &x);
+    }
+}
+
+kiln_status
+jit_skinny_run(const jit_step *s, void *const *ptrs, const void *a, const void *b)
+{
+    srun r;
+    r.s = s;
+    r.fn = jit_kernel_entry(s->kernel);
+    r.ptrs = ptrs;
+    r.a = a;
+    r.b = b;
+    r.es = kiln_dtype_size(mm_dtype(s));
+    int64_t macs = s->mm_batch * s->mm_m * s->mm_n * (s->mm_k ? s->mm_k : 1);
+    int threads = macs < SMALL_MACS ? 1 : jit_pool_threads();
+    /* columns in blocks of whole cache lines of the output (16 f32), enough of them to
+     * balance the threads: each streams its own columns of B, never a split of K */
+    int64_t line = 64 / (int64_t)r.es;
+    int64_t want = threads > 1 ? 4 * (int64_t)threads : 1;
+    int64_t per = want > s->mm_batch ? (want + s->mm_batch - 1) / s->mm_batch : 1;
+    int64_t chunk = (s->mm_n + per - 1) / per;
+    chunk = (chunk + line - 1) / line * line;
+    r.chunk = chunk > 0 ? chunk : 1;
+    r.nchunks = (s->mm_n + r.chunk - 1) / r.chunk;
+    int64_t ntasks = s->mm_batch * r.nchunks;
+    if (threads == 1) {
+        for (int64_t i = 0; i < ntasks; i++)
+            skinny_task(&r, i);
+        return KILN_OK;
+    }
+    jit_pool_run(skinny_task, &r, ntasks);
+    return KILN_OK;
+}

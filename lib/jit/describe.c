@@ -314,7 +314,7 @@ kb_value(kbuild *k, int32_t n, const ir_shape *cs, int ctx)
 }
 
 void
-jit_explain_cluster(planner *p, int32_t c, FILE *f)
+jit_explain_cluster(planner *p, int32_t c, const jit_step *s, FILE *f)
 {
     cluster *cl = &p->cl[c];
     const kiln_graph *g = p->g;
@@ -327,13 +327,28 @@ jit_explain_cluster(planner *p, int32_t c, FILE *f)
     }
     if (cl->contract) {
         const ir_node *mm = &g->nodes[cl->members[0]];
-        char ta[IR_TYPE_STR_MAX], tbb[IR_TYPE_STR_MAX];
-        int mr, nrv, nr;
+        char ta[IR_TYPE_STR_MAX], tbb[IR_TYPE_STR_MAX], why[200];
+        int mr, nrv, nr, bform, tm;
+        bool skinny = jit_skinny_choose(s, mm->type.dtype, &bform, &tm, why, sizeof why);
         jit_contract_tile(mm->type.dtype, &mr, &nrv, &nr);
-        fprintf(f, "contraction kernel %s @ %s -> %s, %dx%d register tiles",
-                ir_type_str(&g->nodes[mm->in[0]].type, ta, sizeof ta),
-                ir_shape_str(&g->nodes[mm->in[1]].type.shape, tbb, sizeof tbb),
-                ir_shape_str(&cl->shape, tb, sizeof tb), mr, nr);
+        if (skinny) {
+            int n;
+            jit_skinny_tile(mm->type.dtype, tm, bform, &n);
+            fprintf(f, "skinny contraction kernel %s @ %s -> %s, %s: %s; %dx%d register tiles",
+                    ir_type_str(&g->nodes[mm->in[0]].type, ta, sizeof ta),
+                    ir_shape_str(&g->nodes[mm->in[1]].type.shape, tbb, sizeof tbb),
+                    ir_shape_str(&cl->shape, tb, sizeof tb),
+                    bform == JIT_SKINNY_ROWS ? "rows of B (vectors along N)"
+                                             : "dot products along K (B transposed)",
+                    why, tm, bform == JIT_SKINNY_ROWS ? n * jit_host_info()->vector_bits / 32 : n);
+        } else {
+            fprintf(f, "contraction kernel %s @ %s -> %s, %dx%d register tiles",
+                    ir_type_str(&g->nodes[mm->in[0]].type, ta, sizeof ta),
+                    ir_shape_str(&g->nodes[mm->in[1]].type.shape, tbb, sizeof tbb),
+                    ir_shape_str(&cl->shape, tb, sizeof tb), mr, nr);
+            if (s->mm_m <= jit_skinny_max_rows(mm->type.dtype))
+                fprintf(f, ", packed: %s", why);
+        }
         for (int x = 0; x < 2; x++)
             if (p->ni[mm->in[x]].folded)
                 fprintf(f, ", packing computes %%%d %s", (int)mm->in[x], ir_ops[g->nodes[mm->in[x]].op].name);
@@ -621,6 +636,16 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
             goto done;
     } else {
         st = kb_stream_stores(p, &k.load_node, stores.v, s);
+    }
+    if (cl->contract && !st) {
+        /* few rows: B read in place (contract.c's cost model; jit_explain_cluster says why) */
+        char why[8];
+        int bform, tm;
+        if (jit_skinny_choose(s, p->g->nodes[cl->members[0]].type.dtype, &bform, &tm, why, sizeof why)) {
+            s->desc.kind = JIT_KERNEL_SKINNY;
+            s->desc.bform = bform;
+            s->desc.tile_m = tm;
+        }
     }
 done:
     ir_free(k.inst);

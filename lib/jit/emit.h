@@ -92,5 +92,19 @@ IR_HIDDEN void jit_em_stream_fence(jit_em *l);
 IR_HIDDEN kiln_status jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name);
 /* Contraction kernels (lower_contract.c). */
 IR_HIDDEN kiln_status jit_lower_contract(jit_em *l, const jit_kdesc *d, const char *name);
+/* What CONTRACTION and SKINNY kernels share: per load of d, the offset of batch element
+ * `batch` (off), the stride along the rows (sm) and along the columns (istride), from the
+ * kernel's strides argument; and the epilogue of one vector of results accv of row `row`
+ * at column c (every instruction but the matmul's, index mi; then the stores at obase + c,
+ * under mask; val: ninst values of scratch). */
+IR_HIDDEN void jit_contract_load_strides(jit_em *l, const jit_kdesc *d, LLVMValueRef pstrides,
+                                         const LLVMValueRef *dims, LLVMValueRef batch,
+                                         LLVMValueRef *off, LLVMValueRef *sm, LLVMValueRef *istride);
+IR_HIDDEN void jit_contract_epilogue(jit_em *l, const jit_kdesc *d, int mi, LLVMValueRef accv,
+                                     LLVMValueRef *ptr, LLVMValueRef *off, LLVMValueRef *sm,
+                                     LLVMValueRef *istride, LLVMValueRef row, LLVMValueRef obase,
+                                     LLVMValueRef c, LLVMValueRef mask, LLVMValueRef *val);
+/* Skinny contraction kernels (lower_skinny.c). */
+IR_HIDDEN kiln_status jit_lower_skinny(jit_em *l, const jit_kdesc *d, const char *name);
 
 #endif /* KILN_JIT_EMIT_H */

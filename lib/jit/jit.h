@@ -38,6 +38,11 @@ IR_HIDDEN const jit_host *jit_host_info(void);
  *                                 packed (contract.c) into panels of the register tile;
  *                                 threads take blocks of M x N of one batch element, never
  *                                 a split of K, so every element's sum runs in one order.
+ *   SKINNY (lower_skinny.c)       matmul with few rows per batch element (a decoder's one-row
+ *                                 x @ W): B read in place, once, no packing; rows form
+ *                                 (B's N stride 1: vectors along N) or dots form (B's K
+ *                                 stride 1, an x @ permute(W): dot products along K); threads
+ *                                 take blocks of columns, never a split of K.
  *
  * Sizes and strides are run-time arguments:
  *
@@ -65,11 +70,16 @@ IR_HIDDEN const jit_host *jit_host_info(void);
  * operands: the sum over K of the tile being computed; the others are its epilogue
  * (elementwise ops of it, loads with strides over the space as in ELEMENTWISE).  Stores are
  * contiguous, row-major over the space.  [begin, end) is unused: aux (a jit_caux) names
- * one batch element, a block of rows and columns, and the packed panels covering them. */
+ * one batch element, a block of rows and columns, and the packed panels covering them.
+ *
+ * SKINNY: the space, instructions and stores of a CONTRACTION; aux (a jit_saux) names one
+ * batch element, every row of it (at most the description's tile_m) and a block of columns,
+ * and A and B in place with their strides. */
 typedef enum jit_kernel_kind {
     JIT_KERNEL_ELEMENTWISE,
     JIT_KERNEL_REDUCTION,
     JIT_KERNEL_CONTRACTION,
+    JIT_KERNEL_SKINNY,
 } jit_kernel_kind;
 
 typedef enum jit_kind {
@@ -152,7 +162,15 @@ typedef struct jit_kdesc {
     int32_t *stores;    /* nstores instruction indices, stored in this order */
     uint8_t *store_cls; /* nstores jit_store_class: REDUCTION; ELEMENTWISE (or NULL) */
     int32_t tier;       /* jit_tier */
+    /* SKINNY: how B is read (jit_skinny_form) and the rows of the register tile (a power of
+     * two, at least the rows of A per batch element); 0 for other kinds */
+    int32_t bform, tile_m;
 } jit_kdesc;
+
+typedef enum jit_skinny_form {
+    JIT_SKINNY_ROWS, /* B [K, N] with N stride 1: acc[r] += A[r, p] * B[p, j..j+W] */
+    JIT_SKINNY_DOTS, /* B's K stride 1 (and A's): acc[r][j] += A[r, p..p+W] * B[p..p+W, j] */
+} jit_skinny_form;
 
 /* CONTRACTION run-time arguments: rows [i0, i1) x columns [j0, j1) of batch element
  * `batch` (row-major over the batch dims).  a: the packed panels of A covering the rows
@@ -170,6 +188,22 @@ typedef struct jit_caux {
     int64_t ldc, kflags;
 } jit_caux;
 enum { JIT_K_ACCUMULATE = 1, JIT_K_FINAL = 2 };
+/* SKINNY run-time arguments: every row [0, m) of batch element `batch`, columns [j0, j1)
+ * (rows form: j1 - j0 <= JIT_SKINNY_COLS).  a, b: A's and B's matrices of that batch element,
+ * in place; a_m, a_k: A's element strides along M and K; bs: B's stride along K (rows form;
+ * along N it is 1) or along N (dots form; along K it is 1, and A's too). */
+typedef struct jit_saux {
+    const void *a, *b;
+    int64_t k, batch, m, j0, j1, a_m, a_k, bs;
+} jit_saux;
+/* Rows form: the columns one call takes at most (its running sums live in a stack array of
+ * tile_m rows of this many elements). */
+#define JIT_SKINNY_COLS 1024
+/* The rows form's tile (rows x vectors), the dots form's (rows x columns) for a tile of
+ * tile_m rows of dtype t on this host, and the most rows a tile may have. */
+IR_HIDDEN void jit_skinny_tile(kiln_dtype t, int tile_m, int bform, int *nv_or_nc);
+IR_HIDDEN int jit_skinny_max_rows(kiln_dtype t);
+
 /* The register tile of a contraction of dtype t on this host: mr rows x nrv vectors of
  * jit lanes (vector bits / 32 lanes of t), chosen from the register count and width. */
 IR_HIDDEN void jit_contract_tile(kiln_dtype t, int *mr, int *nrv, int *nr);
@@ -225,7 +259,7 @@ IR_HIDDEN void jit_buf_u64(jit_buf *b, uint64_t v);
 IR_HIDDEN void jit_buf_str(jit_buf *b, const char *s); /* u32 length, then the bytes */
 IR_HIDDEN void jit_buf_free(jit_buf *b);
 /* The version of jit_kdesc_serialise's format: bump it with any change to what it writes. */
-#define JIT_KDESC_FORMAT 10
+#define JIT_KDESC_FORMAT 11
 /* Append description d, every field written explicitly (kdesc.c says how): the cache key of
  * a kernel.  A new field of jit_kdesc must be written here. */
 IR_HIDDEN void jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b);

@@ -14,16 +14,19 @@
  * prefetching the next row's stores; format 6: the shorter f32 exp; format 7: a split
  * blockable columns kernel's last partial vector reduced whole; format 8: vector bodies'
  * positions through an opaque copy; format 9: the tier; format 10: the small code
- * model), so an upgrade never keeps running the old code from the disk.
+ * model; format 11: the SKINNY kind's form and tile rows), so an upgrade never keeps running
+ * the old code from the disk.
  * A CONTRACTION description needs nothing more: its tile follows from the dtype and the
- * vector width, which the disk key holds.
+ * vector width, which the disk key holds.  A SKINNY one adds how B is read and the rows of
+ * its tile (its columns follow from those, the dtype and the vector width).
  *
- *   format 9 and 10 (1 to 8: the same without the tier):
+ *   format 11 (9 and 10: the same without bform and tile_m; 1 to 8: without the tier):
  *     i32 kind, rank, nred, lanes_kept, ninst, nloads, nstores
  *     ninst x { u8 kind, op, dtype, cls; i32 slot; i32 a[0..3); u8 value[8]; u8 value2[8] }
  *     nstores x i32 store index
  *     u8 has_store_cls; then nstores x u8 store class when set
  *     u8 tier
+ *     i32 bform, tile_m
  */
 #include <string.h>
 
@@ -124,4 +127,6 @@ jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b)
     if (d->store_cls)
         jit_buf_put(b, d->store_cls, (size_t)d->nstores);
     jit_buf_u8(b, (unsigned)d->tier);
+    jit_buf_u32(b, (uint32_t)d->bform);
+    jit_buf_u32(b, (uint32_t)d->tile_m);
 }

@@ -444,9 +444,12 @@ jit_module_lower(int n, const jit_kdesc *const *d, const char *const *names, boo
     jit_em_init(&l, m->u.ctx, m->u.mod);
     for (int i = 0; i < n && !st; i++) {
         IR_ASSERT((d[i]->tier == JIT_TIER_COMPACT) == m->u.compact);
-        st = d[i]->kind == JIT_KERNEL_REDUCTION     ? jit_lower_reduce(&l, d[i], names[i])
-             : d[i]->kind == JIT_KERNEL_CONTRACTION ? jit_lower_contract(&l, d[i], names[i])
-                                                    : build_kernel(&l, d[i], names[i]);
+        switch ((jit_kernel_kind)d[i]->kind) { /* every kind, no default (-Werror=switch) */
+        case JIT_KERNEL_ELEMENTWISE: st = build_kernel(&l, d[i], names[i]); break;
+        case JIT_KERNEL_REDUCTION: st = jit_lower_reduce(&l, d[i], names[i]); break;
+        case JIT_KERNEL_CONTRACTION: st = jit_lower_contract(&l, d[i], names[i]); break;
+        case JIT_KERNEL_SKINNY: st = jit_lower_skinny(&l, d[i], names[i]); break;
+        }
     }
     if (m->u.compact)
         jit_vm_outline(m->u.mod);

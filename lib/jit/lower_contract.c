@@ -179,11 +179,11 @@ tile_rows(L *l, const cstate *cs, LLVMValueRef fn, LLVMBasicBlockRef at, LLVMBas
 }
 
 /* The epilogue of tile row `row` (an absolute row index), vector v of the tile: every
- * instruction, then the stores; mask NULL = all lanes. */
-static void
-epilogue(L *l, const jit_kdesc *d, int mi, LLVMValueRef accv, LLVMValueRef *ptr, LLVMValueRef *off,
-         LLVMValueRef *sm, LLVMValueRef *istride, LLVMValueRef row, LLVMValueRef obase,
-         LLVMValueRef c, LLVMValueRef mask, LLVMValueRef *val)
+ * instruction, then the stores; mask NULL = all lanes.  (SKINNY kernels share it.) */
+void
+jit_contract_epilogue(L *l, const jit_kdesc *d, int mi, LLVMValueRef accv, LLVMValueRef *ptr,
+                      LLVMValueRef *off, LLVMValueRef *sm, LLVMValueRef *istride, LLVMValueRef row,
+                      LLVMValueRef obase, LLVMValueRef c, LLVMValueRef mask, LLVMValueRef *val)
 {
     LLVMBuilderRef b = l->b;
     for (int32_t i = 0; i < d->ninst; i++) {
@@ -202,6 +202,30 @@ epilogue(L *l, const jit_kdesc *d, int mi, LLVMValueRef accv, LLVMValueRef *ptr,
         const jit_kinst *in = &d->inst[d->stores[k]];
         jit_em_store(l, (kiln_dtype)in->dtype, JIT_CONTIG, val[d->stores[k]], ptr[d->nloads + k],
                      obase, c, NULL, mask);
+    }
+}
+
+void
+jit_contract_load_strides(L *l, const jit_kdesc *d, LLVMValueRef pstrides, const LLVMValueRef *dims,
+                          LLVMValueRef batch, LLVMValueRef *off, LLVMValueRef *sm,
+                          LLVMValueRef *istride)
+{
+    LLVMBuilderRef b = l->b;
+    int R = d->rank;
+    /* per load: the batch element's offset, the row stride and the column stride */
+    for (int j = 0; j < d->nloads; j++) {
+        sm[j] = jit_em_arg(l, l->i64, pstrides, (int64_t)j * R + R - 2, "");
+        istride[j] = jit_em_arg(l, l->i64, pstrides, (int64_t)j * R + R - 1, "");
+        off[j] = jit_em_i64(l, 0);
+    }
+    LLVMValueRef rem = batch;
+    for (int k = R - 3; k >= 0; k--) {
+        LLVMValueRef ik = LLVMBuildURem(b, rem, dims[k], "");
+        rem = LLVMBuildUDiv(b, rem, dims[k], "");
+        for (int j = 0; j < d->nloads; j++) {
+            LLVMValueRef st = jit_em_arg(l, l->i64, pstrides, (int64_t)j * R + k, "");
+            off[j] = LLVMBuildAdd(b, off[j], LLVMBuildMul(b, ik, st, ""), "");
+        }
     }
 }
 
@@ -264,21 +288,7 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
         dims[k] = jit_em_arg(l, l->i64, pdims, k, "");
     }
     LLVMValueRef N = dims[R - 1];
-    /* per load: the batch element's offset, the row stride and the column stride */
-    for (int j = 0; j < d->nloads; j++) {
-        sm[j] = jit_em_arg(l, l->i64, pstrides, (int64_t)j * R + R - 2, "");
-        istride[j] = jit_em_arg(l, l->i64, pstrides, (int64_t)j * R + R - 1, "");
-        off[j] = jit_em_i64(l, 0);
-    }
-    LLVMValueRef rem = batch;
-    for (int k = R - 3; k >= 0; k--) {
-        LLVMValueRef ik = LLVMBuildURem(b, rem, dims[k], "");
-        rem = LLVMBuildUDiv(b, rem, dims[k], "");
-        for (int j = 0; j < d->nloads; j++) {
-            LLVMValueRef st = jit_em_arg(l, l->i64, pstrides, (int64_t)j * R + k, "");
-            off[j] = LLVMBuildAdd(b, off[j], LLVMBuildMul(b, ik, st, ""), "");
-        }
-    }
+    jit_contract_load_strides(l, d, pstrides, dims, batch, off, sm, istride);
     /* first output element of the batch element: batch * M * N */
     LLVMValueRef obatch = LLVMBuildMul(b, batch, LLVMBuildMul(b, dims[R - 2], N, ""), "");
     LLVMValueRef apanel = LLVMBuildMul(b, KS, jit_em_i64(l, cs.mr), ""); /* elements */
@@ -375,7 +385,8 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
     LLVMValueRef zero0 = jit_em_i64(l, 0), Wc = jit_em_i64(l, l->W);
     restv = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, restv, zero0, ""), zero0, restv, "");
     restv = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, restv, Wc, ""), Wc, restv, "");
-    epilogue(l, d, mi, accv, ptr, off, sm, istride, row, obase, c, jit_em_first_lanes(l, restv), val);
+    jit_contract_epilogue(l, d, mi, accv, ptr, off, sm, istride, row, obase, c,
+                          jit_em_first_lanes(l, restv), val);
     LLVMValueRef q2 = jit_em_opaque(l, LLVMBuildAdd(b, q, jit_em_i64(l, 1), ""));
     LLVMBasicBlockRef ebody_end = LLVMGetInsertBlock(b);
     LLVMBuildBr(b, ehead);

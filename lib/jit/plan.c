@@ -202,7 +202,7 @@ jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **
         } else {
             st = jit_describe_kernel(p, s, js);
             if (f)
-                jit_explain_cluster(p, s, f);
+                jit_explain_cluster(p, s, js, f);
         }
         if (f)
             fclose(f);

@@ -8,7 +8,8 @@
  *   plan.c      the driver: simplify, the passes above, then every kernel compiled (or
  *               found in the cache) once all descriptions exist
  *   run.c       running a plan's steps on the thread pool
- *   contract.c  running contraction (matmul) steps: packing, blocking
+ *   contract.c  running contraction (matmul) steps: packing, blocking; skinny ones (B read
+ *               in place) and the cost model that chooses them
  */
 #ifndef KILN_JIT_PLAN_H
 #define KILN_JIT_PLAN_H
@@ -122,7 +123,7 @@ IR_HIDDEN void jit_sched_free(jit_sched *s);
 /* describe.c */
 IR_HIDDEN kiln_status jit_describe_kernel(planner *p, int32_t c, jit_step *s);
 IR_HIDDEN kiln_status jit_describe_ref(planner *p, int32_t r, jit_step *s);
-IR_HIDDEN void jit_explain_cluster(planner *p, int32_t c, FILE *f);
+IR_HIDDEN void jit_explain_cluster(planner *p, int32_t c, const jit_step *s, FILE *f);
 
 /* contract.c: running contraction steps.  Bytes of temporaries a run packs into (at
  * s->mm_pack_off); packing a constant B once (into s->mm_bpacked); running the step with
@@ -131,5 +132,11 @@ IR_HIDDEN size_t jit_contract_temp_bytes(const jit_step *s);
 IR_HIDDEN kiln_status jit_contract_prepack(jit_step *s);
 IR_HIDDEN kiln_status jit_contract_run(const jit_step *s, void *const *ptrs, const void *a,
                                        const void *b, void *temp);
+/* contract.c: SKINNY steps.  Whether contraction step s (of dtype t, described) reads B in
+ * place, and with what form and tile rows; why (for the plan dump) either way.  No LLVM. */
+IR_HIDDEN bool jit_skinny_choose(const jit_step *s, kiln_dtype t, int *bform, int *tile_m,
+                                 char *why, size_t n);
+IR_HIDDEN kiln_status jit_skinny_run(const jit_step *s, void *const *ptrs, const void *a,
+                                     const void *b);
 
 #endif /* KILN_JIT_PLAN_H */

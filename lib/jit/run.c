@@ -284,9 +284,11 @@ jit_plan_run(const jit_plan *p, const void *const *inputs, void *const *outputs,
                 ptrs[in->slot] = (char *)ptrs[in->slot] +
                                  s->slot_off[in->slot] * (int64_t)kiln_dtype_size((kiln_dtype)in->dtype);
         }
-        if (s->desc.kind == JIT_KERNEL_CONTRACTION) {
-            kiln_status st = jit_contract_run(s, ptrs, resolve(&s->mm_loc[0], inputs, outputs, temp),
-                                              resolve(&s->mm_loc[1], inputs, outputs, temp), temp);
+        if (s->desc.kind == JIT_KERNEL_CONTRACTION || s->desc.kind == JIT_KERNEL_SKINNY) {
+            const void *a = resolve(&s->mm_loc[0], inputs, outputs, temp),
+                       *b = resolve(&s->mm_loc[1], inputs, outputs, temp);
+            kiln_status st = s->desc.kind == JIT_KERNEL_SKINNY ? jit_skinny_run(s, ptrs, a, b)
+                                                               : jit_contract_run(s, ptrs, a, b, temp);
             if (ptrs != ptr_small)
                 ir_free(ptrs);
             if (st)
