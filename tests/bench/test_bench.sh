@@ -15,13 +15,13 @@ if ! "$kiln" bench --scale 256 --time 0.02 --json "$tmp/bench.json" --plot "$tmp
     echo "FAIL: kiln bench exited non-zero"; cat "$tmp/bench.out" "$tmp/bench.err"; fail=1
 fi
 for w in chain gelu softmax layernorm bcast l2norm small mlp colsum rmsnorm logsumexp \
-         sgemm sgemm_1t attn matmul_small; do
+         sgemm sgemm_1t attn matmul_small gemv; do
     grep -q "^$w " "$tmp/bench.out" || { echo "FAIL: table lacks $w"; fail=1; }
 done
 grep -q "<svg" "$tmp/bench.svg" && grep -q "chain" "$tmp/bench.svg" || { echo "FAIL: no plot"; fail=1; }
 if command -v python3 >/dev/null; then
     python3 "$src/tests/bench/check_json.py" "$tmp/bench.json" \
-        chain,gelu,softmax,layernorm,bcast,l2norm,small,mlp,colsum,rmsnorm,logsumexp,sgemm,sgemm_1t,attn,matmul_small \
+        chain,gelu,softmax,layernorm,bcast,l2norm,small,mlp,colsum,rmsnorm,logsumexp,sgemm,sgemm_1t,attn,matmul_small,gemv \
         || fail=1
 else
     echo "note: python3 absent, JSON fields not validated"

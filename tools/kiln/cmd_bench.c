@@ -743,15 +743,20 @@ alloc_outputs(const kiln_graph *g)
     return b;
 }
 
-/* Per-call overhead workloads (at most 4096 input elements, like `small`) and matmul
- * workloads (GFLOP/s is their figure) run warm; the rest, memory-bound, from cold caches. */
+/* Per-call overhead workloads (at most 4096 input elements, like `small`) and compute-bound
+ * matmul workloads (GFLOP/s is their figure: more than MEMORY_BOUND_INTENSITY flops per
+ * byte of minimal traffic) run warm; the rest, memory-bound, from cold caches: elementwise
+ * and reduction graphs, and matmuls with few rows such as gemv (0.5 flops per byte), whose
+ * work is reading the weights once. */
+#define MEMORY_BOUND_INTENSITY 4.0
+
 static bool
 is_memory_bound(const kiln_graph *g)
 {
     size_t count = 0;
     for (int32_t i = 0; i < g->ninputs; i++)
         count += ir_shape_count(&g->nodes[g->inputs[i]].type.shape);
-    return count > 4096 && graph_flops(g) == 0;
+    return count > 4096 && graph_flops(g) <= MEMORY_BOUND_INTENSITY * minimal_traffic(g);
 }
 
 static void
@@ -1291,8 +1296,8 @@ cmd_bench(int argc, char **argv)
                h->llc_bytes >> 20, h->llc_source);
     else
         printf("\ncaches: cold = a buffer of %zu MiB (4x the %zu MiB last-level cache, from %s) "
-               "read between timed runs, outside the timing; warm = per-call and matmul "
-               "workloads, the caches kept between runs.\n",
+               "read between timed runs, outside the timing; warm = per-call and compute-bound "
+               "matmul workloads, the caches kept between runs.\n",
                ev.words * 8 >> 20, h->llc_bytes >> 20, h->llc_source);
     if (o.stores)
         printf("stores: %s in every workload (--stores).\n",
