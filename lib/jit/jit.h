@@ -391,8 +391,17 @@ IR_HIDDEN kiln_status jit_kernels_get(int n, const jit_kdesc *const *d, unsigned
 /* Drop every cached kernel no program uses. */
 IR_HIDDEN void jit_cache_trim(void);
 /* Drop every cached compiled program no program uses (program.c), releasing its kernels to
- * jit_cache_trim.  For tests that check memory returns to a steady state. */
+ * jit_cache_trim, and every free temporaries block.  For tests that check memory returns to
+ * a steady state. */
 IR_HIDDEN void jit_plan_cache_trim(void);
+/* The temporaries blocks programs run in, one pool for the process (workspace.c): take a
+ * block of at least n bytes (64-aligned; *cap its size; NULL when out of memory), give it
+ * back after the run; trim frees every free block; the counters: blocks allocated so far
+ * and bytes held now. */
+IR_HIDDEN void *jit_ws_take(size_t n, size_t *cap);
+IR_HIDDEN void jit_ws_give(void *p, size_t cap);
+IR_HIDDEN void jit_ws_trim(void);
+IR_HIDDEN void jit_ws_counters(uint64_t *allocs, uint64_t *bytes);
 IR_HIDDEN jit_kernel_fn jit_kernel_entry(const jit_kernel *k);
 IR_HIDDEN void jit_kernel_release(jit_kernel *k);
 /* Text dumps captured when the kernel was compiled (NULL if not requested then). */

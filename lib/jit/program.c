@@ -66,8 +66,6 @@ struct kiln_program {
     kiln_mode requested;
     kiln_mode mode;
     compiled *comp;           /* NULL for INTERP */
-    void *temp;               /* cached temporaries block */
-    atomic_flag temp_busy;
 };
 
 /* The live programs: a handle is checked here before anything reads through it. */
@@ -198,6 +196,7 @@ void
 jit_plan_cache_trim(void)
 {
     jit_lru_trim(&plans);
+    jit_ws_trim();
 }
 
 /* Compile `g` (taking ownership) into a program. */
@@ -229,7 +228,6 @@ program_new(const char *api, kiln_graph *g, const kiln_options *o, kiln_program 
     p->graph = g;
     p->requested = mode;
     p->mode = mode;
-    atomic_flag_clear(&p->temp_busy);
     if (mode != KILN_MODE_INTERP) {
         const char *pert = getenv("KILN_TEST_PERTURB"); /* test-only, see lower.c */
         unsigned flags = (want_dumps() || (o && (o->flags & KILN_KEEP_DUMPS)) ? JIT_F_DUMPS : 0) |
@@ -329,15 +327,6 @@ kiln_capture_scope(kiln_device *device, kiln_capture_fn fn, void *user,
     return kiln_scope_end(s, 0, NULL, options, program);
 }
 
-static void *
-temp_alloc(size_t n)
-{
-    void *p = NULL;
-    if (posix_memalign(&p, 64, n ? n : 64) != 0)
-        return NULL;
-    return p;
-}
-
 kiln_status
 kiln_program_run(kiln_program *p, const void *const *inputs, void *const *outputs)
 {
@@ -358,26 +347,16 @@ kiln_program_run(kiln_program *p, const void *const *inputs, void *const *output
     if (!p->comp)
         return ir_interpret(g, inputs, outputs);
     const jit_plan *plan = p->comp->plan;
-    /* The program's temporaries are reused run after run (no page faults); a concurrent
-     * run of the same program gets a block of its own. */
-    bool mine = !atomic_flag_test_and_set(&p->temp_busy);
-    void *temp = mine ? p->temp : NULL;
-    if (!temp && plan->temp_bytes) {
-        temp = temp_alloc(plan->temp_bytes);
-        if (!temp) {
-            if (mine)
-                atomic_flag_clear(&p->temp_busy);
-            return ir_error(KILN_ERR_NOMEM, "%s: out of memory: %zu bytes of temporaries", api,
-                            plan->temp_bytes);
-        }
-        if (mine)
-            p->temp = temp;
-    }
+    /* The temporaries come from the process's pool of blocks (workspace.c), already
+     * touched by earlier runs of this or any other program; a concurrent run gets a block
+     * of its own. */
+    void *temp = NULL;
+    size_t cap = 0;
+    if (plan->temp_bytes && !(temp = jit_ws_take(plan->temp_bytes, &cap)))
+        return ir_error(KILN_ERR_NOMEM, "%s: out of memory: %zu bytes of temporaries", api,
+                        plan->temp_bytes);
     st = jit_plan_run(plan, inputs, outputs, temp);
-    if (mine)
-        atomic_flag_clear(&p->temp_busy);
-    else
-        free(temp);
+    jit_ws_give(temp, cap);
     return st;
 }
 
@@ -393,7 +372,6 @@ kiln_program_free(kiln_program *p)
     }
     compiled_release(p->comp);
     kiln_graph_free(p->graph);
-    free(p->temp);
     ir_handle_retire(&live_programs, p);
 }
 
