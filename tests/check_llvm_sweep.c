@@ -170,7 +170,8 @@ static void
 run_graph(const kiln_graph *g, kiln_mode mode, const void *const *in, void *const *out,
           const char *ctx)
 {
-    kiln_options o = {.mode = mode};
+    kiln_options o = KILN_OPTIONS_INIT;
+    o.mode = mode;
     kiln_program *p = NULL;
     ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s: compile: %s", ctx,
                   kiln_errmsg());
@@ -352,7 +353,8 @@ fatal_child(void)
     kiln_graph *g = NULL;
     if (kiln_graph_parse(crash_text, strlen(crash_text), &g))
         return 3;
-    kiln_options o = {.mode = KILN_MODE_FUSED, .flags = KILN_NO_CACHE};
+    kiln_options o = KILN_OPTIONS_INIT;
+    o.flags = KILN_NO_CACHE;
     kiln_program *p = NULL;
     kiln_status st = kiln_program_compile(g, &o, &p);
     fprintf(stderr, "fatal-child: compiled without a fatal error (status %d)\n", (int)st);

@@ -66,7 +66,7 @@ grep -q "^caches: warm everywhere (--warm)" "$tmp/warm.out" || { echo "FAIL: --w
 grep -q '"stores": "stream"' "$tmp/warm.json" && grep -q '"stores": "auto"' "$tmp/bench.json" \
     || { echo "FAIL: JSON stores"; fail=1; }
 grep -q '"code": "compact"' "$tmp/warm.json" && grep -q '"code": "auto"' "$tmp/bench.json" \
-    && grep -q "^code: compact (KILN_COMPACT) in every workload" "$tmp/warm.out" \
+    && grep -q "^code: compact (KILN_CODE_COMPACT) in every workload" "$tmp/warm.out" \
     || { echo "FAIL: --code compact not in the JSON or the table"; fail=1; }
 grep -qE '^chain +[^ ]+ +cold ' "$tmp/bench.out" && grep -qE '^small +[^ ]+ +warm ' "$tmp/bench.out" \
     || { echo "FAIL: chain not run from cold caches, or small not warm"; fail=1; }

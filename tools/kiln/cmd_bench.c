@@ -102,8 +102,8 @@ typedef struct opts {
     const char *json, *plot;
     bool eager, interp;
     bool warm;     /* --warm: no cache eviction between timed runs */
-    unsigned stores; /* --stores: 0 (auto), KILN_STREAM or KILN_NO_STREAM */
-    unsigned code;   /* --code: 0 (auto), KILN_COMPACT or KILN_NO_COMPACT */
+    kiln_stores stores; /* --stores: KILN_STORES_AUTO, _STREAM or _CACHED */
+    kiln_code code;     /* --code: KILN_CODE_AUTO, _FULL or _COMPACT */
     double budget; /* seconds of timed runs per mode and workload */
     double preload_ms; /* CPU time of the process before kiln bench started */
 } opts;
@@ -133,9 +133,10 @@ cmd_bench_help(FILE *f)
             "  --warm           keep the caches between timed runs (cache-resident figures,\n"
             "                   labelled 'warm' in the table and the JSON)\n"
             "  --stores S       auto (default: kiln decides by size), stream (non-temporal\n"
-            "                   stores wherever allowed: KILN_STREAM) or cached (KILN_NO_STREAM)\n"
-            "  --code C         auto (default: kiln decides by size), full (KILN_NO_COMPACT) or\n"
-            "                   compact (KILN_COMPACT: out-of-line vector math, one masked\n"
+            "                   stores wherever allowed: KILN_STORES_STREAM) or cached\n"
+            "                   (KILN_STORES_CACHED)\n"
+            "  --code C         auto (default: kiln decides by size), full (KILN_CODE_FULL) or\n"
+            "                   compact (KILN_CODE_COMPACT: out-of-line vector math, one masked\n"
             "                   loop body, LLVM's fast code generator; docs/jit.md)\n"
             "  --json FILE      every figure, the machine and kiln's version as JSON\n"
             "  --plot FILE.svg  bars of fused and eager bandwidth against the probe\n"
@@ -267,11 +268,11 @@ time_program(kiln_program *p, const void *const *in, void *const *out, double bu
 
 /* ---- the bandwidth probe ------------------------------------------------------------------------
  * The limit: STREAM's copy (y = x * 1, 8 bytes per element) and triad (a = b + s*c, 12
- * bytes per element), compiled by kiln itself with ordinary stores (KILN_NO_STREAM) and
+ * bytes per element), compiled by kiln itself with ordinary stores (KILN_STORES_CACHED) and
  * run on its thread pool over 2^25 floats per array (128 MiB each: far beyond any
  * last-level cache), at least 5 runs of each per call of probe_run.  The bytes counted are
  * STREAM's: a store's read-for-ownership is not counted, as in STREAM.  A third kernel, the
- * copy with non-temporal stores (KILN_STREAM), is reported under its own name and is never
+ * copy with non-temporal stores (KILN_STORES_STREAM), is reported under its own name and is never
  * the limit. */
 #define PROBE_CAP 256
 
@@ -299,13 +300,14 @@ typedef struct probe_figs {
 } probe_figs;
 
 static kiln_status
-probe_compile(const char *text, unsigned flags, kiln_program **out)
+probe_compile(const char *text, kiln_stores stores, kiln_program **out)
 {
     kiln_graph *g;
     kiln_status st = kiln_graph_parse(text, strlen(text), &g);
     if (st)
         return st;
-    kiln_options o = {.mode = KILN_MODE_FUSED, .flags = flags};
+    kiln_options o = KILN_OPTIONS_INIT;
+    o.stores = stores;
     st = kiln_program_compile(g, &o, out);
     kiln_graph_free(g);
     return st;
@@ -327,9 +329,9 @@ probe_init(probe *pr)
     pr->k[PROBE_COPY].bytes_per_elem = pr->k[PROBE_NT_COPY].bytes_per_elem = 8;
     pr->k[PROBE_TRIAD].bytes_per_elem = 12;
     kiln_status st;
-    if ((st = probe_compile(copy, KILN_NO_STREAM, &pr->k[PROBE_COPY].prog)) ||
-        (st = probe_compile(triad, KILN_NO_STREAM, &pr->k[PROBE_TRIAD].prog)) ||
-        (st = probe_compile(copy, KILN_STREAM, &pr->k[PROBE_NT_COPY].prog)))
+    if ((st = probe_compile(copy, KILN_STORES_CACHED, &pr->k[PROBE_COPY].prog)) ||
+        (st = probe_compile(triad, KILN_STORES_CACHED, &pr->k[PROBE_TRIAD].prog)) ||
+        (st = probe_compile(copy, KILN_STORES_STREAM, &pr->k[PROBE_NT_COPY].prog)))
         return st;
     pr->a = malloc(pr->n * 4);
     pr->b = malloc(pr->n * 4);
@@ -503,9 +505,11 @@ replay_node(kiln_device *dev, const kiln_graph *g, int32_t n, const kiln_tensor 
  * warm (kiln bench's own directory, see cmd_bench): what a new process pays for it once
  * LLVM and LLJIT are up.  Median of 5. */
 static kiln_status
-disk_compile_ms(const kiln_graph *g, unsigned flags, double *ms)
+disk_compile_ms(const kiln_graph *g, const opts *o, double *ms)
 {
-    kiln_options of = {.mode = KILN_MODE_FUSED, .flags = flags};
+    kiln_options of = KILN_OPTIONS_INIT;
+    of.stores = o->stores;
+    of.code = o->code;
     kiln_program *p;
     kiln_status st = kiln_program_compile(g, &of, &p); /* fills the disk cache */
     if (st)
@@ -541,7 +545,9 @@ recapture_us(const kiln_graph *g)
         goto done;
     for (int32_t i = 0; i < g->noutputs; i++)
         names[i] = g->outputs[i].name;
-    kiln_options o = {.mode = KILN_MODE_FUSED, .output_names = names, .graph_name = g->name};
+    kiln_options o = KILN_OPTIONS_INIT;
+    o.output_names = names;
+    o.graph_name = g->name;
     for (int rep = 0; rep < 52; rep++) {
         double a = bench_now();
         kiln_scope s = kiln_scope_begin(dev);
@@ -794,7 +800,10 @@ bench_one(const char *name, kiln_graph *g, const opts *o, probe *pr, evictor *ev
     /* cold compile: caches bypassed, median of 3 */
     double cold[3];
     for (int k = 0; k < 3; k++) {
-        kiln_options oc = {.mode = KILN_MODE_FUSED, .flags = KILN_NO_CACHE | o->stores | o->code};
+        kiln_options oc = KILN_OPTIONS_INIT;
+        oc.flags = KILN_NO_CACHE;
+        oc.stores = o->stores;
+        oc.code = o->code;
         kiln_program *p;
         double a = bench_now();
         if ((st = kiln_program_compile(g, &oc, &p)))
@@ -804,10 +813,13 @@ bench_one(const char *name, kiln_graph *g, const opts *o, probe *pr, evictor *ev
     }
     qsort(cold, 3, sizeof cold[0], cmp_double);
     r->compile_ms = cold[1] * 1e3;
-    kiln_options of = {.mode = KILN_MODE_FUSED, .flags = o->stores | o->code},
-                 oe = {.mode = KILN_MODE_EAGER, .flags = o->stores | o->code},
-                 oi = {.mode = KILN_MODE_INTERP};
-    if ((st = disk_compile_ms(g, o->stores | o->code, &r->disk_ms)))
+    kiln_options of = KILN_OPTIONS_INIT;
+    of.stores = o->stores;
+    of.code = o->code;
+    kiln_options oe = of, oi = KILN_OPTIONS_INIT;
+    oe.mode = KILN_MODE_EAGER;
+    oi.mode = KILN_MODE_INTERP;
+    if ((st = disk_compile_ms(g, o, &r->disk_ms)))
         goto done;
     if ((st = kiln_program_compile(g, &of, &pf)))
         goto done;
@@ -1011,8 +1023,9 @@ write_json(const char *path, const result *rs, int n, const kiln_stats *ks, cons
             h->vector_bits, ks->threads, h->llvm_version, h->llc_bytes, h->llc_source);
     fprintf(f, "  \"warm\": %s,\n  \"stores\": \"%s\",\n  \"code\": \"%s\",\n",
             o->warm ? "true" : "false",
-            o->stores == KILN_STREAM ? "stream" : o->stores == KILN_NO_STREAM ? "cached" : "auto",
-            o->code == KILN_COMPACT ? "compact" : o->code == KILN_NO_COMPACT ? "full" : "auto");
+            o->stores == KILN_STORES_STREAM ? "stream"
+            : o->stores == KILN_STORES_CACHED ? "cached" : "auto",
+            o->code == KILN_CODE_COMPACT ? "compact" : o->code == KILN_CODE_FULL ? "full" : "auto");
     fprintf(f,
             "  \"preload_cpu_ms\": %.6g,\n  \"startup_ms\": %.6g,\n  \"lljit_ms\": %.6g,\n"
             "  \"workloads\": [\n",
@@ -1185,9 +1198,9 @@ cmd_bench(int argc, char **argv)
                 return CLI_USAGE;
             }
             if (!strcmp(v, "stream"))
-                o.stores = KILN_STREAM;
+                o.stores = KILN_STORES_STREAM;
             else if (!strcmp(v, "cached"))
-                o.stores = KILN_NO_STREAM;
+                o.stores = KILN_STORES_CACHED;
             else if (strcmp(v, "auto") != 0) {
                 free(files);
                 return cli_usage("bench", "--stores is auto, stream or cached, not '%s'", v);
@@ -1271,7 +1284,7 @@ cmd_bench(int argc, char **argv)
             rc = CLI_FAIL;
         }
     }
-    kiln_stats ks;
+    kiln_stats ks = KILN_STATS_INIT;
     kiln_jit_stats(&ks);
     printf("kiln %s bench on %s (%d-bit vectors), %d threads, LLVM %s\n", kiln_version(), h->cpu,
            h->vector_bits, ks.threads, h->llvm_version);
@@ -1296,11 +1309,13 @@ cmd_bench(int argc, char **argv)
                ev.words * 8 >> 20, h->llc_bytes >> 20, h->llc_source);
     if (o.stores)
         printf("stores: %s in every workload (--stores).\n",
-               o.stores == KILN_STREAM ? "non-temporal wherever allowed (KILN_STREAM)"
-                                       : "ordinary, never non-temporal (KILN_NO_STREAM)");
+               o.stores == KILN_STORES_STREAM
+                   ? "non-temporal wherever allowed (KILN_STORES_STREAM)"
+                   : "ordinary, never non-temporal (KILN_STORES_CACHED)");
     if (o.code)
         printf("code: %s in every workload (--code).\n",
-               o.code == KILN_COMPACT ? "compact (KILN_COMPACT)" : "full (KILN_NO_COMPACT)");
+               o.code == KILN_CODE_COMPACT ? "compact (KILN_CODE_COMPACT)"
+                                           : "full (KILN_CODE_FULL)");
     printf("GB/s = minimal traffic (inputs + outputs) / median fused time; %%bw = that / the "
            "limit, the best run of the copy and triad probes around the workload; %%peak = "
            "GFLOP/s / the FMA probe's best around it; compile = cold (caches bypassed), and in "
