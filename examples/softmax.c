@@ -56,7 +56,7 @@ main(void)
     /* End the scope: outputs are named, the graph is verified and compiled.  The device
      * is free again whatever the outcome. */
     const char *names[1] = {"y"};
-    kiln_options options = {0};
+    kiln_options options = KILN_OPTIONS_INIT;
     options.output_names = names;
     options.graph_name = "softmax";
     kiln_program *program = NULL;

@@ -14,6 +14,15 @@
  *    "<api>: <problem>: <detail>" and are owned by the library (valid until the thread's
  *    next failing kiln call).
  *  - Bad input is never fatal: the process keeps running.
+ *  - Every `_free` returns a kiln_status: KILN_OK (also for NULL, a no-op), or the reason
+ *    nothing was freed (KILN_ERR_MISUSE for a freed or foreign pointer; kiln_device_free
+ *    also KILN_ERR_SCOPE_ACTIVE).  Ignoring it is safe.
+ *  - Every public struct that may grow is versioned: its first field is `size_t size`,
+ *    which the caller sets to sizeof the struct it was compiled with (the KILN_*_INIT
+ *    macros do, zeroing the rest).  The library reads or writes only the first
+ *    min(size, its own sizeof) bytes, so a program built against an older, smaller
+ *    layout keeps working with a newer library and the reverse.  docs/abi.md has the rule
+ *    in full.  kiln_scope and kiln_tensor are fixed-size value handles, not versioned.
  */
 #ifndef KILN_H
 #define KILN_H
@@ -126,10 +135,11 @@ typedef struct kiln_graph kiln_graph;
  * ERR_OVERFLOW (rule broken), KILN_ERR_NOMEM, KILN_ERR_INVALID_ARG (NULL text or out). */
 KILN_API kiln_status kiln_graph_parse(const char *text, size_t len, kiln_graph **out);
 
-/* kiln_graph_free: frees the graph and its constant data.  NULL is a no-op; a freed or
- * foreign pointer is KILN_ERR_MISUSE (nothing is freed).  Every function below given such
- * a pointer sets KILN_ERR_MISUSE and returns its failure value (0, -1, NULL or the code). */
-KILN_API void kiln_graph_free(kiln_graph *graph);
+/* kiln_graph_free: frees the graph and its constant data.  NULL is a no-op (KILN_OK); a
+ * freed or foreign pointer is KILN_ERR_MISUSE (nothing is freed).  Every function below
+ * given such a pointer sets KILN_ERR_MISUSE and returns its failure value (0, -1, NULL or
+ * the code). */
+KILN_API kiln_status kiln_graph_free(kiln_graph *graph);
 
 /* kiln_graph_print: write the graph in the text format; parsing what it writes gives a
  * graph that prints identically.  Returns KILN_ERR_IO if the stream fails. */
@@ -151,8 +161,11 @@ KILN_API uint64_t kiln_graph_hash(const kiln_graph *graph);
 KILN_API uint64_t kiln_graph_generic_hash(const kiln_graph *graph);
 KILN_API int kiln_graph_equal(const kiln_graph *a, const kiln_graph *b);
 
-/* Boundary description.  Strings and arrays belong to the graph. */
+/* Boundary description.  Strings and arrays belong to the graph.  Versioned (the library
+ * writes only the first `size` bytes; a later version may add fields, e.g. strides): set
+ * size with KILN_VALUE_INFO_INIT. */
 typedef struct kiln_value_info {
+    size_t size; /* set by the caller: sizeof(kiln_value_info) */
     const char *name;
     kiln_dtype dtype;
     int rank;
@@ -160,11 +173,14 @@ typedef struct kiln_value_info {
     size_t count;        /* number of elements */
     size_t bytes;        /* count * dtype size */
 } kiln_value_info;
+#define KILN_VALUE_INFO_INIT {.size = sizeof(kiln_value_info)}
 
 KILN_API const char *kiln_graph_name(const kiln_graph *graph);
 KILN_API int kiln_graph_num_inputs(const kiln_graph *graph);
 KILN_API int kiln_graph_num_outputs(const kiln_graph *graph);
-/* Fill *info for input/output i (0-based).  KILN_ERR_INVALID_ARG when i is out of range. */
+/* Fill *info for input/output i (0-based): the first info->size bytes (docs/abi.md).
+ * KILN_ERR_INVALID_ARG when i is out of range, info is NULL or info->size is smaller than
+ * the first field after it (0 included). */
 KILN_API kiln_status kiln_graph_input(const kiln_graph *graph, int i, kiln_value_info *info);
 KILN_API kiln_status kiln_graph_output(const kiln_graph *graph, int i, kiln_value_info *info);
 
@@ -229,7 +245,7 @@ kiln_tensor_is_null(kiln_tensor t)
 
 /* kiln_device_new: a new capture device with a process-unique id (ids are never reused,
  * so a stale tensor can never alias a newer device).  NULL on KILN_ERR_NOMEM.
- * kiln_device_free: NULL is a no-op; KILN_ERR_SCOPE_ACTIVE (device kept) while a scope is
+ * kiln_device_free: NULL is a no-op (KILN_OK); KILN_ERR_SCOPE_ACTIVE (device kept) while a scope is
  * open on it; KILN_ERR_MISUSE for a freed or foreign pointer. */
 KILN_API kiln_device *kiln_device_new(void);
 KILN_API kiln_status kiln_device_free(kiln_device *device);
@@ -267,8 +283,50 @@ typedef enum kiln_mode {
     KILN_MODE_COUNT
 } kiln_mode;
 
-/* Options for ending a scope; NULL or a zeroed struct means the defaults. */
+/* Stores (kiln_options.stores).  By default (AUTO) an elementwise kernel (or a reduction
+ * kernel over rows, such as softmax's or layernorm's) writes a value that no later kernel
+ * of the program reads with non-temporal ("streaming") stores when the kernel moves far
+ * more bytes than the last-level cache holds (docs/jit.md): the value would be evicted
+ * before anyone reads it, and streaming saves reading every output line before writing
+ * it.  STREAM: stream such values whatever their size; CACHED: never stream (the caller
+ * reads the outputs right away, or measures conventional bandwidth).  Results are the
+ * same bits either way. */
+typedef enum kiln_stores {
+    KILN_STORES_AUTO,
+    KILN_STORES_STREAM,
+    KILN_STORES_CACHED,
+    KILN_STORES_COUNT
+} kiln_stores;
+
+/* Code (kiln_options.code).  By default (AUTO) a plan whose elementwise kernels hold more
+ * than 1024 distinct instructions (thousands of ops: generated or unrolled graphs)
+ * compiles them compactly: vector math called out of line, one masked loop body, LLVM's
+ * fast code generator.  That compiles about 10x faster and runs slower (docs/jit.md,
+ * "Compact code"); reductions and matmuls are always compiled in full.  COMPACT: compact
+ * whatever the size; FULL: never (the best code, however long it takes).  Results are the
+ * same bits either way. */
+typedef enum kiln_code {
+    KILN_CODE_AUTO,
+    KILN_CODE_FULL,
+    KILN_CODE_COMPACT,
+    KILN_CODE_COUNT
+} kiln_code;
+
+/* Options for ending a scope or compiling a graph.  NULL means the defaults.  Versioned
+ * (docs/abi.md): start from KILN_OPTIONS_INIT (size set, every other field 0: the
+ * defaults) and set the fields you need:
+ *
+ *     kiln_options o = KILN_OPTIONS_INIT;
+ *     o.mode = KILN_MODE_EAGER;
+ *
+ * The library reads the first `size` bytes; fields past them take their defaults.  Errors
+ * of the functions that take options: KILN_ERR_INVALID_ARG for a size smaller than the
+ * first field after it (a zeroed struct included), a mode, stores or code out of range,
+ * or a flag bit this library does not know; KILN_ERR_UNSUPPORTED for a size larger than
+ * the library's struct with non-zero bytes past it (a newer header's fields that this
+ * library cannot honour). */
 typedef struct kiln_options {
+    size_t size; /* set by the caller: sizeof(kiln_options) */
     kiln_mode mode;
     /* Names for the outputs passed to kiln_scope_end (NULL, or NULL entries: default names,
      * as for kiln_scope_output). */
@@ -279,11 +337,14 @@ typedef struct kiln_options {
     const kiln_tensor *inputs;
     /* The captured graph's name (NULL: "captured"). */
     const char *graph_name;
-    /* KILN_KEEP_DUMPS, KILN_NO_CACHE, KILN_NO_DISK_CACHE, KILN_STREAM or KILN_NO_STREAM,
-     * KILN_COMPACT or KILN_NO_COMPACT (below), or 0. */
+    /* KILN_KEEP_DUMPS, KILN_NO_CACHE, KILN_NO_DISK_CACHE (below), or 0. */
     unsigned flags;
+    kiln_stores stores; /* KILN_STORES_AUTO (0), _STREAM or _CACHED */
+    kiln_code code;     /* KILN_CODE_AUTO (0), _FULL or _COMPACT */
 } kiln_options;
+#define KILN_OPTIONS_INIT {.size = sizeof(kiln_options)}
 
+/* KILN_KEEP_DUMPS: keep the llvm, opt and asm views for kiln_program_dump. */
 #define KILN_KEEP_DUMPS 1u
 /* KILN_NO_CACHE: compile from scratch, neither using nor filling the caches, in memory or
  * on disk (for measuring cold compile time). */
@@ -291,25 +352,6 @@ typedef struct kiln_options {
 /* KILN_NO_DISK_CACHE: neither read nor write the persistent kernel cache (as
  * KILN_CACHE_DIR=off does for the whole process); the in-memory caches still apply. */
 #define KILN_NO_DISK_CACHE 4u
-/* Stores.  By default an elementwise kernel (or a reduction kernel over rows, such as
- * softmax's or layernorm's) writes a value that no later kernel of the program reads with
- * non-temporal ("streaming") stores when the kernel moves far more bytes than the
- * last-level cache holds (docs/jit.md): the value would be evicted before
- * anyone reads it, and streaming saves reading every output line before writing it.
- * KILN_STREAM: stream such values whatever their size; KILN_NO_STREAM: never stream (the
- * caller reads the outputs right away, or measures conventional bandwidth).  Results are
- * the same bits either way.  Setting both is KILN_ERR_INVALID_ARG. */
-#define KILN_STREAM 8u
-#define KILN_NO_STREAM 16u
-/* Compact code.  A plan whose elementwise kernels hold more than 1024 distinct
- * instructions (thousands of ops: generated or unrolled graphs) compiles them compactly:
- * vector math called out of line, one masked loop body, LLVM's fast code generator.  That
- * compiles about 10x faster and runs slower (docs/jit.md, "Compact code"); reductions and
- * matmuls are always compiled in full.  KILN_COMPACT: compact whatever the size;
- * KILN_NO_COMPACT: never (the best code, however long it takes).  Results are the same
- * bits either way.  Setting both is KILN_ERR_INVALID_ARG. */
-#define KILN_COMPACT 32u
-#define KILN_NO_COMPACT 64u
 
 /* kiln_scope_end: finish the scope.  The `noutputs` tensors in `outputs` become outputs
  * after any marked with kiln_scope_output.  Boundaries are checked, the client is
@@ -424,8 +466,9 @@ KILN_API int64_t kiln_tensor_dim(kiln_tensor t, int axis);
  * KILN_ERR_NOMEM. */
 KILN_API kiln_status kiln_program_run(kiln_program *program, const void *const *inputs,
                                       void *const *outputs);
-/* NULL is a no-op; a freed or foreign pointer is KILN_ERR_MISUSE (nothing is freed). */
-KILN_API void kiln_program_free(kiln_program *program);
+/* NULL is a no-op (KILN_OK); a freed or foreign pointer is KILN_ERR_MISUSE (nothing is
+ * freed). */
+KILN_API kiln_status kiln_program_free(kiln_program *program);
 /* The captured graph (owned by the program; print it with kiln_graph_print — kiln dump
  * and kiln run accept what it prints).  NULL with KILN_ERR_MISUSE for a bad handle. */
 KILN_API const kiln_graph *kiln_program_graph(const kiln_program *program);
@@ -437,19 +480,34 @@ KILN_API kiln_mode kiln_program_mode(const kiln_program *program);
 KILN_API kiln_status kiln_program_compile(const kiln_graph *graph, const kiln_options *options,
                                           kiln_program **program);
 
-/* kiln_program_dump: write one view of the program to `stream`: "graph" (text format),
- * "plan" (which op went into which kernel and why each boundary was drawn), "llvm" (IR
- * before optimisation), "opt" (after), "asm" (host assembly).  llvm/opt/asm need the
+/* What kiln_program_dump shows: GRAPH (text format), PLAN (which op went into which kernel
+ * and why each boundary was drawn), LLVM (IR before optimisation), OPT (after), ASM (host
+ * assembly).  kiln_view_name gives "graph", "plan", "llvm", "opt", "asm" (the names
+ * KILN_DUMP and kiln dump use); NULL for a value outside the list. */
+typedef enum kiln_view {
+    KILN_VIEW_GRAPH,
+    KILN_VIEW_PLAN,
+    KILN_VIEW_LLVM,
+    KILN_VIEW_OPT,
+    KILN_VIEW_ASM,
+    KILN_VIEW_COUNT
+} kiln_view;
+KILN_API const char *kiln_view_name(kiln_view view);
+
+/* kiln_program_dump: write one view of the program to `stream`.  LLVM/OPT/ASM need the
  * program compiled with KILN_KEEP_DUMPS or the KILN_DUMP environment variable.
  * KILN_DUMP=graph,plan,llvm,opt,asm dumps every compiled program to stderr, or into
- * files in KILN_DUMP_DIR.  Errors: KILN_ERR_INVALID_ARG (unknown view), KILN_ERR_IO,
- * KILN_ERR_MISUSE. */
-KILN_API kiln_status kiln_program_dump(const kiln_program *program, const char *what,
+ * files in KILN_DUMP_DIR.  Errors: KILN_ERR_INVALID_ARG (a view outside the list, NULL
+ * stream), KILN_ERR_IO, KILN_ERR_MISUSE. */
+KILN_API kiln_status kiln_program_dump(const kiln_program *program, kiln_view view,
                                        FILE *stream);
 
 /* Process-wide JIT counters, for tests ("a cache hit does no LLVM work") and benchmarks.
- * Thread-safe; a snapshot (counters move while other threads compile). */
+ * Thread-safe; a snapshot (counters move while other threads compile).  Versioned
+ * (docs/abi.md): declare it with KILN_STATS_INIT; kiln_jit_stats writes the first `size`
+ * bytes (never the size field itself). */
 typedef struct kiln_stats {
+    size_t size;              /* set by the caller: sizeof(kiln_stats) */
     uint64_t kernel_compiles; /* kernels compiled by LLVM (optimised and code-generated) */
     uint64_t kernel_hits;     /* kernels found in the in-memory kernel cache */
     uint64_t plan_hits;       /* programs whose whole compiled form was cached */
@@ -474,7 +532,10 @@ typedef struct kiln_stats {
      * JIT and looking up its kernels */
     double optimise_ms, codegen_ms, link_ms;
 } kiln_stats;
-KILN_API void kiln_jit_stats(kiln_stats *stats);
+#define KILN_STATS_INIT {.size = sizeof(kiln_stats)}
+/* Errors: KILN_ERR_INVALID_ARG (stats NULL, or stats->size smaller than the first field
+ * after it: 0 included); nothing is written then. */
+KILN_API kiln_status kiln_jit_stats(kiln_stats *stats);
 
 /* ---- the persistent kernel cache ---------------------------------------------------------
  * Compiled modules are kept on disk so a new process skips LLVM code generation: in
@@ -485,6 +546,7 @@ KILN_API void kiln_jit_stats(kiln_stats *stats);
  * features) before use; bad ones are ignored and rewritten.  KILN_CACHE_SIZE_MB caps the size
  * (default 256), least recently used entries going first.  docs/jit.md has the details. */
 typedef struct kiln_cache_info {
+    size_t size;        /* set by the caller: sizeof(kiln_cache_info) (KILN_CACHE_INFO_INIT) */
     char path[4096];    /* the location, or "off" */
     int enabled;        /* 0: off or refused (reason says which) */
     char reason[512];   /* why it is off; "not created yet"; or "" */
@@ -494,7 +556,10 @@ typedef struct kiln_cache_info {
     /* counts added up by every process that used the directory since it was cleared */
     uint64_t hits, misses, rejected, writes;
 } kiln_cache_info;
-/* Describe the disk cache (nothing is created).  Errors: KILN_ERR_INVALID_ARG (NULL). */
+#define KILN_CACHE_INFO_INIT {.size = sizeof(kiln_cache_info)}
+/* Describe the disk cache (nothing is created): the first info->size bytes (docs/abi.md).
+ * Errors: KILN_ERR_INVALID_ARG (NULL, or info->size smaller than the first field after
+ * it). */
 KILN_API kiln_status kiln_cache_info_get(kiln_cache_info *info);
 /* Remove every entry and the counts; *removed (may be NULL) = entries removed.  Errors:
  * KILN_ERR_INVALID_ARG when the cache is off or refused (nothing is touched). */

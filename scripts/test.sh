@@ -10,13 +10,41 @@
 # KILN_BUILD_DIR and KILN_ASAN_BUILD_DIR override the two build directories, KILN_BUILD_TYPE
 # the first one's CMake build type (Release: the same build/ as scripts/run.sh);
 # KILN_FUZZ_BUILD_DIR and KILN_FUZZ_SECONDS (per target) the fuzzing step's.
+#
+# --quick: the edit loop's tier, under 3 minutes on 2 cores: the Release build and every
+# CTest test with KILN_QUICK=1, which the slow sweeps honour by running a fraction of their
+# cases (the vector-math sweeps 1/16 of their samples and 3 of their 7 lane widths, the
+# random-graph tests of check_jit and check_reduce a fifth of their graphs,
+# check_llvm_sweep every fifth pair alone, bench_smoke four workloads); no sanitizers, no
+# fuzzing.  CI runs the full suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick=
+case "${1:-}" in
+--quick) quick=1 ;;
+"") ;;
+*) echo "usage: bash scripts/test.sh [--quick]" >&2; exit 2 ;;
+esac
 build=${KILN_BUILD_DIR:-build}
 asan=${KILN_ASAN_BUILD_DIR:-build-asan}
 type=${KILN_BUILD_TYPE:-Release}
 jobs=$(nproc)
 bash scripts/setup.sh
+
+if [ -n "$quick" ]; then
+    start=$(date +%s)
+    echo "== $build: Release, -Werror, KILN_QUICK=1 (the quick tier)"
+    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DKILN_WERROR=ON
+    cmake --build "$build" -j"$jobs"
+    status=0
+    (cd "$build" && KILN_QUICK=1 ctest --output-on-failure -j"$jobs") || status=1
+    if [ "$status" = 0 ]; then
+        echo "test.sh --quick: all tests passed in $(($(date +%s) - start)) s (Release, shortened sweeps; the full run: bash scripts/test.sh)"
+    else
+        echo "test.sh --quick: FAILED (see the output above)" >&2
+    fi
+    exit "$status"
+fi
 
 status=0
 echo "== $build: $type, -Werror"

@@ -66,14 +66,14 @@ compile_and_check(const kiln_graph *g, uint64_t seed)
     if (nin > MAXIO || nout > MAXIO)
         return strdup("too many inputs or outputs");
     for (int i = 0; i < nin; i++) {
-        kiln_value_info vi;
+        kiln_value_info vi = KILN_VALUE_INFO_INIT;
         kiln_graph_input(g, i, &vi);
         in[i] = malloc(vi.bytes + 1);
         if (in[i])
             ts_random_elements(&r, vi.dtype, in[i], vi.count, true);
     }
     for (int i = 0; i < nout; i++) {
-        kiln_value_info vi;
+        kiln_value_info vi = KILN_VALUE_INFO_INIT;
         kiln_graph_output(g, i, &vi);
         obytes[i] = vi.bytes;
         got[i] = malloc(vi.bytes + 1);
@@ -171,7 +171,7 @@ use_dir(const char *dir)
 static kiln_stats
 stats(void)
 {
-    kiln_stats s;
+    kiln_stats s = KILN_STATS_INIT;
     kiln_jit_stats(&s);
     return s;
 }
@@ -300,7 +300,7 @@ START_TEST(test_second_process_does_no_codegen)
     ck_assert_uint_eq(b.writes, 0);
     /* kiln cache's figures: one entry, the counts of both processes */
     use_dir(dir);
-    kiln_cache_info info;
+    kiln_cache_info info = KILN_CACHE_INFO_INIT;
     ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
     ck_assert_int_eq(info.enabled, 1);
     ck_assert_str_eq(info.path, dir);
@@ -519,7 +519,7 @@ check_refused(mode_t mode, const char *needle, bool other_owner)
     if (other_owner)
         ck_assert_int_eq(chown(dir, 65534, 65534), 0);
     use_dir(dir);
-    kiln_cache_info info;
+    kiln_cache_info info = KILN_CACHE_INFO_INIT;
     ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
     ck_assert_int_eq(info.enabled, 0);
     ck_assert_msg(strstr(info.reason, needle) && strstr(info.reason, dir),
@@ -556,7 +556,8 @@ START_TEST(test_off_and_option)
     char *dir = make_dir();
     use_dir(dir);
     kiln_graph *g = graph_rows(8);
-    kiln_options o = {.mode = KILN_MODE_FUSED, .flags = KILN_NO_DISK_CACHE};
+    kiln_options o = KILN_OPTIONS_INIT;
+    o.flags = KILN_NO_DISK_CACHE;
     kiln_program *p = NULL;
     drop_memory_caches();
     kiln_stats s0 = stats();
@@ -566,7 +567,7 @@ START_TEST(test_off_and_option)
     ck_assert_uint_eq(s1.disk_misses + s1.disk_hits, s0.disk_misses + s0.disk_hits);
     ck_assert_int_eq(count_files(dir, ".kobj", NULL, 0), 0);
     setenv("KILN_CACHE_DIR", "off", 1);
-    kiln_cache_info info;
+    kiln_cache_info info = KILN_CACHE_INFO_INIT;
     ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
     ck_assert_int_eq(info.enabled, 0);
     ck_assert_str_eq(info.path, "off");
@@ -631,7 +632,7 @@ START_TEST(test_trim_lru)
     closedir(d);
     drop_memory_caches();
     free(compile_and_check(g, 6)); /* touches the first graph's entry */
-    kiln_cache_info info;
+    kiln_cache_info info = KILN_CACHE_INFO_INIT;
     ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
     uint64_t keep = 0;
     d = opendir(dir);

@@ -722,7 +722,7 @@ START_TEST(test_boundaries)
     y = ok(kiln_exp(x));
     kiln_tensor two[2] = {x, y};
     const char *names[2] = {"a", "a"};
-    kiln_options o = {0};
+    kiln_options o = KILN_OPTIONS_INIT;
     o.output_names = names;
     ck_assert_int_eq(kiln_scope_end(s, 2, two, &o, &p), KILN_ERR_BOUNDARY);
     assert_exact(KILN_ERR_BOUNDARY, "kiln_scope_end: duplicate output: name 'a' is used twice");
@@ -762,7 +762,7 @@ START_TEST(test_boundaries)
     /* a bad mode */
     s = begin(d);
     x = ok(kiln_input(d, "x", F32, 1, &n));
-    o = (kiln_options){0};
+    o = (kiln_options)KILN_OPTIONS_INIT;
     o.mode = (kiln_mode)99;
     ck_assert_int_eq(kiln_scope_end(s, 1, &x, &o, &p), KILN_ERR_INVALID_ARG);
     assert_exact(KILN_ERR_INVALID_ARG, "kiln_scope_end: invalid argument: mode 99");
@@ -776,7 +776,7 @@ START_TEST(test_boundaries)
         kiln_tensor z = ok(kiln_input(d, "z", F32, 1, &n));
         y = ok(kiln_add(x, z));
         kiln_tensor order[3];
-        o = (kiln_options){0};
+        o = (kiln_options)KILN_OPTIONS_INIT;
         o.inputs = order;
         o.ninputs = 2;
         switch (c) {
@@ -833,14 +833,14 @@ START_TEST(test_boundaries)
     ck_assert_int_eq(kiln_scope_output(s, "product", prod), KILN_OK);
     kiln_tensor order[2] = {z, x};
     const char *onames[1] = {"difference"};
-    o = (kiln_options){0};
+    o = (kiln_options)KILN_OPTIONS_INIT;
     o.inputs = order;
     o.ninputs = 2;
     o.output_names = onames;
     o.graph_name = "reordered";
     g = end_graph(s, 1, &diff, &o);
     ck_assert_str_eq(kiln_graph_name(g), "reordered");
-    kiln_value_info info;
+    kiln_value_info info = KILN_VALUE_INFO_INIT;
     ck_assert_int_eq(kiln_graph_input(g, 0, &info), KILN_OK);
     ck_assert_str_eq(info.name, "z");
     ck_assert_int_eq(kiln_graph_input(g, 1, &info), KILN_OK);
@@ -871,7 +871,7 @@ assert_output_names(const kiln_graph *g, const char *want)
 {
     char got[256] = "";
     for (int i = 0; i < kiln_graph_num_outputs(g); i++) {
-        kiln_value_info info;
+        kiln_value_info info = KILN_VALUE_INFO_INIT;
         ck_assert_int_eq(kiln_graph_output(g, i, &info), KILN_OK);
         snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", i ? " " : "", info.name);
     }
@@ -912,7 +912,7 @@ START_TEST(test_default_output_names)
     kiln_tensor outs[5] = {a, ok(kiln_exp(a)), ok(kiln_neg(a)), ok(kiln_abs(a)),
                            ok(kiln_sqrt(a))};
     const char *names[5] = {NULL, "out0", NULL, "out2", NULL};
-    kiln_options o = {0};
+    kiln_options o = KILN_OPTIONS_INIT;
     o.output_names = names;
     ck_assert_int_eq(kiln_scope_end_graph(s, 5, outs, &o, &g), KILN_OK);
     assert_output_names(g, "out1 out0 out3 out2 out4");
@@ -1064,7 +1064,7 @@ START_TEST(test_capture_scope)
     c.stale = ok(kiln_input(d, "old", F32, 1, &one));
     ck_assert_int_eq(kiln_scope_abort(old), KILN_OK);
 
-    kiln_options o = {0};
+    kiln_options o = KILN_OPTIONS_INIT;
     o.graph_name = "softmax";
     ck_assert_int_eq(kiln_capture_scope(d, cb_softmax, &c, &o, &p), KILN_OK);
     ck_assert(p != NULL);
@@ -1246,7 +1246,7 @@ START_TEST(test_every_op)
     kiln_scope s = begin(d);
     every_op e;
     record_every_op(d, &e);
-    kiln_options opt = {0};
+    kiln_options opt = KILN_OPTIONS_INIT;
     opt.mode = (kiln_mode)_i;
     kiln_program *p = end_program(s, e.n, e.outs, &opt);
     const kiln_graph *g = kiln_program_graph(p);
@@ -1281,7 +1281,7 @@ START_TEST(test_every_op)
     const void *ins[3] = {x, y, iv};
     void *outs[MAX_OUTS], *want[MAX_OUTS];
     for (int k = 0; k < e.n; k++) {
-        kiln_value_info info;
+        kiln_value_info info = KILN_VALUE_INFO_INIT;
         ck_assert_int_eq(kiln_graph_output(g, k, &info), KILN_OK);
         outs[k] = calloc(1, info.bytes + 1);
         want[k] = calloc(1, info.bytes + 1);
@@ -1291,7 +1291,7 @@ START_TEST(test_every_op)
     ck_assert_msg(st == KILN_OK, "kiln_program_run: %s", kiln_errmsg());
     ck_assert_int_eq(kiln_graph_interpret(g2, ins, want), KILN_OK);
     for (int k = 0; k < e.n; k++) {
-        kiln_value_info info;
+        kiln_value_info info = KILN_VALUE_INFO_INIT;
         kiln_graph_output(g, k, &info);
         const char *op = ir_ops[g->nodes[g->outputs[k].node].op].name;
         if (info.dtype == F32) {
@@ -1381,7 +1381,7 @@ START_TEST(test_graph_equals_text)
     kiln_scope s = begin(d);
     kiln_tensor x = ok(kiln_input(d, "x", F32, 2, dims));
     kiln_tensor y = ok(softmax_rows(x));
-    kiln_options o = {0};
+    kiln_options o = KILN_OPTIONS_INIT;
     o.graph_name = "softmax";
     o.output_names = (const char *const[]){"y"};
     kiln_graph *g = end_graph(s, 1, &y, &o);
@@ -1441,7 +1441,7 @@ START_TEST(test_program)
     kiln_scope s = begin(d);
     kiln_tensor x = ok(kiln_input(d, "x", F32, 2, dims));
     kiln_tensor y = ok(softmax_rows(x));
-    kiln_options opt = {0};
+    kiln_options opt = KILN_OPTIONS_INIT;
     opt.mode = (kiln_mode)_i;
     kiln_program *p = end_program(s, 1, &y, &opt);
     const kiln_graph *g = kiln_program_graph(p);
@@ -1820,7 +1820,7 @@ oom_sequence(kiln_device *d, kiln_mode mode)
     kiln_tensor cat = kiln_concat(5, parts, 0);
     kiln_tensor head = kiln_slice(cat, NULL, (int64_t[]){SM_ROWS, SM_COLS}, NULL);
     kiln_scope_output(s, "y", y);
-    kiln_options o = {0};
+    kiln_options o = KILN_OPTIONS_INIT;
     o.graph_name = "oom";
     o.mode = mode;
     kiln_program *p = NULL;

@@ -271,7 +271,7 @@ make_inputs(const kiln_graph *g, uint64_t seed, fill_kind how, ts_bufs *in)
     ts_rng_seed(&r, seed);
     in->n = kiln_graph_num_inputs(g);
     for (int i = 0; i < in->n; i++) {
-        kiln_value_info vi;
+        kiln_value_info vi = KILN_VALUE_INFO_INIT;
         if (kiln_graph_input(g, i, &vi) != KILN_OK || !(in->buf[i] = malloc(vi.bytes ? vi.bytes : 1)))
             return false;
         fill(&r, vi.dtype, in->buf[i], vi.count, how);
@@ -538,7 +538,7 @@ line_has_op(const char *line, size_t len, const char *op)
 static void
 check_epilogue_plan(const kiln_graph *g, const char *ops, const char *ctx)
 {
-    kiln_options o = {0};
+    kiln_options o = KILN_OPTIONS_INIT;
     o.mode = KILN_MODE_FUSED;
     kiln_program *p = NULL;
     ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s: %s", ctx, kiln_errmsg());
@@ -580,7 +580,7 @@ START_TEST(test_packing_folds)
     check_epilogue_plan(g, "", "a folded cast and scale");
     kiln_graph_free(g);
     g = ts_parse(text[1]);
-    kiln_options o = {0};
+    kiln_options o = KILN_OPTIONS_INIT;
     kiln_program *p = NULL;
     ck_assert_int_eq(kiln_program_compile(g, &o, &p), KILN_OK);
     char *plan = ts_plan_text(p);
@@ -637,10 +637,10 @@ START_TEST(test_epilogue_to_reduction)
     snprintf(ctx, sizeof ctx, "attention, %s%s", tn, what[variant]);
     kiln_graph *g = ts_parse(text);
 
-    kiln_options o = {0};
+    kiln_options o = KILN_OPTIONS_INIT;
     o.mode = KILN_MODE_FUSED;
     o.flags = KILN_NO_CACHE;
-    kiln_stats s0, s1;
+    kiln_stats s0 = KILN_STATS_INIT, s1 = KILN_STATS_INIT;
     kiln_jit_stats(&s0);
     kiln_program *p = NULL;
     ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s: %s", ctx, kiln_errmsg());
@@ -670,7 +670,7 @@ START_TEST(test_epilogue_to_reduction)
     ts_rng r;
     ts_rng_seed(&r, base_seed() + 0x70000 + (uint64_t)_i);
     for (int k = 0; k < in.n; k++) {
-        kiln_value_info vi;
+        kiln_value_info vi = KILN_VALUE_INFO_INIT;
         kiln_graph_input(g, k, &vi);
         ts_random_elements(&r, vi.dtype, in.buf[k], vi.count, true);
     }
@@ -711,7 +711,7 @@ START_TEST(test_epilogues)
              (long long)M, (long long)N, (long long)K);
     check_epilogue_plan(g, e->ops, ctx);
 
-    kiln_value_info yi;
+    kiln_value_info yi = KILN_VALUE_INFO_INIT;
     kiln_graph_output(g, 0, &yi);
     double eps = t == F32 ? 0x1p-24 : 0x1p-53;
     for (int how = 0; how < 2; how++) {
@@ -807,7 +807,7 @@ threads_child(const char *path)
     FILE *f = fopen(path, "wb");
     if (!f)
         return 2;
-    kiln_stats st;
+    kiln_stats st = KILN_STATS_INIT;
     kiln_jit_stats(&st);
     int32_t threads = st.threads;
     fwrite(&threads, sizeof threads, 1, f);
@@ -818,13 +818,13 @@ threads_child(const char *path)
             ts_bufs in = {0};
             if (!g || !make_inputs(g, THREADS_SEED + k, FILL_UNIFORM, &in))
                 return 3;
-            kiln_value_info vi;
+            kiln_value_info vi = KILN_VALUE_INFO_INIT;
             kiln_graph_output(g, 0, &vi);
             void *out = malloc(vi.bytes);
             if (!out)
                 return 4;
             memset(out, 0xa5, vi.bytes);
-            kiln_options o = {0};
+            kiln_options o = KILN_OPTIONS_INIT;
             o.mode = m ? KILN_MODE_EAGER : KILN_MODE_FUSED;
             kiln_program *p = NULL;
             if (kiln_program_compile(g, &o, &p) != KILN_OK ||
@@ -868,7 +868,7 @@ START_TEST(test_threads_bit_identical)
             tol.ulps = 5;
             tol.abs = 16 * 1.13 * 0x1p-24;
         }
-        kiln_value_info vi;
+        kiln_value_info vi = KILN_VALUE_INFO_INIT;
         kiln_graph_output(g, 0, &vi);
         for (int m = 0; m < 2; m++) {
             ck_assert_uint_le(off + vi.bytes, len[0]);
@@ -940,7 +940,7 @@ const_graph(wkind w, float *x, float *W)
 static kiln_program *
 compile_mode(const kiln_graph *g, kiln_mode mode)
 {
-    kiln_options o = {0};
+    kiln_options o = KILN_OPTIONS_INIT;
     o.mode = mode;
     kiln_program *p = NULL;
     ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s", kiln_errmsg());
@@ -950,7 +950,7 @@ compile_mode(const kiln_graph *g, kiln_mode mode)
 static uint64_t
 packed_now(void)
 {
-    kiln_stats st;
+    kiln_stats st = KILN_STATS_INIT;
     kiln_jit_stats(&st);
     return st.weights_packed;
 }
@@ -997,10 +997,10 @@ START_TEST(test_constant_packed_once)
     float *x = malloc(sizeof(float) * CB * CM * CK), *W = malloc(sizeof(float) * CB * CK * CN);
     ck_assert(x && W);
     kiln_graph *g = const_graph(w, x, W);
-    kiln_stats s0;
+    kiln_stats s0 = KILN_STATS_INIT;
     kiln_jit_stats(&s0);
     kiln_program *p = compile_mode(g, KILN_MODE_FUSED);
-    kiln_stats s1;
+    kiln_stats s1 = KILN_STATS_INIT;
     kiln_jit_stats(&s1);
     ck_assert_msg(s1.plan_misses == s0.plan_misses + 1, "%s: the program was not compiled afresh",
                   names[w]);
@@ -1013,7 +1013,7 @@ START_TEST(test_constant_packed_once)
                   names[w]);
     /* the same graph again: the cached program, nothing packed */
     kiln_program *p2 = compile_mode(g, KILN_MODE_FUSED);
-    kiln_stats s2;
+    kiln_stats s2 = KILN_STATS_INIT;
     kiln_jit_stats(&s2);
     ck_assert_msg(s2.plan_hits == s1.plan_hits + 1, "%s: no program cache hit", names[w]);
     ck_assert_msg(s2.weights_packed == s1.weights_packed,
@@ -1098,7 +1098,7 @@ START_TEST(test_signed_zero)
         ts_bufs in = {0};
         ts_bufs_for_inputs(g, &in);
         for (int k = 0; k < 2; k++) {
-            kiln_value_info vi;
+            kiln_value_info vi = KILN_VALUE_INFO_INIT;
             kiln_graph_input(g, k, &vi);
             for (size_t e = 0; e < vi.count; e++)
                 put_f(t, in.buf[k], e, k ? zero_cases[_i].b : zero_cases[_i].a);
@@ -1201,7 +1201,7 @@ START_TEST(test_skinny_plan)
 {
     kiln_graph *g = ts_parse(skinny_plans[_i].text);
     {
-        kiln_options o = {0};
+        kiln_options o = KILN_OPTIONS_INIT;
         o.mode = KILN_MODE_FUSED;
         kiln_program *p = NULL;
         ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s", kiln_errmsg());

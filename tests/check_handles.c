@@ -65,7 +65,7 @@ static kiln_program *
 program_new(kiln_mode mode)
 {
     kiln_graph *g = ts_parse(small_text);
-    kiln_options o = {0};
+    kiln_options o = KILN_OPTIONS_INIT;
     o.mode = mode;
     kiln_program *p = NULL;
     ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "compile: %s", kiln_errmsg());
@@ -138,7 +138,7 @@ assert_bad_graph(kiln_graph *g, const kiln_graph *live)
     float x[4] = {0}, y[4];
     const void *ins[1] = {x};
     void *outs[1] = {y};
-    kiln_value_info info;
+    kiln_value_info info = KILN_VALUE_INFO_INIT;
     kiln_graph_free(g);
     assert_exact(KILN_ERR_MISUSE, GRAPH_MSG, "kiln_graph_free");
     ck_assert_uint_eq(kiln_graph_hash(g), 0);
@@ -186,7 +186,7 @@ assert_bad_program(kiln_program *p)
     assert_exact(KILN_ERR_MISUSE, PROGRAM_MSG, "kiln_program_graph");
     ck_assert_int_eq(kiln_program_mode(p), (kiln_mode)-1);
     assert_exact(KILN_ERR_MISUSE, PROGRAM_MSG, "kiln_program_mode");
-    ck_assert_int_eq(kiln_program_dump(p, "graph", stderr), KILN_ERR_MISUSE);
+    ck_assert_int_eq(kiln_program_dump(p, KILN_VIEW_GRAPH, stderr), KILN_ERR_MISUSE);
     assert_exact(KILN_ERR_MISUSE, PROGRAM_MSG, "kiln_program_dump");
 }
 

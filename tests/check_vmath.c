@@ -556,6 +556,11 @@ sweep(inputs *in, jit_vm_fn fn, bool dbl)
     shift = shift < 0 ? 0 : shift > 10 ? 10 : shift;
     size_t nall = ((dbl ? (size_t)1 << 19 : (size_t)1 << 22) << shift) / SPARSE;
     size_t nfoc = ((dbl ? (size_t)1 << 19 : (size_t)1 << 21) << shift) / SPARSE;
+    /* KILN_QUICK: 1/16 of the samples (the specials stay whole) */
+    if (ts_quick()) {
+        nall /= 16;
+        nfoc /= 16;
+    }
     if (!dbl && nall > ((size_t)1 << 32))
         nall = (size_t)1 << 32;
     /* (1) every binade: evenly spaced bit patterns, jittered */
@@ -796,7 +801,7 @@ START_TEST(lane_widths)
     inputs in = {0};
     specials(&in, fn, dbl);
     uint64_t seed = 0x5eed0000u + (uint64_t)_i;
-    for (int i = 0; i < (1 << 15); i++) {
+    for (int i = 0; i < ts_quick_n(1 << 15, 8); i++) {
         uint64_t bx = rnd(&seed), by = rnd(&seed);
         double x = dbl ? f64_of_bits(bx) : (double)f32_of_bits((uint32_t)bx);
         double y = dbl ? f64_of_bits(by) : (double)f32_of_bits((uint32_t)by);
@@ -815,8 +820,9 @@ START_TEST(lane_widths)
             ((float *)y)[i] = (float)in.y[i];
         }
     }
-    const unsigned widths[] = {4, 8, 12, 24, 32, 48, 64};
-    const int nw = (int)(sizeof widths / sizeof widths[0]);
+    const unsigned widths[] = {4, 12, 64, 8, 24, 32, 48};
+    /* KILN_QUICK: the first three (a narrow, an odd and the widest legalisation) */
+    const int nw = ts_quick() ? 3 : (int)(sizeof widths / sizeof widths[0]);
     jit_unit u;
     ck_assert_msg(jit_unit_new(&u, "vmath_widths") == KILN_OK, "%s", kiln_errmsg());
     char names[8][64];

@@ -267,7 +267,7 @@ static kiln_status
 order_inputs(const char *api, cap_scope *s, const kiln_options *o)
 {
     kiln_graph *g = s->graph;
-    if (!o || o->ninputs == 0)
+    if (o->ninputs == 0)
         return KILN_OK;
     if (o->ninputs != g->ninputs || !o->inputs)
         return ir_error(KILN_ERR_BOUNDARY,
@@ -313,10 +313,12 @@ order_inputs(const char *api, cap_scope *s, const kiln_options *o)
 
 kiln_status
 cap_scope_finish(const char *api, kiln_scope h, int noutputs, const kiln_tensor *outputs,
-                 const kiln_options *o, kiln_graph **graph)
+                 const kiln_options *options, kiln_graph **graph)
 {
     cap_scope *s;
     *graph = NULL;
+    kiln_options opt;
+    const kiln_options *o = &opt;
     cap_lock();
     kiln_status st = scope_resolve_locked(api, h, &s);
     if (st) {
@@ -326,11 +328,12 @@ cap_scope_finish(const char *api, kiln_scope h, int noutputs, const kiln_tensor 
     /* From here the scope is ours alone: unregistered, so no other thread can reach it,
      * and the device is free again whatever happens next. */
     cap_router_unregister_locked(&cap_capture_channel, s->device);
-    if (noutputs < 0 || (noutputs > 0 && !outputs))
+    st = ir_options_read(api, options, &opt);
+    if (!st && (noutputs < 0 || (noutputs > 0 && !outputs)))
         st = ir_error(KILN_ERR_INVALID_ARG, "%s: invalid argument: %d outputs at %p", api,
                       noutputs, (const void *)outputs);
     for (int i = 0; i < noutputs && !st && !s->err; i++) {
-        const char *name = o && o->output_names ? o->output_names[i] : NULL;
+        const char *name = o->output_names ? o->output_names[i] : NULL;
         st = add_output_locked(api, s, name, outputs[i], (int)s->graph->noutputs);
     }
     cap_unlock();
@@ -348,7 +351,7 @@ cap_scope_finish(const char *api, kiln_scope h, int noutputs, const kiln_tensor 
         st = order_inputs(api, s, o);
     if (!st)
         st = inputs_first(s);
-    if (!st && o && o->graph_name) {
+    if (!st && o->graph_name) {
         const char *nm = ir_arena_strdup(&s->graph->arena, o->graph_name);
         if (nm)
             s->graph->name = nm;

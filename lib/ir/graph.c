@@ -31,21 +31,21 @@ ir_graph_is_valid(const kiln_graph *g)
     return g && ir_handle_is_live(&live_graphs, g);
 }
 
-void
+kiln_status
 kiln_graph_free(kiln_graph *g)
 {
     if (!g)
-        return;
-    if (!ir_handle_remove(&live_graphs, g)) {
-        ir_error(KILN_ERR_MISUSE,
-                 "kiln_graph_free: invalid handle: not a live kiln_graph (freed or foreign)");
-        return;
-    }
+        return KILN_OK;
+    if (!ir_handle_remove(&live_graphs, g))
+        return ir_error(KILN_ERR_MISUSE,
+                        "kiln_graph_free: invalid handle: not a live kiln_graph (freed or "
+                        "foreign)");
     ir_arena_free(&g->arena);
     ir_free(g->nodes);
     ir_free(g->inputs);
     ir_free(g->outputs);
     ir_handle_retire(&live_graphs, g);
+    return KILN_OK;
 }
 
 /* Grow *arr (of element size `size`) so it holds at least `need` elements. */
@@ -364,15 +364,19 @@ kiln_graph_num_outputs(const kiln_graph *g)
     return check_graph(g, "kiln_graph_num_outputs") ? g->noutputs : -1;
 }
 
-static void
-fill_info(const ir_node *nd, const char *name, kiln_value_info *info)
+/* Fill the caller's versioned *info (abi.c) with node nd's description. */
+static kiln_status
+fill_info(const char *api, const ir_node *nd, const char *name, kiln_value_info *info)
 {
-    info->name = name;
-    info->dtype = nd->type.dtype;
-    info->rank = nd->type.shape.rank;
-    info->dims = nd->type.shape.dims;
-    info->count = ir_shape_count(&nd->type.shape);
-    info->bytes = ir_type_bytes(&nd->type);
+    kiln_value_info v = {.size = sizeof v};
+    v.name = name;
+    v.dtype = nd->type.dtype;
+    v.rank = nd->type.shape.rank;
+    v.dims = nd->type.shape.dims;
+    v.count = ir_shape_count(&nd->type.shape);
+    v.bytes = ir_type_bytes(&nd->type);
+    return ir_abi_out(api, "kiln_value_info", info, &v, sizeof v,
+                      offsetof(kiln_value_info, name) + sizeof v.name);
 }
 
 kiln_status
@@ -380,12 +384,11 @@ kiln_graph_input(const kiln_graph *g, int i, kiln_value_info *info)
 {
     if (!check_graph(g, "kiln_graph_input"))
         return KILN_ERR_MISUSE;
-    if (!info || i < 0 || i >= g->ninputs)
+    if (i < 0 || i >= g->ninputs)
         return ir_error(KILN_ERR_INVALID_ARG, "kiln_graph_input: invalid argument: input %d of %d",
                         i, (int)g->ninputs);
     const ir_node *nd = &g->nodes[g->inputs[i]];
-    fill_info(nd, nd->name, info);
-    return KILN_OK;
+    return fill_info("kiln_graph_input", nd, nd->name, info);
 }
 
 kiln_status
@@ -393,12 +396,12 @@ kiln_graph_output(const kiln_graph *g, int i, kiln_value_info *info)
 {
     if (!check_graph(g, "kiln_graph_output"))
         return KILN_ERR_MISUSE;
-    if (!info || i < 0 || i >= g->noutputs)
+    if (i < 0 || i >= g->noutputs)
         return ir_error(KILN_ERR_INVALID_ARG,
                         "kiln_graph_output: invalid argument: output %d of %d", i,
                         (int)g->noutputs);
-    fill_info(&g->nodes[g->outputs[i].node], g->outputs[i].name, info);
-    return KILN_OK;
+    return fill_info("kiln_graph_output", &g->nodes[g->outputs[i].node], g->outputs[i].name,
+                     info);
 }
 
 kiln_status

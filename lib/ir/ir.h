@@ -39,6 +39,21 @@ void ir_test_fail_alloc_after(long n);
 IR_HIDDEN kiln_status ir_error(kiln_status code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 IR_HIDDEN kiln_status ir_verror(kiln_status code, const char *fmt, va_list ap);
+/* ---- versioned public structs (abi.c; docs/abi.md) ---------------------------------
+ * ir_abi_out: copy the library's whole struct `src` (`own` bytes) into the caller's `dst`,
+ * at most dst's leading size_t bytes, never the size field itself.  ir_abi_in: read the
+ * caller's `src` into `dst` (`own` bytes, zeroed past the caller's size).  `min` is the end
+ * of the first field after size; `type` names the struct in messages.  Errors:
+ * KILN_ERR_INVALID_ARG (NULL dst, size < min), KILN_ERR_UNSUPPORTED (in: non-zero bytes past
+ * own). */
+IR_HIDDEN kiln_status ir_abi_out(const char *api, const char *type, void *dst, const void *src,
+                                 size_t own, size_t min);
+IR_HIDDEN kiln_status ir_abi_in(const char *api, const char *type, const void *src, void *dst,
+                                size_t own, size_t min);
+/* The caller's options (NULL: the defaults) as a whole, checked struct: size as above, mode,
+ * stores and code in range, no unknown flag bits. */
+IR_HIDDEN kiln_status ir_options_read(const char *api, const kiln_options *o, kiln_options *out);
+
 /* Bugs, never bad input: print and abort through the abort hook. */
 IR_HIDDEN _Noreturn void ir_bug(const char *file, int line, const char *what);
 #define IR_ASSERT(c) ((c) ? (void)0 : ir_bug(__FILE__, __LINE__, #c))

@@ -493,12 +493,10 @@ jit_disk_counters(jit_disk_stats *c)
 
 /* ---- the public face (kiln cache) -------------------------------------------------------- */
 
-kiln_status
-kiln_cache_info_get(kiln_cache_info *info)
+/* Fill the library's whole struct; kiln_cache_info_get copies what the caller has room for. */
+static void
+describe(kiln_cache_info *info)
 {
-    if (!info)
-        return ir_error(KILN_ERR_INVALID_ARG, "kiln_cache_info_get: invalid argument: info is NULL");
-    memset(info, 0, sizeof *info);
     jit_disk d;
     jit_disk_open(&d, false);
     snprintf(info->path, sizeof info->path, "%s", d.path);
@@ -507,7 +505,7 @@ kiln_cache_info_get(kiln_cache_info *info)
     info->enabled = d.on;
     info->max_bytes = jit_disk_cap();
     if (!d.on || d.missing)
-        return KILN_OK;
+        return;
     int count;
     uint64_t bytes;
     ir_free(scan(&d, &count, &bytes, false));
@@ -519,7 +517,16 @@ kiln_cache_info_get(kiln_cache_info *info)
     info->misses = v[ST_MISSES];
     info->rejected = v[ST_REJECTED];
     info->writes = v[ST_WRITES];
-    return KILN_OK;
+}
+
+kiln_status
+kiln_cache_info_get(kiln_cache_info *info)
+{
+    const char *api = "kiln_cache_info_get";
+    const size_t min = offsetof(kiln_cache_info, path) + sizeof info->path;
+    kiln_cache_info ci = {.size = sizeof ci};
+    describe(&ci);
+    return ir_abi_out(api, "kiln_cache_info", info, &ci, sizeof ci, min);
 }
 
 /* The directory for clear and trim: refused or off is an error (nothing is touched). */

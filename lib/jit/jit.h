@@ -365,7 +365,7 @@ typedef void (*jit_kernel_fn)(void *const *ptrs, const int64_t *strides, const i
 typedef struct jit_kernel jit_kernel;
 /* Compile flags: keep text dumps (past the caches); bypass the caches (cold-compile
  * measurements); leave the disk cache alone (KILN_NO_DISK_CACHE); stream every eligible
- * store whatever its size, or none (KILN_STREAM, KILN_NO_STREAM; the default decides by
+ * store whatever its size, or none (KILN_STORES_STREAM, _CACHED; the default decides by
  * size, see describe.c). */
 enum {
     JIT_F_DUMPS = 1,
@@ -373,8 +373,8 @@ enum {
     JIT_F_NODISK = 4,
     JIT_F_STREAM = 8,
     JIT_F_NO_STREAM = 16,
-    JIT_F_COMPACT = 32,    /* every elementwise kernel JIT_TIER_COMPACT (KILN_COMPACT) */
-    JIT_F_NO_COMPACT = 64, /* none (KILN_NO_COMPACT); neither: by the plan's size (plan.c) */
+    JIT_F_COMPACT = 32,    /* every elementwise kernel JIT_TIER_COMPACT (KILN_CODE_COMPACT) */
+    JIT_F_NO_COMPACT = 64, /* none (KILN_CODE_FULL); neither: by the plan's size (plan.c) */
 };
 #define JIT_F_STORES (JIT_F_STREAM | JIT_F_NO_STREAM)
 /* The flags that change a plan's code: a compiled program is cached under them. */

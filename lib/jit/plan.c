@@ -281,7 +281,7 @@ jit_plan_dump(const jit_plan *p, FILE *f)
     if (p->compact)
         fprintf(f, "compact code: elementwise kernels with out-of-line vector math, one masked "
                    "body, LLVM's fast code generator (more than %d distinct instructions, or "
-                   "KILN_COMPACT)\n", COMPACT_MIN_INST);
+                   "KILN_CODE_COMPACT)\n", COMPACT_MIN_INST);
     if (p->simplify_log)
         fputs(p->simplify_log, f);
     for (int i = 0; i < p->nsteps; i++) {

@@ -3,9 +3,9 @@
  * A program owns the captured graph and holds a compiled form: for FUSED and EAGER a
  * jit_plan (kernels + schedule + buffer plan), for INTERP the reference interpreter.
  * Compiled forms are cached (a jit_lru, lru.c) by the graph's structural hash, the
- * mode and the flags that change the code (KILN_STREAM, KILN_NO_STREAM, KILN_COMPACT,
- * KILN_NO_COMPACT): capturing the same graph again takes a reference to the cached form (no planning,
- * no LLVM work), and a thread capturing a graph another thread is compiling waits for it;
+ * mode and the options that change the code (kiln_options.stores and .code): capturing
+ * the same graph again takes a reference to the cached form (no planning, no LLVM work),
+ * and a thread capturing a graph another thread is compiling waits for it;
  * a graph differing only in sizes is planned again but finds its kernels in the kernel
  * cache (cache.c), or a new process in the disk cache (disk.c). */
 #include <pthread.h>
@@ -114,9 +114,8 @@ dump_env(const kiln_program *p)
 {
     const char *e = getenv("KILN_DUMP");
     const char *dir = getenv("KILN_DUMP_DIR");
-    static const char *const whats[] = {"graph", "plan", "llvm", "opt", "asm"};
-    for (size_t i = 0; i < sizeof whats / sizeof whats[0]; i++) {
-        const char *w = whats[i];
+    for (int v = 0; v < KILN_VIEW_COUNT; v++) {
+        const char *w = kiln_view_name((kiln_view)v);
         const char *hit = strstr(e, w);
         size_t n = strlen(w);
         if (!hit || (hit != e && hit[-1] != ',') || (hit[n] != ',' && hit[n] != '\0'))
@@ -135,7 +134,7 @@ dump_env(const kiln_program *p)
         } else {
             fprintf(stderr, "==== kiln dump: %s of graph %s\n", w, p->graph->name);
         }
-        kiln_program_dump(p, w, f);
+        kiln_program_dump(p, (kiln_view)v, f);
         if (f != stderr)
             fclose(f);
     }
@@ -201,24 +200,17 @@ jit_plan_cache_trim(void)
 
 /* Compile `g` (taking ownership) into a program. */
 static kiln_status
-program_new(const char *api, kiln_graph *g, const kiln_options *o, kiln_program **out)
+program_new(const char *api, kiln_graph *g, const kiln_options *options, kiln_program **out)
 {
-    kiln_mode mode = o ? o->mode : KILN_MODE_FUSED;
-    if ((int)mode < 0 || mode >= KILN_MODE_COUNT) {
+    kiln_options opt;
+    kiln_status ost = ir_options_read(api, options, &opt);
+    if (ost) {
         kiln_graph_free(g);
-        return ir_error(KILN_ERR_INVALID_ARG, "%s: invalid argument: mode %d", api, (int)mode);
+        return ost;
     }
-    unsigned of = o ? o->flags : 0;
-    if ((of & KILN_STREAM) && (of & KILN_NO_STREAM)) {
-        kiln_graph_free(g);
-        return ir_error(KILN_ERR_INVALID_ARG, "%s: invalid argument: flags KILN_STREAM and "
-                                              "KILN_NO_STREAM exclude each other", api);
-    }
-    if ((of & KILN_COMPACT) && (of & KILN_NO_COMPACT)) {
-        kiln_graph_free(g);
-        return ir_error(KILN_ERR_INVALID_ARG, "%s: invalid argument: flags KILN_COMPACT and "
-                                              "KILN_NO_COMPACT exclude each other", api);
-    }
+    const kiln_options *o = &opt;
+    kiln_mode mode = o->mode;
+    unsigned of = o->flags;
     kiln_program *p = ir_calloc(1, sizeof *p);
     if (!p || !ir_handle_add(&live_programs, p)) {
         ir_free(p);
@@ -230,11 +222,13 @@ program_new(const char *api, kiln_graph *g, const kiln_options *o, kiln_program 
     p->mode = mode;
     if (mode != KILN_MODE_INTERP) {
         const char *pert = getenv("KILN_TEST_PERTURB"); /* test-only, see lower.c */
-        unsigned flags = (want_dumps() || (o && (o->flags & KILN_KEEP_DUMPS)) ? JIT_F_DUMPS : 0) |
-                         ((o && (o->flags & KILN_NO_CACHE)) || (pert && *pert) ? JIT_F_NOCACHE : 0) |
-                         (o && (o->flags & KILN_NO_DISK_CACHE) ? JIT_F_NODISK : 0) |
-                         (of & KILN_STREAM ? JIT_F_STREAM : 0) | (of & KILN_NO_STREAM ? JIT_F_NO_STREAM : 0) |
-                         (of & KILN_COMPACT ? JIT_F_COMPACT : 0) | (of & KILN_NO_COMPACT ? JIT_F_NO_COMPACT : 0);
+        unsigned flags = (want_dumps() || (of & KILN_KEEP_DUMPS) ? JIT_F_DUMPS : 0) |
+                         ((of & KILN_NO_CACHE) || (pert && *pert) ? JIT_F_NOCACHE : 0) |
+                         (of & KILN_NO_DISK_CACHE ? JIT_F_NODISK : 0) |
+                         (o->stores == KILN_STORES_STREAM ? JIT_F_STREAM : 0) |
+                         (o->stores == KILN_STORES_CACHED ? JIT_F_NO_STREAM : 0) |
+                         (o->code == KILN_CODE_COMPACT ? JIT_F_COMPACT : 0) |
+                         (o->code == KILN_CODE_FULL ? JIT_F_NO_COMPACT : 0);
         kiln_status st = compile(api, g, mode, flags, &p->comp);
         if (st) {
             kiln_program_free(p);
@@ -360,19 +354,18 @@ kiln_program_run(kiln_program *p, const void *const *inputs, void *const *output
     return st;
 }
 
-void
+kiln_status
 kiln_program_free(kiln_program *p)
 {
     if (!p)
-        return;
-    if (!ir_handle_remove(&live_programs, p)) {
-        ir_error(KILN_ERR_MISUSE,
-                 "kiln_program_free: invalid handle: not a live kiln_program (freed or foreign)");
-        return;
-    }
+        return KILN_OK;
+    if (!ir_handle_remove(&live_programs, p))
+        return ir_error(KILN_ERR_MISUSE, "kiln_program_free: invalid handle: not a live "
+                                         "kiln_program (freed or foreign)");
     compiled_release(p->comp);
     kiln_graph_free(p->graph);
     ir_handle_retire(&live_programs, p);
+    return KILN_OK;
 }
 
 const kiln_graph *
@@ -387,32 +380,47 @@ kiln_program_mode(const kiln_program *p)
     return program_check(p, "kiln_program_mode") ? (kiln_mode)-1 : p->mode;
 }
 
+static const char *const view_names[KILN_VIEW_COUNT] = {
+    [KILN_VIEW_GRAPH] = "graph", [KILN_VIEW_PLAN] = "plan", [KILN_VIEW_LLVM] = "llvm",
+    [KILN_VIEW_OPT] = "opt",     [KILN_VIEW_ASM] = "asm",
+};
+
+const char *
+kiln_view_name(kiln_view view)
+{
+    return (int)view >= 0 && view < KILN_VIEW_COUNT ? view_names[view] : NULL;
+}
+
 kiln_status
-kiln_program_dump(const kiln_program *p, const char *what, FILE *f)
+kiln_program_dump(const kiln_program *p, kiln_view view, FILE *f)
 {
     const char *api = "kiln_program_dump";
     kiln_status st = program_check(p, api);
     if (st)
         return st;
-    if (!what || !f)
-        return ir_error(KILN_ERR_INVALID_ARG, "%s: invalid argument: %s is NULL", api,
-                        what ? "stream" : "what");
+    if (!f)
+        return ir_error(KILN_ERR_INVALID_ARG, "%s: invalid argument: stream is NULL", api);
     const jit_plan *plan = p->comp ? p->comp->plan : NULL;
-    if (strcmp(what, "graph") == 0)
+    int which = -1; /* jit_kernel_dump's index of the text views */
+    switch (view) {
+    case KILN_VIEW_GRAPH:
         return ir_graph_print(p->graph, f);
-    if (strcmp(what, "plan") == 0) {
+    case KILN_VIEW_PLAN:
         if (!plan) {
             fprintf(f, "plan: interpreter (mode interp): every node runs in the reference interpreter\n");
             return KILN_OK;
         }
         jit_plan_dump(plan, f);
         return KILN_OK;
+    case KILN_VIEW_LLVM: which = 0; break;
+    case KILN_VIEW_OPT: which = 1; break;
+    case KILN_VIEW_ASM: which = 2; break;
+    case KILN_VIEW_COUNT: break;
     }
-    int which = strcmp(what, "llvm") == 0 ? 0 : strcmp(what, "opt") == 0 ? 1
-                : strcmp(what, "asm") == 0 ? 2 : -1;
     if (which < 0)
         return ir_error(KILN_ERR_INVALID_ARG,
-                        "%s: invalid argument: '%s' (expected graph, plan, llvm, opt or asm)", api, what);
+                        "%s: invalid argument: view %d (expected a kiln_view: KILN_VIEW_GRAPH, "
+                        "_PLAN, _LLVM, _OPT or _ASM)", api, (int)view);
     if (!plan)
         return KILN_OK;
     for (int i = 0; i < plan->nsteps; i++) {
@@ -424,17 +432,16 @@ kiln_program_dump(const kiln_program *p, const char *what, FILE *f)
         if (text)
             fputs(text, f);
         else
-            fprintf(f, "; (not captured: compile with KILN_DUMP set or kiln dump --%s)\n", what);
+            fprintf(f, "; (not captured: compile with KILN_DUMP set or kiln dump --%s)\n",
+                    view_names[view]);
     }
     return ferror(f) ? ir_error(KILN_ERR_IO, "%s: i/o error", api) : KILN_OK;
 }
 
-void
-kiln_jit_stats(kiln_stats *s)
+kiln_status
+kiln_jit_stats(kiln_stats *stats)
 {
-    if (!s)
-        return;
-    memset(s, 0, sizeof *s);
+    kiln_stats all = {.size = sizeof all}, *s = &all;
     jit_stats js;
     jit_stats_get(&js);
     jit_cache_stats ks;
@@ -465,4 +472,6 @@ kiln_jit_stats(kiln_stats *s)
     s->disk_write_errors = dc.write_errors;
     s->threads = jit_pool_threads();
     s->weights_packed = jit_contract_prepacked();
+    return ir_abi_out("kiln_jit_stats", "kiln_stats", stats, &all, sizeof all,
+                      offsetof(kiln_stats, kernel_compiles) + sizeof all.kernel_compiles);
 }

@@ -64,10 +64,16 @@ for w in doc.get("workloads", []):
                 "probe_triad_best_gbs", "probe_triad_median_gbs", "probe_stream_copy_best_gbs",
                 "probe_stream_copy_median_gbs", "probe_runs"):
         positive(need(w, key, where), f"{where}.{key}")
-    # the limit is the best run of copy and triad; a best run is never slower than the median
-    pb = [w.get(k, 0) for k in ("probe_copy_best_gbs", "probe_triad_best_gbs")]
+    # the limit is the best run of copy, triad and the streaming copy (the best the machine
+    # can do), and probe_limit_kind names it; a best run is never slower than the median
+    kinds = ("copy", "triad", "stream_copy")
+    pb = [w.get(f"probe_{k}_best_gbs", 0) for k in kinds]
     if w.get("probe_gbs") != max(pb):
-        problems.append(f"{where}: probe_gbs {w.get('probe_gbs')} is not the best of copy and triad {pb}")
+        problems.append(f"{where}: probe_gbs {w.get('probe_gbs')} is not the best of copy, triad "
+                        f"and the streaming copy {pb}")
+    lk = need(w, "probe_limit_kind", where)
+    if lk not in kinds or w.get(f"probe_{lk}_best_gbs") != w.get("probe_gbs"):
+        problems.append(f"{where}: probe_limit_kind {lk!r} does not name the limit's kernel")
     for kind in ("copy", "triad", "stream_copy"):
         if w.get(f"probe_{kind}_best_gbs", 0) < w.get(f"probe_{kind}_median_gbs", 0):
             problems.append(f"{where}: probe {kind}: best below median")

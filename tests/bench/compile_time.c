@@ -13,7 +13,7 @@
  * compiled, and the wall time per elementwise node (a node line that is not a `full`).  The
  * first compile of the process also pays LLVM's one-time start-up, so a warm-up compile of
  * the first graph runs before anything is timed.  --code: the plan decides (auto, the
- * default), full code always (KILN_NO_COMPACT) or compact code always (KILN_COMPACT;
+ * default), full code always (KILN_CODE_FULL) or compact code always (KILN_CODE_COMPACT;
  * docs/jit.md, "Compact code").  tests/bench/wide_bench.sh runs it
  * (docs/benchmarking.md, "Wide graphs").  Not a test: CTest never times anything. */
 #define _POSIX_C_SOURCE 200809L
@@ -67,7 +67,7 @@ read_all(const char *path, size_t *len)
     return buf;
 }
 
-static unsigned code_flags; /* --code */
+static kiln_code code = KILN_CODE_AUTO; /* --code */
 
 /* One cold compile in mode m: wall ms, CPU ms of the process, LLVM ms and kernels
  * compiled. */
@@ -75,8 +75,11 @@ static kiln_status
 compile_once(const kiln_graph *g, kiln_mode m, double *wall, double *cpu, double *llvm,
              unsigned long *kernels)
 {
-    kiln_stats a, b;
-    kiln_options o = {.mode = m, .flags = KILN_NO_DISK_CACHE | code_flags};
+    kiln_stats a = KILN_STATS_INIT, b = KILN_STATS_INIT;
+    kiln_options o = KILN_OPTIONS_INIT;
+    o.mode = m;
+    o.flags = KILN_NO_DISK_CACHE;
+    o.code = code;
     kiln_program *p = NULL;
     jit_plan_cache_trim();
     jit_cache_trim();
@@ -115,11 +118,11 @@ main(int argc, char **argv)
         else if (strcmp(argv[first], "--mode") == 0 && strcmp(argv[first + 1], "eager") == 0)
             m0 = 1;
         else if (strcmp(argv[first], "--code") == 0 && strcmp(argv[first + 1], "auto") == 0)
-            code_flags = 0;
+            code = KILN_CODE_AUTO;
         else if (strcmp(argv[first], "--code") == 0 && strcmp(argv[first + 1], "full") == 0)
-            code_flags = KILN_NO_COMPACT;
+            code = KILN_CODE_FULL;
         else if (strcmp(argv[first], "--code") == 0 && strcmp(argv[first + 1], "compact") == 0)
-            code_flags = KILN_COMPACT;
+            code = KILN_CODE_COMPACT;
         else
             break;
         first += 2;

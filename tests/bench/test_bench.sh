@@ -2,27 +2,38 @@
 # The benchmark end to end at a reduced scale (a smoke test: every figure present, positive
 # and within its error bound — no timing thresholds), and `kiln check` catching a
 # deliberately wrong kernel.   usage: test_bench.sh KILN_BINARY SOURCE_DIR
+# KILN_QUICK=1 (scripts/test.sh --quick): four workloads instead of the suite, kiln check on
+# those, and 1/16 of the --ulp samples; every check below still runs.
 set -u
 kiln=$1
 src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
+quick=${KILN_QUICK:-0}
+[ "$quick" = 0 ] && quick=
+workloads="chain gelu softmax layernorm bcast l2norm small mlp colsum rmsnorm logsumexp sgemm sgemm_1t attn matmul_small gemv"
+checked=("$src"/bench/*.kiln "$src"/tests/golden/*.kiln)
+samples=262144
+only=() # the built-in suite's workloads by name (none: all of them)
+if [ -n "$quick" ]; then
+    workloads="chain softmax small sgemm"
+    only=($workloads)
+    checked=("$src"/bench/{chain,softmax,small,sgemm}.kiln "$src"/tests/golden/{binary,reduce}.kiln)
+    samples=16384
+fi
 
 # 1. the whole suite, small
-if ! "$kiln" bench --scale 256 --time 0.02 --json "$tmp/bench.json" --plot "$tmp/bench.svg" \
+if ! "$kiln" bench "${only[@]}" --scale 256 --time 0.02 --json "$tmp/bench.json" --plot "$tmp/bench.svg" \
         >"$tmp/bench.out" 2>"$tmp/bench.err"; then
     echo "FAIL: kiln bench exited non-zero"; cat "$tmp/bench.out" "$tmp/bench.err"; fail=1
 fi
-for w in chain gelu softmax layernorm bcast l2norm small mlp colsum rmsnorm logsumexp \
-         sgemm sgemm_1t attn matmul_small gemv; do
+for w in $workloads; do
     grep -q "^$w " "$tmp/bench.out" || { echo "FAIL: table lacks $w"; fail=1; }
 done
 grep -q "<svg" "$tmp/bench.svg" && grep -q "chain" "$tmp/bench.svg" || { echo "FAIL: no plot"; fail=1; }
 if command -v python3 >/dev/null; then
-    python3 "$src/tests/bench/check_json.py" "$tmp/bench.json" \
-        chain,gelu,softmax,layernorm,bcast,l2norm,small,mlp,colsum,rmsnorm,logsumexp,sgemm,sgemm_1t,attn,matmul_small,gemv \
-        || fail=1
+    python3 "$src/tests/bench/check_json.py" "$tmp/bench.json" "${workloads// /,}" || fail=1
 else
     echo "note: python3 absent, JSON fields not validated"
     grep -q '"fraction_of_bandwidth"' "$tmp/bench.json" || { echo "FAIL: JSON"; fail=1; }
@@ -31,7 +42,7 @@ fi
 # 2. kiln check passes on honest kernels — every graph of the suite and every golden file:
 #    the bound is propagated through sums and matmul (issue 10) — and catches perturbed ones
 #    (KILN_TEST_PERTURB=op flips the last bit of every result of op)
-for g in "$src"/bench/*.kiln "$src"/tests/golden/*.kiln; do
+for g in "${checked[@]}"; do
     "$kiln" check "$g" --seeds 1 >"$tmp/check.out" 2>&1 \
         || { echo "FAIL: kiln check $g on honest kernels"; cat "$tmp/check.out"; fail=1; }
 done
@@ -46,7 +57,7 @@ done
 #    the dtype against the exact value, and each perturbed function caught
 for dt in f32 f64; do
     for f in exp exp2 expm1 log log2 log1p tanh sigmoid silu gelu erf gelu_erf sin cos tan pow atan2 sqrt rsqrt recip floor; do
-        "$kiln" check --ulp $f --dtype $dt --samples 262144 >"$tmp/ulp.out" 2>&1 \
+        "$kiln" check --ulp $f --dtype $dt --samples $samples >"$tmp/ulp.out" 2>&1 \
             || { echo "FAIL: kiln check --ulp $f --dtype $dt"; cat "$tmp/ulp.out"; fail=1; }
         grep -q "^$f $dt: .* max error" "$tmp/ulp.out" || { echo "FAIL: --ulp $f $dt output"; cat "$tmp/ulp.out"; fail=1; }
         if KILN_TEST_PERTURB=$f "$kiln" check --ulp $f --dtype $dt --samples 4096 >"$tmp/ulp.out" 2>&1; then
@@ -66,7 +77,7 @@ grep -q "^caches: warm everywhere (--warm)" "$tmp/warm.out" || { echo "FAIL: --w
 grep -q '"stores": "stream"' "$tmp/warm.json" && grep -q '"stores": "auto"' "$tmp/bench.json" \
     || { echo "FAIL: JSON stores"; fail=1; }
 grep -q '"code": "compact"' "$tmp/warm.json" && grep -q '"code": "auto"' "$tmp/bench.json" \
-    && grep -q "^code: compact (KILN_COMPACT) in every workload" "$tmp/warm.out" \
+    && grep -q "^code: compact (KILN_CODE_COMPACT) in every workload" "$tmp/warm.out" \
     || { echo "FAIL: --code compact not in the JSON or the table"; fail=1; }
 grep -qE '^chain +[^ ]+ +cold ' "$tmp/bench.out" && grep -qE '^small +[^ ]+ +warm ' "$tmp/bench.out" \
     || { echo "FAIL: chain not run from cold caches, or small not warm"; fail=1; }

@@ -94,7 +94,9 @@ run_all(const kiln_graph *g, const char *text, size_t len)
             fail(kiln_errmsg(), text, len);
     }
     for (int m = 0; m < 2; m++) {
-        kiln_options o = {.mode = m ? KILN_MODE_EAGER : KILN_MODE_FUSED, .flags = KILN_NO_CACHE};
+        kiln_options o = KILN_OPTIONS_INIT;
+        o.mode = m ? KILN_MODE_EAGER : KILN_MODE_FUSED;
+        o.flags = KILN_NO_CACHE;
         kiln_status st = kiln_program_compile(g, &o, &p[m]);
         if (st == KILN_ERR_INTERNAL)
             fail(kiln_errmsg(), text, len);

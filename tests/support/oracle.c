@@ -24,7 +24,7 @@ ts_bufs_for_inputs(const kiln_graph *g, ts_bufs *b)
     b->n = kiln_graph_num_inputs(g);
     ck_assert_int_le(b->n, TS_MAXIO);
     for (int i = 0; i < b->n; i++) {
-        kiln_value_info vi;
+        kiln_value_info vi = KILN_VALUE_INFO_INIT;
         ck_assert_int_eq(kiln_graph_input(g, i, &vi), KILN_OK);
         b->buf[i] = vi.bytes ? malloc(vi.bytes) : NULL;
         ck_assert(vi.bytes == 0 || b->buf[i] != NULL);
@@ -205,7 +205,7 @@ ts_plan_text(const kiln_program *p)
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     ck_assert_ptr_nonnull(f);
-    kiln_status st = kiln_program_dump(p, "plan", f);
+    kiln_status st = kiln_program_dump(p, KILN_VIEW_PLAN, f);
     fclose(f);
     ck_assert_msg(st == KILN_OK, "plan dump: %s", kiln_errmsg());
     return text;
@@ -242,12 +242,13 @@ ts_run_mode(const kiln_graph *g, kiln_mode mode, const ts_bufs *in, ts_bufs *out
     kiln_value_info info[TS_MAXIO];
     out->n = nout;
     for (int i = 0; i < nout; i++) {
+        info[i] = (kiln_value_info)KILN_VALUE_INFO_INIT;
         ck_assert_int_eq(kiln_graph_output(g, i, &info[i]), KILN_OK);
         out->buf[i] = malloc(info[i].bytes + TS_GUARD);
         ck_assert_ptr_nonnull(out->buf[i]);
         memset(out->buf[i], poison, info[i].bytes + TS_GUARD);
     }
-    kiln_options opt = {0};
+    kiln_options opt = KILN_OPTIONS_INIT;
     opt.mode = mode;
     kiln_program *p = NULL;
     if (kiln_program_compile(g, &opt, &p) != KILN_OK) {
@@ -315,7 +316,7 @@ ts_check_modes(const kiln_graph *g, const ts_bufs *in, const ts_tol *tols, int n
             break;
         }
         for (int i = 0; i < got.n; i++) {
-            kiln_value_info vi;
+            kiln_value_info vi = KILN_VALUE_INFO_INIT;
             kiln_graph_output(g, i, &vi);
             char what[128];
             snprintf(what, sizeof what, "%s: output %d '%s'", mode_name(modes[m]), i, vi.name);
@@ -324,7 +325,7 @@ ts_check_modes(const kiln_graph *g, const ts_bufs *in, const ts_tol *tols, int n
                 bad = true;
         }
         if (bad) {
-            kiln_options opt = {0};
+            kiln_options opt = KILN_OPTIONS_INIT;
             opt.mode = modes[m];
             kiln_program *p = NULL;
             if (kiln_program_compile(g, &opt, &p) == KILN_OK) {

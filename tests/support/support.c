@@ -41,3 +41,18 @@ ts_run(Suite *s)
     srunner_free(sr);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+int
+ts_quick(void)
+{
+    const char *e = getenv("KILN_QUICK");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+int
+ts_quick_n(int n, int div)
+{
+    if (!ts_quick() || div <= 1)
+        return n;
+    return n / div > 0 ? n / div : 1;
+}

@@ -13,6 +13,11 @@ kiln_graph *ts_parse(const char *text);
 char *ts_read_source_file(const char *relpath, size_t *len);
 /* Run a Check suite with CK_NORMAL output; returns the process exit code. */
 int ts_run(Suite *s);
+/* KILN_QUICK=1 (set by `scripts/test.sh --quick`, the edit loop's tier): the slow sweeps
+ * run a fraction of their cases.  The full run (CI, plain scripts/test.sh) leaves it unset.
+ * ts_quick_n: n, or n / div (at least 1) under KILN_QUICK. */
+int ts_quick(void);
+int ts_quick_n(int n, int div);
 
 /* Assert that the thread's error is `code` and its message contains `needle`. */
 #define ts_assert_error(code, needle)                                                        \

@@ -248,13 +248,13 @@ cli_parse_mode(const char *s, kiln_mode *mode)
 }
 
 int
-cli_parse_code(const char *s, unsigned *flags)
+cli_parse_code(const char *s, kiln_code *code)
 {
-    static const char *const names[3] = {"auto", "full", "compact"};
-    static const unsigned f[3] = {0, KILN_NO_COMPACT, KILN_COMPACT};
-    for (int k = 0; k < 3; k++)
+    static const char *const names[KILN_CODE_COUNT] = {
+        [KILN_CODE_AUTO] = "auto", [KILN_CODE_FULL] = "full", [KILN_CODE_COMPACT] = "compact"};
+    for (int k = 0; k < KILN_CODE_COUNT; k++)
         if (strcmp(s, names[k]) == 0) {
-            *flags = f[k];
+            *code = (kiln_code)k;
             return 0;
         }
     return -1;

@@ -60,9 +60,9 @@ void cli_fill_random(kiln_dtype dtype, void *data, size_t count, uint64_t *state
 void cli_print_summary(FILE *f, const kiln_value_info *info, const void *data);
 /* "fused", "eager" or "interp" into *mode; -1 for anything else. */
 int cli_parse_mode(const char *s, kiln_mode *mode);
-/* --code: "auto" (0: the plan decides by size), "full" (KILN_NO_COMPACT) or "compact"
- * (KILN_COMPACT) into *flags; -1 for anything else. */
-int cli_parse_code(const char *s, unsigned *flags);
+/* --code: "auto" (the plan decides by size), "full" or "compact" into *code
+ * (KILN_CODE_AUTO, _FULL, _COMPACT); -1 for anything else. */
+int cli_parse_code(const char *s, kiln_code *code);
 /* "f32[4,3]" for a boundary value. */
 char *cli_type_str(const kiln_value_info *info, char *buf, size_t n);
 /* Clock c (CLOCK_MONOTONIC, CLOCK_PROCESS_CPUTIME_ID, ...) in milliseconds. */

@@ -29,7 +29,7 @@ cmd_cache_help(FILE *f)
 static int
 show(void)
 {
-    kiln_cache_info ci;
+    kiln_cache_info ci = KILN_CACHE_INFO_INIT;
     if (kiln_cache_info_get(&ci))
         return cli_fail();
     printf("location: %s\n", ci.path);

@@ -143,7 +143,8 @@ check_graph(const char *name, const kiln_graph *g, int seeds)
         if (!(out[i] = malloc(ir_type_bytes(&g->nodes[g->outputs[i].node].type) + 1)))
             goto oom;
     for (int m = 0; m < 2; m++) {
-        kiln_options o = {.mode = m == 0 ? KILN_MODE_FUSED : KILN_MODE_EAGER};
+        kiln_options o = KILN_OPTIONS_INIT;
+        o.mode = m == 0 ? KILN_MODE_FUSED : KILN_MODE_EAGER;
         if (kiln_program_compile(g, &o, &progs[m])) {
             fprintf(stderr, "kiln check: %s: %s\n", name, kiln_errmsg());
             rc = CLI_FAIL;

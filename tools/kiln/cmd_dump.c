@@ -42,14 +42,15 @@ cmd_dump(int argc, char **argv)
     const char *path = NULL, *mode = "fused", *code = "auto", *v;
     bool dot = false, graph = false;
     /* the compiler views, in the order they print */
-    static const char *const views[] = {"plan", "llvm", "opt", "asm"};
+    static const kiln_view views[] = {KILN_VIEW_PLAN, KILN_VIEW_LLVM, KILN_VIEW_OPT,
+                                      KILN_VIEW_ASM};
     bool want[4] = {false, false, false, false}, any = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int m;
         bool view = false;
         for (int k = 0; k < 4; k++)
-            if (a[0] == '-' && a[1] == '-' && strcmp(a + 2, views[k]) == 0)
+            if (a[0] == '-' && a[1] == '-' && strcmp(a + 2, kiln_view_name(views[k])) == 0)
                 want[k] = any = view = true;
         if (view)
             continue;
@@ -81,8 +82,8 @@ cmd_dump(int argc, char **argv)
     kiln_mode km;
     if (cli_parse_mode(mode, &km) || km == KILN_MODE_INTERP)
         return cli_usage("dump", "--mode is fused or eager, not '%s'", mode);
-    unsigned cflags;
-    if (cli_parse_code(code, &cflags))
+    kiln_code kc;
+    if (cli_parse_code(code, &kc))
         return cli_usage("dump", "--code is auto, full or compact, not '%s'", code);
 
     kiln_graph *g;
@@ -94,8 +95,10 @@ cmd_dump(int argc, char **argv)
     else if (graph || !any)
         st = kiln_graph_print(g, stdout);
     if (!st && any) {
-        kiln_options o = {.mode = km,
-                          .flags = cflags | (want[1] || want[2] || want[3] ? KILN_KEEP_DUMPS : 0)};
+        kiln_options o = KILN_OPTIONS_INIT;
+        o.mode = km;
+        o.code = kc;
+        o.flags = want[1] || want[2] || want[3] ? KILN_KEEP_DUMPS : 0;
         kiln_program *p = NULL; /* stays NULL if compiling fails */
         st = kiln_program_compile(g, &o, &p);
         for (int k = 0; k < 4 && !st; k++)

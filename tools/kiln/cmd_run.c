@@ -77,7 +77,7 @@ list_names(const kiln_graph *g, bool outputs, char *buf, size_t n)
     int count = outputs ? kiln_graph_num_outputs(g) : kiln_graph_num_inputs(g);
     buf[0] = '\0';
     for (int i = 0; i < count && k < n; i++) {
-        kiln_value_info info;
+        kiln_value_info info = KILN_VALUE_INFO_INIT;
         if (outputs ? kiln_graph_output(g, i, &info) : kiln_graph_input(g, i, &info))
             break;
         k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", info.name);
@@ -89,7 +89,7 @@ list_names(const kiln_graph *g, bool outputs, char *buf, size_t n)
 static kiln_status
 load_input(const kiln_graph *g, int i, const binding *b, npy_array *arr)
 {
-    kiln_value_info info;
+    kiln_value_info info = KILN_VALUE_INFO_INIT;
     kiln_status st = kiln_graph_input(g, i, &info);
     if (st || (st = npy_read_file(b->path, arr)))
         return st;
@@ -123,7 +123,7 @@ run_graph(const kiln_graph *g, kiln_mode mode, binding *ins, int nin, binding *o
     for (int k = 0; k < nin; k++) {
         bool known = false;
         for (int i = 0; i < ni && !known; i++) {
-            kiln_value_info info;
+            kiln_value_info info = KILN_VALUE_INFO_INIT;
             known = !kiln_graph_input(g, i, &info) && strlen(info.name) == ins[k].namelen &&
                     memcmp(info.name, ins[k].name, ins[k].namelen) == 0;
         }
@@ -139,7 +139,7 @@ run_graph(const kiln_graph *g, kiln_mode mode, binding *ins, int nin, binding *o
     for (int k = 0; k < nout; k++) {
         bool known = false;
         for (int i = 0; i < no && !known; i++) {
-            kiln_value_info info;
+            kiln_value_info info = KILN_VALUE_INFO_INIT;
             known = !kiln_graph_output(g, i, &info) && strlen(info.name) == outs[k].namelen &&
                     memcmp(info.name, outs[k].name, outs[k].namelen) == 0;
         }
@@ -155,7 +155,7 @@ run_graph(const kiln_graph *g, kiln_mode mode, binding *ins, int nin, binding *o
     size_t k = 0;
     names[0] = '\0';
     for (int i = 0; i < ni; i++) {
-        kiln_value_info info;
+        kiln_value_info info = KILN_VALUE_INFO_INIT;
         char tb[IR_TYPE_STR_MAX];
         if (kiln_graph_input(g, i, &info))
             goto done;
@@ -169,14 +169,14 @@ run_graph(const kiln_graph *g, kiln_mode mode, binding *ins, int nin, binding *o
     }
 
     for (int i = 0; i < ni; i++) {
-        kiln_value_info info;
+        kiln_value_info info = KILN_VALUE_INFO_INIT;
         if (kiln_graph_input(g, i, &info) ||
             load_input(g, i, find_binding(ins, nin, info.name), &arrs[i]))
             goto done;
         inptr[i] = arrs[i].data;
     }
     for (int i = 0; i < no; i++) {
-        kiln_value_info info;
+        kiln_value_info info = KILN_VALUE_INFO_INIT;
         if (kiln_graph_output(g, i, &info))
             goto done;
         if (!(outptr[i] = ir_malloc(info.bytes))) {
@@ -185,7 +185,8 @@ run_graph(const kiln_graph *g, kiln_mode mode, binding *ins, int nin, binding *o
             goto done;
         }
     }
-    kiln_options opts = {.mode = mode};
+    kiln_options opts = KILN_OPTIONS_INIT;
+    opts.mode = mode;
     kiln_program *prog;
     if (kiln_program_compile(g, &opts, &prog))
         goto done;
@@ -195,7 +196,7 @@ run_graph(const kiln_graph *g, kiln_mode mode, binding *ins, int nin, binding *o
         goto done;
 
     for (int i = 0; i < no; i++) {
-        kiln_value_info info;
+        kiln_value_info info = KILN_VALUE_INFO_INIT;
         if (kiln_graph_output(g, i, &info))
             goto done;
         binding *b = find_binding(outs, nout, info.name);
@@ -226,7 +227,7 @@ done:
 static void
 print_stats(double cpu_before, double wall0)
 {
-    kiln_stats s;
+    kiln_stats s = KILN_STATS_INIT;
     kiln_jit_stats(&s);
     fprintf(stderr,
             "kiln run: CPU time before kiln run started (loading, libLLVM's static "

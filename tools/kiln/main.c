@@ -77,7 +77,7 @@ run_example(const struct example *ex, uint64_t seed)
     printf("inputs (uniform in [-1, 1), seed %#llx):\n", (unsigned long long)seed);
     uint64_t state = seed;
     for (int i = 0; i < ni; i++) {
-        kiln_value_info info;
+        kiln_value_info info = KILN_VALUE_INFO_INIT;
         if ((st = kiln_graph_input(g, i, &info)))
             goto done;
         if (!(in[i] = ir_malloc(info.bytes))) {
@@ -88,7 +88,7 @@ run_example(const struct example *ex, uint64_t seed)
         cli_print_summary(stdout, &info, in[i]);
     }
     for (int i = 0; i < no; i++) {
-        kiln_value_info info;
+        kiln_value_info info = KILN_VALUE_INFO_INIT;
         if ((st = kiln_graph_output(g, i, &info)))
             goto done;
         if (!(out[i] = ir_malloc(info.bytes))) {
@@ -105,7 +105,7 @@ run_example(const struct example *ex, uint64_t seed)
         goto done;
     printf("result (compiled, fused):\n");
     for (int i = 0; i < no; i++) {
-        kiln_value_info info;
+        kiln_value_info info = KILN_VALUE_INFO_INIT;
         if ((st = kiln_graph_output(g, i, &info)))
             goto done;
         cli_print_summary(stdout, &info, out[i]);
