@@ -531,6 +531,9 @@ typedef struct kiln_stats {
     /* of compile_ms: optimising the IR, generating machine code, adding the object to the
      * JIT and looking up its kernels */
     double optimise_ms, codegen_ms, link_ms;
+    /* the temporaries blocks programs run in, one pool for the process (docs/jit.md,
+     * "Running"): blocks allocated so far, and bytes held now (in use or free) */
+    uint64_t workspace_allocs, workspace_bytes;
 } kiln_stats;
 #define KILN_STATS_INIT {.size = sizeof(kiln_stats)}
 /* Errors: KILN_ERR_INVALID_ARG (stats NULL, or stats->size smaller than the first field

@@ -75,6 +75,9 @@
  *     7, 13, 14, 15, 31} (both sides of the choice), every dtype, fused and eager; the
  *     choice in the plan (no temporaries for a one-row matmul with B an input) for each
  *     reason.  The threads test (5) holds skinny cases too (rows, dots, batched dots, i64).
+ *  9. a decode loop: a decoder step captured through the tensor API with caches one row
+ *     longer each step: no kernel compiled and no temporaries block allocated after the
+ *     first step, outputs within the propagated bound.
  *
  * Random inputs use the base seed 0x636f6e74 unless KILN_TEST_SEED overrides it.
  */
@@ -87,6 +90,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "decoder.h"
 #include "oracle.h"
 #include "randgraph.h"
 #include "support.h"
@@ -1222,6 +1226,81 @@ START_TEST(test_skinny_plan)
 }
 END_TEST
 
+/* ---- 9. a decode loop through the C API ------------------------------------------------- */
+
+/* A decoder step (tests/support/decoder.c: one layer, D 64, 4 heads, MLP 128, weights as
+ * inputs) captured through the tensor API with its K/V caches one row longer every step,
+ * as a client generating tokens does: after the first step no kernel is compiled (the
+ * kernels are size-free; only the plan is new) and no temporaries block is allocated (the
+ * pool's block, a power of two, still holds the grown temporaries); every step's outputs
+ * are the reference's within the bound `kiln check` propagates. */
+START_TEST(test_decode_loop)
+{
+    ts_decoder dec = {.layers = 1, .d = 64, .heads = 4, .ff = 128};
+    kiln_device *dev = kiln_device_new();
+    ck_assert_ptr_nonnull(dev);
+    uint64_t allocs = 0;
+    for (int step = 0; step < 6; step++) {
+        int64_t t = 40 + step;
+        kiln_stats s0 = KILN_STATS_INIT, s1 = KILN_STATS_INIT;
+        kiln_jit_stats(&s0);
+        kiln_options o = KILN_OPTIONS_INIT;
+        kiln_program *p = NULL;
+        ck_assert_msg(ts_decoder_capture(dev, &dec, t, &o, &p) == KILN_OK, "step %d: %s", step,
+                      kiln_errmsg());
+        const kiln_graph *g = kiln_program_graph(p);
+        ck_assert_int_eq(kiln_graph_num_inputs(g), ts_decoder_num_inputs(&dec));
+        int nout = kiln_graph_num_outputs(g);
+        ck_assert_int_eq(nout, ts_decoder_num_outputs(&dec));
+        ts_bufs in = {0}, want = {0}, got = {0};
+        ck_assert(make_inputs(g, base_seed() + 0x90000 + (uint64_t)step, FILL_UNIFORM, &in));
+        got.n = nout;
+        for (int i = 0; i < nout; i++) {
+            kiln_value_info vi = KILN_VALUE_INFO_INIT;
+            kiln_graph_output(g, i, &vi);
+            got.buf[i] = malloc(vi.bytes);
+            ck_assert_ptr_nonnull(got.buf[i]);
+        }
+        ck_assert_msg(kiln_program_run(p, (const void *const *)in.buf, got.buf) == KILN_OK, "%s",
+                      kiln_errmsg());
+        kiln_jit_stats(&s1);
+        if (step == 0)
+            allocs = s1.workspace_allocs;
+        else
+            ck_assert_msg(s1.kernel_compiles == s0.kernel_compiles &&
+                              s1.workspace_allocs == allocs,
+                          "step %d (caches of %lld rows): %llu kernels compiled, %llu blocks "
+                          "allocated since the first step",
+                          step, (long long)t,
+                          (unsigned long long)(s1.kernel_compiles - s0.kernel_compiles),
+                          (unsigned long long)(s1.workspace_allocs - allocs));
+        char *err = ts_run_mode(g, KILN_MODE_INTERP, &in, &want, 0x5a);
+        ck_assert_msg(err == NULL, "%s", err);
+        bool which[TS_MAXIO];
+        for (int i = 0; i < nout; i++)
+            which[i] = true;
+        ts_bounds b;
+        ts_bounds_for(g, &in, which, &b);
+        for (int i = 0; i < nout; i++) {
+            kiln_value_info vi = KILN_VALUE_INFO_INIT;
+            kiln_graph_output(g, i, &vi);
+            ts_tol tol = {.kind = TS_TOL_BOUND, .bound = b.bound[i]};
+            char what[64];
+            snprintf(what, sizeof what, "decode step %d, output %s", step, vi.name);
+            ck_assert_msg(ts_compare(stderr, what, vi.dtype, vi.count, got.buf[i], want.buf[i],
+                                     &tol) == 0,
+                          "%s: beyond the propagated bound", what);
+        }
+        ts_bounds_free(&b);
+        ts_bufs_free(&in);
+        ts_bufs_free(&want);
+        ts_bufs_free(&got);
+        kiln_program_free(p);
+    }
+    kiln_device_free(dev);
+}
+END_TEST
+
 static Suite *
 contract_suite(void)
 {
@@ -1260,6 +1339,7 @@ contract_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_skinny, 0, (int)NELEM(skinny_cases));
     tcase_add_loop_test(tc, test_skinny_plan, 0, (int)NELEM(skinny_plans));
+    tcase_add_test(tc, test_decode_loop);
     suite_add_tcase(s, tc);
     return s;
 }

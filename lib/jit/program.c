@@ -472,6 +472,7 @@ kiln_jit_stats(kiln_stats *stats)
     s->disk_write_errors = dc.write_errors;
     s->threads = jit_pool_threads();
     s->weights_packed = jit_contract_prepacked();
+    jit_ws_counters(&s->workspace_allocs, &s->workspace_bytes);
     return ir_abi_out("kiln_jit_stats", "kiln_stats", stats, &all, sizeof all,
                       offsetof(kiln_stats, kernel_compiles) + sizeof all.kernel_compiles);
 }

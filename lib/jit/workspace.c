@@ -11,8 +11,8 @@
  *
  * Invariants: a block is used by one run at a time (a run takes it out of the pool, so
  * concurrent runs, of one program or several, each get their own); a run takes the
- * smallest free block that holds temp_bytes, else allocates one of exactly that size
- * (64-aligned); the pool keeps at most WS_MAX_FREE free blocks, freeing the smallest when
+ * smallest free block that holds temp_bytes, else allocates one (64-aligned; the next power of
+ * two, at least 4 KiB, so that temporaries that grow step by step keep fitting); the pool keeps at most WS_MAX_FREE free blocks, freeing the smallest when
  * a block comes back to a full pool (the large blocks are the costly ones to fault in
  * again).  jit_ws_trim frees every free block (tests that check memory returns to a
  * steady state).  Thread-safe: one mutex, held for a list walk of at most WS_MAX_FREE.
@@ -51,7 +51,14 @@ jit_ws_take(size_t n, size_t *cap)
         return b.p;
     }
     pthread_mutex_unlock(&ws_lock);
-    size_t sz = (n + 63) & ~(size_t)63;
+    /* a power of two (at least 4 KiB): a step whose temporaries grow a little (a cache one
+     * row longer) still fits the block the last step used; the pages past what a run writes
+     * are never touched, so they cost address space, not memory */
+    size_t sz = (size_t)1 << 12;
+    while (sz < n && sz <= ((size_t)1 << 46))
+        sz <<= 1;
+    if (sz < n)
+        return NULL;
     void *p = NULL;
     if (posix_memalign(&p, 64, sz ? sz : 64) != 0)
         return NULL;

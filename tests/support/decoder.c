@@ -1,0 +1,94 @@
+/* decoder.c — see decoder.h. */
+#include <stdio.h>
+
+#include "decoder.h"
+
+static kiln_tensor
+input(kiln_device *dev, const char *name, int layer, int rank, const int64_t *dims)
+{
+    char nm[32];
+    snprintf(nm, sizeof nm, "%s%d", name, layer);
+    return kiln_input(dev, layer < 0 ? name : nm, KILN_DTYPE_F32, rank, dims);
+}
+
+/* (x - mean) * rsqrt(var + 1e-5) * g + b over the last axis of x [1, D] */
+static kiln_tensor
+layernorm(kiln_device *dev, kiln_tensor x, kiln_tensor g, kiln_tensor b)
+{
+    int ax[1] = {1};
+    kiln_tensor m = kiln_reduce_mean(x, 1, ax, 1);
+    kiln_tensor c = kiln_sub(x, m);
+    kiln_tensor v = kiln_reduce_mean(kiln_mul(c, c), 1, ax, 1);
+    kiln_tensor r = kiln_rsqrt(kiln_add(v, kiln_scalar(dev, KILN_DTYPE_F32, 1e-5)));
+    return kiln_add(kiln_mul(kiln_mul(c, r), g), b);
+}
+
+/* Columns [c0, c0 + D) of qkv [1, 3D] as heads [H, 1, D/H] */
+static kiln_tensor
+heads(kiln_tensor qkv, int64_t c0, const ts_decoder *dec)
+{
+    int64_t start[2] = {0, c0}, stop[2] = {1, c0 + dec->d};
+    int64_t hd[3] = {1, dec->heads, dec->d / dec->heads};
+    int perm[3] = {1, 0, 2};
+    return kiln_permute(kiln_reshape(kiln_slice(qkv, start, stop, NULL), 3, hd), 3, perm);
+}
+
+int
+ts_decoder_num_inputs(const ts_decoder *dec)
+{
+    return 1 + 14 * dec->layers;
+}
+
+int
+ts_decoder_num_outputs(const ts_decoder *dec)
+{
+    return 1 + 2 * dec->layers;
+}
+
+kiln_status
+ts_decoder_capture(kiln_device *dev, const ts_decoder *dec, int64_t t, const kiln_options *options,
+                   kiln_program **out)
+{
+    *out = NULL;
+    kiln_scope s = kiln_scope_begin(dev);
+    if (kiln_errcode())
+        return kiln_errcode();
+    int64_t D = dec->d, H = dec->heads, dh = D / H, F = dec->ff;
+    int64_t row[2] = {1, D}, vd[1] = {D}, v3[1] = {3 * D}, vf[1] = {F};
+    int64_t dd3[2] = {D, 3 * D}, ddd[2] = {D, D}, ddf[2] = {D, F}, dfd[2] = {F, D};
+    int64_t cache[3] = {H, t, dh}, flat[2] = {1, D};
+    int tperm[3] = {0, 2, 1}, hperm[3] = {1, 0, 2};
+    kiln_tensor outs[1 + 2 * 16];
+    int nout = 0;
+    kiln_tensor x = input(dev, "x", -1, 2, row);
+    for (int l = 0; l < dec->layers && l < 16; l++) {
+        kiln_tensor ln1g = input(dev, "ln1g", l, 1, vd), ln1b = input(dev, "ln1b", l, 1, vd);
+        kiln_tensor wqkv = input(dev, "wqkv", l, 2, dd3), bqkv = input(dev, "bqkv", l, 1, v3);
+        kiln_tensor wo = input(dev, "wo", l, 2, ddd), bo = input(dev, "bo", l, 1, vd);
+        kiln_tensor ln2g = input(dev, "ln2g", l, 1, vd), ln2b = input(dev, "ln2b", l, 1, vd);
+        kiln_tensor w1 = input(dev, "w1", l, 2, ddf), b1 = input(dev, "b1", l, 1, vf);
+        kiln_tensor w2 = input(dev, "w2", l, 2, dfd), b2 = input(dev, "b2", l, 1, vd);
+        kiln_tensor kp = input(dev, "kp", l, 3, cache), vp = input(dev, "vp", l, 3, cache);
+
+        kiln_tensor qkv = kiln_add(kiln_matmul(layernorm(dev, x, ln1g, ln1b), wqkv), bqkv);
+        kiln_tensor q = heads(qkv, 0, dec), kn = heads(qkv, D, dec), vn = heads(qkv, 2 * D, dec);
+        kiln_tensor kc[2] = {kp, kn}, vc[2] = {vp, vn};
+        kiln_tensor k = kiln_concat(2, kc, 1), v = kiln_concat(2, vc, 1);
+        kiln_tensor sc = kiln_mul(kiln_matmul(q, kiln_permute(k, 3, tperm)),
+                                  kiln_scalar(dev, KILN_DTYPE_F32, 0.125));
+        int ax[1] = {2};
+        kiln_tensor e = kiln_exp(kiln_sub(sc, kiln_reduce_max(sc, 1, ax, 1)));
+        kiln_tensor p = kiln_div(e, kiln_reduce_sum(e, 1, ax, 1));
+        kiln_tensor o = kiln_reshape(kiln_permute(kiln_matmul(p, v), 3, hperm), 2, flat);
+        kiln_tensor x2 = kiln_add(x, kiln_add(kiln_matmul(o, wo), bo));
+        kiln_tensor h = kiln_gelu(kiln_add(kiln_matmul(layernorm(dev, x2, ln2g, ln2b), w1), b1));
+        x = kiln_add(x2, kiln_add(kiln_matmul(h, w2), b2));
+        outs[1 + 2 * l] = kn;
+        outs[2 + 2 * l] = vn;
+        nout += 2;
+    }
+    outs[0] = x;
+    nout++;
+    /* a failed op is sticky: scope_end reports the first error (and aborts the scope) */
+    return kiln_scope_end(s, nout, outs, options, out);
+}
