@@ -12,7 +12,7 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 quick=${KILN_QUICK:-0}
 [ "$quick" = 0 ] && quick=
-workloads="chain gelu softmax layernorm bcast l2norm small mlp colsum rmsnorm logsumexp sgemm sgemm_1t attn matmul_small gemv"
+workloads="chain gelu softmax layernorm bcast l2norm small mlp colsum rmsnorm logsumexp sgemm sgemm_1t attn matmul_small gemv decode"
 checked=("$src"/bench/*.kiln "$src"/tests/golden/*.kiln)
 samples=262144
 only=() # the built-in suite's workloads by name (none: all of them)

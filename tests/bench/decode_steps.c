@@ -1,0 +1,156 @@
+/* decode_steps.c — a client generating tokens: the decoder step of tests/support/decoder.c
+ * (default: bench/decode's shape, 2 layers, D 768, 12 heads, MLP 3072, every weight an
+ * input) captured through the public tensor API with its K/V caches one row longer every
+ * step, then run.
+ *
+ *     decode_steps [--layers L] [--t0 T] [--steps N] [--mode fused|eager]
+ *
+ * Per step: the capture (kiln_scope_begin and one call per op), kiln_scope_end (the
+ * program cache misses: new sizes; the plan is built, every kernel found in the kernel
+ * cache), and the run; the first step, which compiles, is reported apart.  Prints the
+ * medians over the later steps, the kernels compiled and the temporaries blocks allocated
+ * after the first step, and the step's minimal traffic (weights and caches read once) over
+ * the median run.  Inputs are random (weights and caches in [-0.1, 0.1)), the same every
+ * step.  Not a test: CTest never times anything (docs/benchmarking.md, "Decode"). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "decoder.h"
+#include "kiln.h"
+
+static double
+now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static int
+cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double
+median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp);
+    return n ? v[n / 2] : 0;
+}
+
+int
+main(int argc, char **argv)
+{
+    ts_decoder dec = {.layers = 2, .d = 768, .heads = 12, .ff = 3072};
+    int64_t t0 = 512;
+    int steps = 21;
+    kiln_mode mode = KILN_MODE_FUSED;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--layers") && i + 1 < argc)
+            dec.layers = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--t0") && i + 1 < argc)
+            t0 = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
+            steps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--mode") && i + 1 < argc)
+            mode = !strcmp(argv[++i], "eager") ? KILN_MODE_EAGER : KILN_MODE_FUSED;
+        else {
+            fprintf(stderr, "usage: decode_steps [--layers L] [--t0 T] [--steps N] [--mode fused|eager]\n");
+            return 2;
+        }
+    }
+    if (dec.layers < 1 || dec.layers > 16 || steps < 2 || t0 < 1) {
+        fprintf(stderr, "decode_steps: bad arguments\n");
+        return 2;
+    }
+    kiln_device *dev = kiln_device_new();
+    int nin = ts_decoder_num_inputs(&dec), nout = ts_decoder_num_outputs(&dec);
+    void **in = calloc((size_t)nin, sizeof *in), **out = calloc((size_t)nout, sizeof *out);
+    size_t *cap = calloc((size_t)nin, sizeof *cap);
+    double *end_us = calloc((size_t)steps, sizeof(double)),
+           *run_us = calloc((size_t)steps, sizeof(double));
+    if (!dev || !in || !out || !cap || !end_us || !run_us)
+        return 1;
+    uint64_t seed = 0x6b696c6e;
+    kiln_stats first = KILN_STATS_INIT, last = KILN_STATS_INIT;
+    double traffic = 0;
+    for (int s = 0; s < steps; s++) {
+        int64_t t = t0 + s;
+        kiln_options o = KILN_OPTIONS_INIT;
+        o.mode = mode;
+        kiln_program *p = NULL;
+        /* a client's step: capture, and end the scope into a program */
+        double a = now_us();
+        kiln_status st = ts_decoder_capture(dev, &dec, t, &o, &p);
+        double b = now_us();
+        if (st) {
+            fprintf(stderr, "decode_steps: step %d: %s\n", s, kiln_errmsg());
+            return 1;
+        }
+        const kiln_graph *g = kiln_program_graph(p);
+        traffic = 0;
+        for (int i = 0; i < nin; i++) {
+            kiln_value_info vi = KILN_VALUE_INFO_INIT;
+            kiln_graph_input(g, i, &vi);
+            traffic += (double)vi.bytes;
+            if (cap[i] < vi.bytes) {
+                free(in[i]);
+                in[i] = malloc(vi.bytes);
+                if (!in[i])
+                    return 1;
+                for (size_t e = 0; e < vi.count; e++) {
+                    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                    ((float *)in[i])[e] = (float)((double)(seed >> 40) * 0x1p-24 * 0.2 - 0.1);
+                }
+                cap[i] = vi.bytes;
+            }
+        }
+        for (int i = 0; i < nout && s == 0; i++) {
+            kiln_value_info vi = KILN_VALUE_INFO_INIT;
+            kiln_graph_output(g, i, &vi);
+            out[i] = malloc(vi.bytes);
+            if (!out[i])
+                return 1;
+        }
+        double c = now_us();
+        if (kiln_program_run(p, (const void *const *)in, out)) {
+            fprintf(stderr, "decode_steps: run: %s\n", kiln_errmsg());
+            return 1;
+        }
+        double d = now_us();
+        end_us[s] = b - a;
+        run_us[s] = d - c;
+        kiln_program_free(p);
+        if (s == 0)
+            kiln_jit_stats(&first);
+    }
+    kiln_jit_stats(&last);
+    printf("decode_steps: %d layers, D %lld, %lld heads, MLP %lld, caches of %lld..%lld rows, %s\n",
+           dec.layers, (long long)dec.d, (long long)dec.heads, (long long)dec.ff, (long long)t0,
+           (long long)(t0 + steps - 1), mode == KILN_MODE_EAGER ? "eager" : "fused");
+    printf("first step: capture + scope end (compiles) %.1f ms, run %.3f ms\n", end_us[0] / 1e3,
+           run_us[0] / 1e3);
+    double e = median(end_us + 1, steps - 1), r = median(run_us + 1, steps - 1);
+    printf("later steps (median of %d): capture + scope end + plan %.1f us, run %.3f ms "
+           "(%.1f GB/s: %.1f MB of weights, caches and x read once)\n",
+           steps - 1, e, r / 1e3, traffic / (r * 1e3), traffic / 1e6);
+    printf("after the first step: %llu kernels compiled, %llu temporaries blocks allocated\n",
+           (unsigned long long)(last.kernel_compiles - first.kernel_compiles),
+           (unsigned long long)(last.workspace_allocs - first.workspace_allocs));
+    for (int i = 0; i < nin; i++)
+        free(in[i]);
+    for (int i = 0; i < nout; i++)
+        free(out[i]);
+    free(in);
+    free(out);
+    free(cap);
+    free(end_us);
+    free(run_us);
+    kiln_device_free(dev);
+    return 0;
+}
