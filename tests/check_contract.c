@@ -1230,7 +1230,8 @@ END_TEST
 
 /* A decoder step (tests/support/decoder.c: one layer, D 64, 4 heads, MLP 128, weights as
  * inputs) captured through the tensor API with its K/V caches one row longer every step,
- * as a client generating tokens does: after the first step no kernel is compiled (the
+ * as a client generating tokens does: the caches are read in place (the temporaries are
+ * smaller than one cache: no copy of it); after the first step no kernel is compiled (the
  * kernels are size-free; only the plan is new) and no temporaries block is allocated (the
  * pool's block, a power of two, still holds the grown temporaries); every step's outputs
  * are the reference's within the bound `kiln check` propagates. */
@@ -1250,6 +1251,17 @@ START_TEST(test_decode_loop)
                       kiln_errmsg());
         const kiln_graph *g = kiln_program_graph(p);
         ck_assert_int_eq(kiln_graph_num_inputs(g), ts_decoder_num_inputs(&dec));
+        /* the caches are read in place: the temporaries (the score rows, the activations) are
+         * smaller than one cache (H * t * D/H floats), never a copy of it */
+        char *plan = ts_plan_text(p);
+        unsigned long long temps = 0;
+        const char *tp = strstr(plan, "from the cache), "); /* "plan: ... (n from the cache), B bytes" */
+        ck_assert_msg(tp && sscanf(tp + 17, "%llu bytes of temporaries", &temps) == 1,
+                      "no temporaries in the plan:\n%s", plan);
+        ck_assert_msg(temps < (unsigned long long)(dec.d * t * 4),
+                      "step %d: %llu bytes of temporaries, a cache is %lld:\n%s", step, temps,
+                      (long long)(dec.d * t * 4), plan);
+        free(plan);
         int nout = kiln_graph_num_outputs(g);
         ck_assert_int_eq(nout, ts_decoder_num_outputs(&dec));
         ts_bufs in = {0}, want = {0}, got = {0};

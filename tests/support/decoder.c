@@ -72,14 +72,20 @@ ts_decoder_capture(kiln_device *dev, const ts_decoder *dec, int64_t t, const kil
 
         kiln_tensor qkv = kiln_add(kiln_matmul(layernorm(dev, x, ln1g, ln1b), wqkv), bqkv);
         kiln_tensor q = heads(qkv, 0, dec), kn = heads(qkv, D, dec), vn = heads(qkv, 2 * D, dec);
-        kiln_tensor kc[2] = {kp, kn}, vc[2] = {vp, vn};
-        kiln_tensor k = kiln_concat(2, kc, 1), v = kiln_concat(2, vc, 1);
-        kiln_tensor sc = kiln_mul(kiln_matmul(q, kiln_permute(k, 3, tperm)),
-                                  kiln_scalar(dev, KILN_DTYPE_F32, 0.125));
+        /* attention over the cache and the new row without concatenating the caches (the
+         * pattern of docs/jit.md, "A K/V cache"): the scores of both, concatenated (a
+         * row per head), one softmax, then the two halves of p times their values */
+        kiln_tensor sp = kiln_matmul(q, kiln_permute(kp, 3, tperm));
+        kiln_tensor sn = kiln_matmul(q, kiln_permute(kn, 3, tperm));
+        kiln_tensor s2[2] = {sp, sn};
+        kiln_tensor sc = kiln_mul(kiln_concat(2, s2, 2), kiln_scalar(dev, KILN_DTYPE_F32, 0.125));
         int ax[1] = {2};
         kiln_tensor e = kiln_exp(kiln_sub(sc, kiln_reduce_max(sc, 1, ax, 1)));
         kiln_tensor p = kiln_div(e, kiln_reduce_sum(e, 1, ax, 1));
-        kiln_tensor o = kiln_reshape(kiln_permute(kiln_matmul(p, v), 3, hperm), 2, flat);
+        int64_t z3[3] = {0, 0, 0}, past[3] = {H, 1, t}, at[3] = {0, 0, t}, end[3] = {H, 1, t + 1};
+        kiln_tensor pv = kiln_add(kiln_matmul(kiln_slice(p, z3, past, NULL), vp),
+                                  kiln_matmul(kiln_slice(p, at, end, NULL), vn));
+        kiln_tensor o = kiln_reshape(kiln_permute(pv, 3, hperm), 2, flat);
         kiln_tensor x2 = kiln_add(x, kiln_add(kiln_matmul(o, wo), bo));
         kiln_tensor h = kiln_gelu(kiln_add(kiln_matmul(layernorm(dev, x2, ln2g, ln2b), w1), b1));
         x = kiln_add(x2, kiln_add(kiln_matmul(h, w2), b2));

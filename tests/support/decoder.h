@@ -6,9 +6,10 @@
  * w2 [F, D], b2 [D] (every weight an input, bound per run), kp, vp [H, T, D/H] (the K/V
  * caches of the T earlier tokens).  Outputs: y [1, D] (the next row), then per layer kn,
  * vn [H, 1, D/H] (the new K/V rows the caller appends to its caches).  Pre-norm attention
- * (softmax((q @ k^T) / 8) @ v over the cache and the new row, k = concat(kp, kn)) and a
- * gelu MLP, each with a residual add: bench/decode.kiln is the same graph at D = 768,
- * H = 12, F = 3072, L = 2, T = 512. */
+ * (softmax((q @ k^T) / 8) @ v over the cache and the new row, without concatenating the
+ * caches: the scores of kp and kn are concatenated, and p's two parts multiply vp and vn)
+ * and a gelu MLP, each with a residual add: bench/decode.kiln is the same graph at
+ * D = 768, H = 12, F = 3072, L = 2, T = 512. */
 #ifndef KILN_TEST_DECODER_H
 #define KILN_TEST_DECODER_H
 
