@@ -430,6 +430,11 @@ typedef struct jit_loc {
     const void *cdata; /* CONST */
 } jit_loc;
 
+/* A kernel's iteration space has at most one dim more than a graph's rank: a reduction of
+ * every axis of a rank-IR_MAX_RANK value puts a kept dim of size 1 in front of them
+ * (describe.c's kb_space).  Every array over a kernel's space dims is this long. */
+#define JIT_MAX_SPACE (IR_MAX_RANK + 1)
+
 typedef enum jit_step_kind { JIT_STEP_KERNEL, JIT_STEP_REF, JIT_STEP_COPY } jit_step_kind;
 
 typedef struct jit_step {
@@ -443,7 +448,7 @@ typedef struct jit_step {
     int64_t *slot_off;   /* element offset into each slot's buffer */
     int64_t *strides;    /* nloads * rank (REDUCTION: every slot) */
     int64_t *ext;        /* ELEMENTWISE: nloads * rank * 2, boxes and gather axes (or NULL) */
-    int64_t dims[IR_MAX_RANK];
+    int64_t dims[JIT_MAX_SPACE];
     int64_t total;       /* elements of the iteration space */
     size_t bytes_per_elem; /* bytes moved per element (for chunking) */
     /* KERNEL of kind REDUCTION: kept elements, reduced elements per row and the size of
