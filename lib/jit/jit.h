@@ -152,6 +152,10 @@ typedef struct jit_kdesc {
     int32_t *stores;    /* nstores instruction indices, stored in this order */
     uint8_t *store_cls; /* nstores jit_store_class: REDUCTION; ELEMENTWISE (or NULL) */
     int32_t tier;       /* jit_tier */
+    /* REDUCTION: the scratch its runner provides (jit_reduce_scratch sets both, once, in
+     * the describe pass; the lowering checks its code needs exactly these).  They follow
+     * from the fields above, so they are not part of the serialised key. */
+    size_t partial_bytes, spill_bytes;
 } jit_kdesc;
 
 /* CONTRACTION run-time arguments: rows [i0, i1) x columns [j0, j1) of batch element
@@ -190,14 +194,16 @@ typedef struct jit_raux {
      * (jit_reduce_scratch's spill bytes per reduced element) */
     void *scratch;
 } jit_raux;
-/* The scratch a reduction kernel's runner provides, both from the one analysis the
- * lowering uses (so they cannot disagree): *partial, bytes of one piece's accumulators, 0
- * when the kernel cannot be split (a reduction reads another's result, or it stores values
- * over the whole space); *spill, bytes per reduced element a "rows" kernel spills (values
- * too costly to recompute in a later pass, an exp for softmax's final pass, written to a
- * scratch row in the pass that first computes them and read back later; two rows' worth
- * when its last pass runs one row behind).  KILN_ERR_NOMEM when out of memory. */
-IR_HIDDEN kiln_status jit_reduce_scratch(const jit_kdesc *d, size_t *partial, size_t *spill);
+/* The scratch a reduction kernel's runner provides, into d->partial_bytes and
+ * d->spill_bytes, from the one analysis the lowering uses; computed once, and the lowering
+ * fails (KILN_ERR_INTERNAL) rather than emit code for other sizes.  partial_bytes: bytes of
+ * one piece's accumulators, 0 when the kernel cannot be split (a reduction reads another's
+ * result, or it stores values over the whole space); spill_bytes: bytes per reduced
+ * element a "rows" kernel spills (values too costly to recompute in a later pass, an exp
+ * for softmax's final pass, written to a scratch row in the pass that first computes them
+ * and read back later; two rows' worth when its last pass runs one row behind).  0 and 0
+ * for other kinds.  KILN_ERR_NOMEM when out of memory. */
+IR_HIDDEN kiln_status jit_reduce_scratch(jit_kdesc *d);
 /* For `kiln dump --plan`: the passes a "rows" kernel makes over each row, the pass that
  * runs one row behind, inside the next row's pass before it (0: none; lower_reduce.c,
  * defer_of), and whether pass 0 runs one row ahead, inside the previous row's pass 1
@@ -452,10 +458,8 @@ typedef struct jit_step {
     int64_t total;       /* elements of the iteration space */
     size_t bytes_per_elem; /* bytes moved per element (for chunking) */
     /* KERNEL of kind REDUCTION: kept elements, reduced elements per row and the size of
-     * the last reduced dim; bytes of one piece's accumulators (0: never split) */
+     * the last reduced dim (its scratch: desc.partial_bytes and desc.spill_bytes) */
     int64_t rows, rlen, rinner;
-    size_t partial_bytes;
-    size_t spill_bytes;  /* per reduced element, per chunk of rows (jit_reduce_scratch) */
     /* KERNEL of kind CONTRACTION: operands A [.., M, K] and B [.., K, N] read through views:
      * mm_st[x] holds R strides, the space's batch dims (0 where x broadcasts) then x's two
      * matrix dims; shared: x is the same matrix for every batch element (packed once).  A
