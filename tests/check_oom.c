@@ -20,7 +20,7 @@
  * jit_plan_cache_trim and jit_cache_trim (lib/jit/jit.h).
  *
  * Graphs: softmax (a rows reduction that spills its exp to a scratch row: issue 26,
- * defect 3).
+ * defect 3); a column sum (blocks of columns: defect 4).
  */
 #include <check.h>
 #include <inttypes.h>
@@ -207,6 +207,19 @@ START_TEST(test_softmax_compile)
 }
 END_TEST
 
+static const char colsum_text[] =
+    "graph colsum(x: f32[300,257]) -> (out: f32[257]) {\n"
+    "  out = reduce_sum(x, axes=[0])\n"
+    "}\n";
+
+/* A column sum reduces blocks of vectors of columns (emit_block), which asserted that its
+ * two allocations succeeded: a failure aborted the process (issue 26, defect 4). */
+START_TEST(test_colsum_compile)
+{
+    sweep_compile(colsum_text, KILN_MODE_FUSED, 0x6f6f6d02, 50);
+}
+END_TEST
+
 static Suite *
 oom_suite(void)
 {
@@ -214,6 +227,7 @@ oom_suite(void)
     TCase *tc = tcase_create("compile");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_softmax_compile);
+    tcase_add_test(tc, test_colsum_compile);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1611,8 +1611,9 @@ block_accs(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef v)
     use_set(r, 0);
 }
 
-/* One block of nv vectors of columns from column c. */
-static void
+/* One block of nv vectors of columns from column c.  KILN_ERR_NOMEM when out of memory
+ * (nothing emitted). */
+static kiln_status
 emit_block(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef c, LLVMValueRef nv,
            LLVMValueRef vi0)
 {
@@ -1622,7 +1623,11 @@ emit_block(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef c, LLVMVal
     LLVMValueRef *saved = r->accset[0], *savedi = r->acciset[0];
     LLVMValueRef *cur_set = ir_calloc((size_t)d->ninst + 1, sizeof(LLVMValueRef));
     LLVMValueRef *cur_seti = ir_calloc((size_t)d->ninst + 1, sizeof(LLVMValueRef));
-    IR_ASSERT(cur_set && cur_seti);
+    if (!cur_set || !cur_seti) {
+        ir_free(cur_set);
+        ir_free(cur_seti);
+        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
+    }
     r->accset[0] = cur_set;
     r->acciset[0] = cur_seti;
     r->tilemask = NULL;
@@ -1692,6 +1697,7 @@ emit_block(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef c, LLVMVal
     use_set(r, 0);
     ir_free(cur_set);
     ir_free(cur_seti);
+    return KILN_OK;
 }
 
 /* Bytes of one piece's accumulators (jit_reduce_scratch), from the phases. */
@@ -2098,7 +2104,12 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
             LLVMPositionBuilderAtEnd(b, bb);
             LLVMValueRef vi0 = LLVMBuildAdd(b, LLVMBuildMul(b, krow, r.nvr, ""),
                                             LLVMBuildUDiv(b, c0, jit_em_i64(l, l->W), ""), "");
-            emit_block(&r, arr, arri, c0, nvec, vi0);
+            st = emit_block(&r, arr, arri, c0, nvec, vi0);
+            if (st) {
+                ir_free(arr);
+                ir_free(arri);
+                goto done;
+            }
             LLVMBuildStore(b, LLVMBuildAdd(b, c0, LLVMBuildMul(b, nvec, jit_em_i64(l, l->W), ""), ""), cvar);
             LLVMBuildBr(b, bh);
             LLVMPositionBuilderAtEnd(b, bd);
