@@ -28,6 +28,9 @@
 
 extern char **environ;
 
+/* The directory's counters (disk.c) */
+#define STATS_NAME "stats"
+
 /* Three kernels in fused mode: the row reduction with its consumer, the column reduction,
  * and nothing inexact. */
 static const char graph_fmt[] =
@@ -130,7 +133,8 @@ remove_dir(char *dir)
                 continue;
             char p[4096];
             snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
+            if (unlink(p) != 0)
+                rmdir(p); /* an empty directory put in an entry's place */
         }
         closedir(d);
     }
@@ -486,6 +490,61 @@ garbage_object_rehashed(const char *path)
     spit(path, p, n);
     free(p);
 }
+
+/* Not a file in the entry's place (issue 26, defect 5): a FIFO hung every compile in
+ * open(2), a directory was a permanent silent miss.  Both are rejected, replaced by the
+ * entry the compile writes, and that loads.  SIGALRM kills a hanging suite. */
+static void
+fifo(const char *path)
+{
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+}
+
+static void
+directory(const char *path)
+{
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(mkdir(path, 0700), 0);
+}
+
+START_TEST(test_not_a_file_entry)
+{
+    alarm(120);
+    check_damage(fifo, "a FIFO in the entry's place");
+    check_damage(directory, "an empty directory in the entry's place");
+    alarm(0);
+}
+END_TEST
+
+/* A FIFO in the counters' place: compiles and kiln cache neither hang nor replace it. */
+START_TEST(test_fifo_stats)
+{
+    char *dir = make_dir();
+    use_dir(dir);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, STATS_NAME);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    alarm(120);
+    kiln_graph *g = graph_rows(16);
+    drop_memory_caches();
+    char *rep = compile_and_check(g, 1);
+    ck_assert_msg(rep == NULL, "%s", rep);
+    kiln_cache_info info;
+    ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
+    ck_assert_int_eq(info.enabled, 1);
+    ck_assert_uint_eq(info.entries, 1);
+    ck_assert_uint_eq(info.writes, 0); /* no counters: not a file */
+    alarm(0);
+    struct stat st;
+    ck_assert_int_eq(lstat(path, &st), 0);
+    ck_assert(S_ISFIFO(st.st_mode));
+    kiln_graph_free(g);
+    drop_memory_caches();
+    setenv("KILN_CACHE_DIR", "off", 1);
+    remove_dir(dir);
+}
+END_TEST
 
 START_TEST(test_corrupt_entry)
 {
@@ -893,6 +952,8 @@ cache_suite(void)
     tcase_add_test(disk, test_corrupt_entry);
     tcase_add_test(disk, test_truncated_entry);
     tcase_add_test(disk, test_foreign_version_entry);
+    tcase_add_test(disk, test_not_a_file_entry);
+    tcase_add_test(disk, test_fifo_stats);
     tcase_add_test(disk, test_group_writable_dir_refused);
     tcase_add_test(disk, test_off_and_option);
     tcase_add_test(disk, test_trim_lru);

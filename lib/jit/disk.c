@@ -23,7 +23,9 @@
  * owned by the effective user and not writable by group or others — the rule ssh applies
  * to ~/.ssh.  An entry is loaded only after its size, magic, format, content hash and key
  * have been checked; anything else is counted as rejected, ignored and rewritten by the
- * compile that follows.  Writes go to a temporary file in the directory, then rename(2):
+ * compile that follows.  Every file is opened with O_NONBLOCK and checked to be a regular
+ * file (fstat) before it is read: a FIFO in an entry's place would otherwise hang every
+ * compile in open(2); an empty directory there is removed by the write that replaces it.  Writes go to a temporary file in the directory, then rename(2):
  * readers see the old entry or the new one, never half of one, and two processes writing
  * the same key both succeed (the last rename wins; both wrote the same bytes).  A crash
  * can leave a file whose content hash fails: it is rejected, never executed.
@@ -204,13 +206,31 @@ put_u64(unsigned char *p, uint64_t v)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
+/* open(2) a file of the directory that must be a regular file: never blocks (a FIFO put
+ * there would hang open until a writer came), never follows a link; -1 (errno EINVAL) for
+ * anything that is not a regular file. */
+static int
+open_regular(const char *path, int flags)
+{
+    int fd = open(path, flags | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    return fd;
+}
+
 /* Add to the directory's counters (hits, misses, rejected, writes) under an fcntl lock. */
 static void
 stats_add(const jit_disk *d, int which)
 {
     char path[sizeof d->path + 16];
     snprintf(path, sizeof path, "%s/%s", d->path, STATS_FILE);
-    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd = open_regular(path, O_RDWR | O_CREAT);
     if (fd < 0)
         return;
     struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
@@ -236,7 +256,7 @@ stats_read(const jit_disk *d, uint64_t v[4])
     char path[sizeof d->path + 16];
     snprintf(path, sizeof path, "%s/%s", d->path, STATS_FILE);
     memset(v, 0, 4 * sizeof v[0]);
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open_regular(path, O_RDONLY);
     if (fd < 0)
         return;
     unsigned char b[32];
@@ -275,7 +295,12 @@ jit_disk_load(const jit_disk *d, const uint8_t digest[32], const jit_buf *key, v
     *data = NULL;
     *obj = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO in an entry's place must not hang the compile */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0 && errno != ENOENT) {
+        reject(d); /* a link, or what cannot be opened, in an entry's place */
+        return JIT_DISK_REJECTED;
+    }
     if (fd < 0) {
         atomic_fetch_add(&n_misses, 1);
         stats_add(d, ST_MISSES);
@@ -365,8 +390,13 @@ jit_disk_store(const jit_disk *d, const uint8_t digest[32], const jit_buf *key, 
               write_all(fd, obj, len);
     if (fd >= 0 && close(fd) != 0)
         ok = false;
-    if (ok && rename(tmp, path) != 0)
-        ok = false;
+    if (ok && rename(tmp, path) != 0) {
+        /* an empty directory in the entry's place goes (anything else in it is not ours:
+         * the write fails) */
+        struct stat st;
+        ok = lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && rmdir(path) == 0 &&
+             rename(tmp, path) == 0;
+    }
     if (!ok) {
         if (fd >= 0)
             unlink(tmp);
