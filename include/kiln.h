@@ -481,7 +481,9 @@ KILN_API void kiln_jit_stats(kiln_stats *stats);
  * KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.  KILN_CACHE_DIR=off (or
  * KILN_NO_DISK_CACHE per compile) turns it off.  A directory owned by another user or
  * writable by group or others is refused (the cache is off, and a message says so once on
- * stderr).  Entries are checked (content hash, full key: kiln and LLVM versions, CPU and
+ * stderr), and so is one kiln did not create unless it is empty or holds only kiln's files:
+ * kiln marks its directory with a CACHEDIR.TAG and never writes its counters into, or
+ * clears, a directory without it.  Entries are checked (content hash, full key: kiln and LLVM versions, CPU and
  * features) before use; bad ones are ignored and rewritten.  KILN_CACHE_SIZE_MB caps the size
  * (default 256), least recently used entries going first.  docs/jit.md has the details. */
 typedef struct kiln_cache_info {

@@ -29,7 +29,7 @@
 extern char **environ;
 
 /* The directory's counters (disk.c) */
-#define STATS_NAME "stats"
+#define STATS_NAME "kiln-stats"
 
 /* Three kernels in fused mode: the row reduction with its consumer, the column reduction,
  * and nothing inexact. */
@@ -546,6 +546,103 @@ START_TEST(test_fifo_stats)
 }
 END_TEST
 
+/* Write text to dir/name. */
+static void
+put_file(const char *dir, const char *name, const char *text)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    spit(path, (const unsigned char *)text, strlen(text));
+}
+
+/* 1 when dir/name exists, else 0. */
+static int
+has_file(const char *dir, const char *name)
+{
+    char path[8400];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+/* Does dir/name hold exactly text? */
+static bool
+file_is(const char *dir, const char *name, const char *text)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    size_t n;
+    char *p = ts_slurp(path, &n);
+    bool same = p && n == strlen(text) && memcmp(p, text, n) == 0;
+    free(p);
+    return same;
+}
+
+/* KILN_CACHE_DIR at a folder of the user's (issue 26, defect 6): kiln kept its counters in
+ * <dir>/stats and `kiln cache clear` deleted that file.  A directory kiln did not create
+ * is refused unless it holds only kiln's files; kiln's own carries a CACHEDIR.TAG, its
+ * counters are kiln-stats, and clear removes only kiln's files. */
+START_TEST(test_foreign_dir_untouched)
+{
+    static const char mine[] = "the user's own stats\n";
+    kiln_graph *g = graph_rows(16);
+    /* a project folder: refused, nothing written or removed */
+    char *dir = make_dir();
+    put_file(dir, "stats", mine);
+    put_file(dir, "notes.txt", mine);
+    use_dir(dir);
+    kiln_cache_info info;
+    ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
+    ck_assert_int_eq(info.enabled, 0);
+    ck_assert_msg(strstr(info.reason, "not kiln's cache"), "reason: %s", info.reason);
+    drop_memory_caches();
+    char *rep = compile_and_check(g, 1);
+    ck_assert_msg(rep == NULL, "%s", rep);
+    ck_assert_int_eq(kiln_cache_clear(NULL), KILN_ERR_INVALID_ARG);
+    ts_assert_error(KILN_ERR_INVALID_ARG, "not kiln's cache");
+    ck_assert_int_eq(count_files(dir, ".kobj", NULL, 0), 0);
+    ck_assert_int_eq(has_file(dir, "CACHEDIR.TAG"), 0);
+    ck_assert(file_is(dir, "stats", mine) && file_is(dir, "notes.txt", mine));
+    remove_dir(dir);
+
+    /* a folder with only a file named stats: taken and tagged, and that file kept */
+    dir = make_dir();
+    put_file(dir, "stats", mine);
+    use_dir(dir);
+    drop_memory_caches();
+    rep = compile_and_check(g, 2);
+    ck_assert_msg(rep == NULL, "%s", rep);
+    ck_assert_int_eq(count_files(dir, ".kobj", NULL, 0), 1);
+    ck_assert_int_eq(has_file(dir, "CACHEDIR.TAG"), 1);
+    ck_assert_int_eq(has_file(dir, STATS_NAME), 1);
+    ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
+    ck_assert_int_eq(info.enabled, 1);
+    ck_assert_uint_eq(info.writes, 1);
+    uint64_t removed;
+    ck_assert_int_eq(kiln_cache_clear(&removed), KILN_OK);
+    ck_assert_uint_eq(removed, 1);
+    ck_assert(file_is(dir, "stats", mine));
+    ck_assert_int_eq(has_file(dir, "CACHEDIR.TAG"), 1);
+    remove_dir(dir);
+
+    /* a directory kiln creates is tagged */
+    dir = make_dir();
+    char sub[4200];
+    snprintf(sub, sizeof sub, "%s/new", dir);
+    use_dir(sub);
+    drop_memory_caches();
+    rep = compile_and_check(g, 3);
+    ck_assert_msg(rep == NULL, "%s", rep);
+    ck_assert_int_eq(has_file(sub, "CACHEDIR.TAG"), 1);
+    char *subdir = strdup(sub);
+    remove_dir(subdir);
+    remove_dir(dir);
+    kiln_graph_free(g);
+    drop_memory_caches();
+    setenv("KILN_CACHE_DIR", "off", 1);
+}
+END_TEST
+
 START_TEST(test_corrupt_entry)
 {
     check_damage(flip_object_byte, "corrupt");
@@ -954,6 +1051,7 @@ cache_suite(void)
     tcase_add_test(disk, test_foreign_version_entry);
     tcase_add_test(disk, test_not_a_file_entry);
     tcase_add_test(disk, test_fifo_stats);
+    tcase_add_test(disk, test_foreign_dir_untouched);
     tcase_add_test(disk, test_group_writable_dir_refused);
     tcase_add_test(disk, test_off_and_option);
     tcase_add_test(disk, test_trim_lru);

@@ -32,8 +32,13 @@
  *
  * Size: after each write the directory is trimmed to KILN_CACHE_SIZE_MB (default 256 MiB),
  * least recently used first (a load touches the file's modification time).  The hit, miss,
- * rejected and write counts of every process are added up in the file `stats` under an
- * fcntl lock, for `kiln cache`. */
+ * rejected and write counts of every process are added up in the file `kiln-stats` under an
+ * fcntl lock, for `kiln cache`.
+ *
+ * Ownership: kiln marks a directory it creates with a CACHEDIR.TAG (bford.info/cachedir)
+ * and takes an existing one only when the tag is there or nothing but kiln's files are
+ * (then it writes the tag): KILN_CACHE_DIR pointed at a project folder is refused, and
+ * counters are never written into, nor files cleared from, a directory without the tag. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -53,7 +58,13 @@
 #define HEADER 64
 #define SUFFIX ".kobj"
 #define TMP_PREFIX ".tmp-"
-#define STATS_FILE "stats"
+#define STATS_FILE "kiln-stats"
+#define OLD_STATS_FILE "stats" /* kiln's counters before the directory was marked */
+#define TAG_FILE "CACHEDIR.TAG"
+#define TAG_SIGNATURE "Signature: 8a477f597d28d172789f06886806bc55\n"
+#define TAG_TEXT                                                                               \
+    TAG_SIGNATURE "# This file is a cache directory tag created by kiln for its kernel cache.\n" \
+                  "# For information about cache directory tags see https://bford.info/cachedir/\n"
 #define MAX_ENTRY_BYTES ((uint64_t)1 << 30)
 
 static _Atomic uint64_t n_hits, n_misses, n_rejected, n_writes, n_write_errors;
@@ -103,6 +114,70 @@ make_dir(const char *path)
     return mkdir(path, 0700) == 0 || errno == EEXIST;
 }
 
+static int open_regular(const char *path, int flags);
+
+/* Does dir hold kiln's CACHEDIR.TAG (the signature, and written by kiln)? */
+static bool
+has_tag(const char *dir)
+{
+    char path[4200], b[256];
+    snprintf(path, sizeof path, "%s/%s", dir, TAG_FILE);
+    int fd = open_regular(path, O_RDONLY);
+    if (fd < 0)
+        return false;
+    ssize_t n = pread(fd, b, sizeof b - 1, 0);
+    close(fd);
+    if (n < 0)
+        return false;
+    b[n] = '\0';
+    return strncmp(b, TAG_SIGNATURE, strlen(TAG_SIGNATURE)) == 0 && strstr(b, "created by kiln");
+}
+
+static bool
+is_entry(const char *name)
+{
+    size_t n = strlen(name);
+    return n == 32 + strlen(SUFFIX) && strcmp(name + 32, SUFFIX) == 0;
+}
+
+/* Does dir hold nothing but what kiln writes there (entries, temporary files, counters,
+ * also those of a kiln that did not mark its directory yet)?  Then kiln may take it. */
+static bool
+only_kiln_files(const char *dir)
+{
+    DIR *dd = opendir(dir);
+    if (!dd)
+        return false;
+    bool ok = true;
+    struct dirent *de;
+    while (ok && (de = readdir(dd)) != NULL) {
+        const char *n = de->d_name;
+        ok = strcmp(n, ".") == 0 || strcmp(n, "..") == 0 || is_entry(n) ||
+             strncmp(n, TMP_PREFIX, strlen(TMP_PREFIX)) == 0 || strcmp(n, STATS_FILE) == 0 ||
+             strcmp(n, OLD_STATS_FILE) == 0;
+    }
+    closedir(dd);
+    return ok;
+}
+
+/* Mark dir as kiln's: CACHEDIR.TAG, written whole (temporary file, rename). */
+static bool
+write_tag(const char *dir)
+{
+    char tmp[4200], path[4200];
+    snprintf(tmp, sizeof tmp, "%s/%stag-%ld", dir, TMP_PREFIX, (long)getpid());
+    snprintf(path, sizeof path, "%s/%s", dir, TAG_FILE);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return false;
+    size_t n = strlen(TAG_TEXT);
+    bool ok = write(fd, TAG_TEXT, n) == (ssize_t)n;
+    ok = close(fd) == 0 && ok && rename(tmp, path) == 0;
+    if (!ok)
+        unlink(tmp);
+    return ok;
+}
+
 void
 jit_disk_open(jit_disk *d, bool create)
 {
@@ -131,6 +206,7 @@ jit_disk_open(jit_disk *d, bool create)
         return;
     }
     struct stat st;
+    bool created = false;
     if (stat(d->path, &st) != 0) {
         if (errno != ENOENT) {
             off(d, "%.400s cannot be examined", d->path, 0);
@@ -155,6 +231,7 @@ jit_disk_open(jit_disk *d, bool create)
             off(d, "%.400s cannot be created", d->path, 0);
             return;
         }
+        created = true;
     }
     if (!S_ISDIR(st.st_mode)) {
         off(d, "%.400s is not a directory", d->path, 0);
@@ -169,6 +246,18 @@ jit_disk_open(jit_disk *d, bool create)
             d->path, (unsigned)(st.st_mode & 0777));
         return;
     }
+    /* kiln's own directory carries its tag; one it did not create is taken (and tagged)
+     * only when nothing but kiln's files are in it: counters are never written into, nor
+     * files removed from, a directory of the user's (a project folder) */
+    d->marked = has_tag(d->path);
+    if (!d->marked && !created && !only_kiln_files(d->path)) {
+        off(d, "%.300s is not kiln's cache (no CACHEDIR.TAG of kiln's, and other files in "
+               "it): refused; point KILN_CACHE_DIR at a new or empty directory",
+            d->path, 0);
+        return;
+    }
+    if (!d->marked && create)
+        d->marked = write_tag(d->path);
     d->on = true;
 }
 
@@ -228,6 +317,8 @@ open_regular(const char *path, int flags)
 static void
 stats_add(const jit_disk *d, int which)
 {
+    if (!d->marked)
+        return;
     char path[sizeof d->path + 16];
     snprintf(path, sizeof path, "%s/%s", d->path, STATS_FILE);
     int fd = open_regular(path, O_RDWR | O_CREAT);
@@ -256,6 +347,8 @@ stats_read(const jit_disk *d, uint64_t v[4])
     char path[sizeof d->path + 16];
     snprintf(path, sizeof path, "%s/%s", d->path, STATS_FILE);
     memset(v, 0, 4 * sizeof v[0]);
+    if (!d->marked)
+        return;
     int fd = open_regular(path, O_RDONLY);
     if (fd < 0)
         return;
@@ -429,13 +522,6 @@ typedef struct dent {
     uint64_t bytes;
 } dent;
 
-static bool
-is_entry(const char *name)
-{
-    size_t n = strlen(name);
-    return n == 32 + strlen(SUFFIX) && strcmp(name + 32, SUFFIX) == 0;
-}
-
 static int
 older_first(const void *a, const void *b)
 {
@@ -552,13 +638,17 @@ kiln_cache_info_get(kiln_cache_info *info)
     return KILN_OK;
 }
 
-/* The directory for clear and trim: refused or off is an error (nothing is touched). */
+/* The directory for clear and trim: refused or off is an error (nothing is touched); a
+ * directory holding only kiln's files is marked first. */
 static kiln_status
 open_existing(const char *api, jit_disk *d)
 {
     jit_disk_open(d, false);
     if (!d->on)
         return ir_error(KILN_ERR_INVALID_ARG, "%s: disk cache off: %s", api, d->why);
+    if (!d->missing && !d->marked && !(d->marked = write_tag(d->path)))
+        return ir_error(KILN_ERR_IO, "%s: cannot mark %.400s as kiln's cache: %s", api, d->path,
+                        strerror(errno));
     return KILN_OK;
 }
 

@@ -244,11 +244,13 @@ typedef struct jit_disk {
     char path[4096]; /* the location ("off" when KILN_CACHE_DIR=off) */
     bool on;         /* usable (or, with missing, usable once created) */
     bool missing;    /* jit_disk_open without create: the directory does not exist yet */
+    bool marked;     /* it holds kiln's CACHEDIR.TAG: counters are kept, clear may run */
     char why[512];   /* when off: why */
 } jit_disk;
 /* Resolve the location (KILN_CACHE_DIR, $XDG_CACHE_HOME/kiln, ~/.cache/kiln) and check it
- * can be trusted (owned by the effective user, not writable by group or others); with
- * create, make it (0700) if missing. */
+ * can be trusted (owned by the effective user, not writable by group or others) and is
+ * kiln's (its CACHEDIR.TAG, or nothing but kiln's files in it); with create, make it
+ * (0700) if missing and mark it. */
 IR_HIDDEN void jit_disk_open(jit_disk *d, bool create);
 /* jit_disk_open(d, true) for a compile; a refused directory is reported once on stderr. */
 IR_HIDDEN bool jit_disk_for_compile(jit_disk *d);

@@ -14,13 +14,15 @@ cmd_cache_help(FILE *f)
           "The persistent kernel cache: compiled modules kept on disk, so a new process skips\n"
           "LLVM code generation.  Its location is KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln,\n"
           "else ~/.cache/kiln; KILN_CACHE_DIR=off turns it off.  A directory owned by another\n"
-          "user or writable by group or others is refused (the cache is then off).\n"
+          "user or writable by group or others is refused (the cache is then off), and so\n"
+          "is a directory kiln did not create that holds other files than kiln's (kiln\n"
+          "marks its own with a CACHEDIR.TAG).\n"
           "\n"
           "  kiln cache          the location, whether it is in use (and why not), the entry\n"
           "                      count, the size against the cap (KILN_CACHE_SIZE_MB, default\n"
           "                      256), and the hit, miss, rejected and write counts of every\n"
           "                      process that used it since it was last cleared\n"
-          "  kiln cache clear    remove every entry and the counts\n"
+          "  kiln cache clear    remove every entry and the counts (kiln's files only)\n"
           "  kiln cache trim     remove least recently used entries down to the cap, or to\n"
           "                      N MiB with --max-mb N\n",
           f);
