@@ -485,24 +485,34 @@ KILN_API void kiln_jit_stats(kiln_stats *stats);
  * kiln marks its directory with a CACHEDIR.TAG and never writes its counters into, or
  * clears, a directory without it.  Entries are checked (content hash, full key: kiln and LLVM versions, CPU and
  * features) before use; bad ones are ignored and rewritten.  KILN_CACHE_SIZE_MB caps the size
- * (default 256), least recently used entries going first.  docs/jit.md has the details. */
+ * (a whole number of MiB, default 256; any other value turns the cache off, saying why),
+ * least recently used entries going first.  A compile whose entry cannot be written (a
+ * read-only or full file system) still succeeds; the first such failure of a process is
+ * said once on stderr with its reason.  docs/jit.md has the details. */
 typedef struct kiln_cache_info {
     char path[4096];    /* the location, or "off" */
     int enabled;        /* 0: off or refused (reason says which) */
-    char reason[512];   /* why it is off; "not created yet"; or "" */
+    char reason[512];   /* why it is off; "not created yet"; when on, why nothing new can be
+                         * stored (not writable, file system full); or "" */
     uint64_t entries;   /* modules stored */
     uint64_t bytes;     /* their size on disk */
     uint64_t max_bytes; /* the cap */
     /* counts added up by every process that used the directory since it was cleared */
     uint64_t hits, misses, rejected, writes;
+    /* temporary files of writes in progress or of writers that died (their room counts
+     * against the cap; kiln_cache_clear removes those of writers that died) */
+    uint64_t temp_files, temp_bytes;
 } kiln_cache_info;
 /* Describe the disk cache (nothing is created).  Errors: KILN_ERR_INVALID_ARG (NULL). */
 KILN_API kiln_status kiln_cache_info_get(kiln_cache_info *info);
-/* Remove every entry and the counts; *removed (may be NULL) = entries removed.  Errors:
- * KILN_ERR_INVALID_ARG when the cache is off or refused (nothing is touched). */
+/* Remove every entry, the temporary files of writers that died and the counts (kiln's
+ * files only); *removed (may be NULL) = entries removed.  Errors: KILN_ERR_INVALID_ARG when
+ * the cache is off or refused (nothing is touched); KILN_ERR_IO when a file could not be
+ * removed (the message names the first and why; the others are removed). */
 KILN_API kiln_status kiln_cache_clear(uint64_t *removed);
-/* Remove least recently used entries until at most max_bytes remain (0: the cap).  Errors
- * as kiln_cache_clear.  Neither function is needed for correctness. */
+/* Remove least recently used entries until at most max_bytes remain, temporary files of
+ * writes included (0: the cap).  Errors as kiln_cache_clear.  Neither function is needed
+ * for correctness. */
 KILN_API kiln_status kiln_cache_trim(uint64_t max_bytes, uint64_t *removed);
 
 #ifdef __cplusplus

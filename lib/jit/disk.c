@@ -30,8 +30,12 @@
  * the same key both succeed (the last rename wins; both wrote the same bytes).  A crash
  * can leave a file whose content hash fails: it is rejected, never executed.
  *
- * Size: after each write the directory is trimmed to KILN_CACHE_SIZE_MB (default 256 MiB),
- * least recently used first (a load touches the file's modification time).  The hit, miss,
+ * Size: after each write the directory is trimmed to KILN_CACHE_SIZE_MB (default 256 MiB;
+ * a value that is not a whole number of MiB turns the cache off), least recently used
+ * first (a load touches the file's modification time).  Temporary files count against
+ * the cap; those of a writer that died (tmp_stale) are removed by trims and clears.
+ * Failures are said: a process's first failed write on stderr with its errno text, a
+ * file clear or trim cannot remove as KILN_ERR_IO.  The hit, miss,
  * rejected and write counts of every process are added up in the file `kiln-stats` under an
  * fcntl lock, for `kiln cache`.
  *
@@ -46,7 +50,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -68,7 +74,8 @@
 #define MAX_ENTRY_BYTES ((uint64_t)1 << 30)
 
 static _Atomic uint64_t n_hits, n_misses, n_rejected, n_writes, n_write_errors;
-static atomic_flag warned = ATOMIC_FLAG_INIT;
+static atomic_flag warned = ATOMIC_FLAG_INIT, warned_write = ATOMIC_FLAG_INIT;
+static _Atomic unsigned serial; /* temporary file names of this process */
 
 void
 jit_disk_digest(const void *p, size_t n, uint8_t out[32])
@@ -165,7 +172,8 @@ static bool
 write_tag(const char *dir)
 {
     char tmp[4200], path[4200];
-    snprintf(tmp, sizeof tmp, "%s/%stag-%ld", dir, TMP_PREFIX, (long)getpid());
+    snprintf(tmp, sizeof tmp, "%s/%s%ld-tag%u", dir, TMP_PREFIX, (long)getpid(),
+             atomic_fetch_add(&serial, 1));
     snprintf(path, sizeof path, "%s/%s", dir, TAG_FILE);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
@@ -205,14 +213,44 @@ jit_disk_open(jit_disk *d, bool create)
         off(d, "the path is too long: %.200s", d->path, 0);
         return;
     }
+    const char *cap = getenv("KILN_CACHE_SIZE_MB");
+    if (cap && *cap && jit_disk_cap() == 0) {
+        off(d, "KILN_CACHE_SIZE_MB=%.100s is not a whole number of MiB from 1 to 2^40 - 1",
+            cap, 0);
+        return;
+    }
     struct stat st;
     bool created = false;
     if (stat(d->path, &st) != 0) {
         if (errno != ENOENT) {
-            off(d, "%.400s cannot be examined", d->path, 0);
+            snprintf(d->why, sizeof d->why, "%.400s cannot be examined: %s", d->path, strerror(errno));
+            return;
+        }
+        if (lstat(d->path, &st) == 0) {
+            off(d, "%.400s is a symbolic link to nothing", d->path, 0);
             return;
         }
         if (!create) {
+            /* what a compile would find: the parent must be a directory it may write (or,
+             * at the default location, the parent's parent, where it makes the parent) */
+            char parent[sizeof d->path];
+            snprintf(parent, sizeof parent, "%s", d->path);
+            char *slash = strrchr(parent, '/');
+            if (slash && slash != parent)
+                *slash = '\0';
+            else
+                snprintf(parent, sizeof parent, "%s", slash ? "/" : ".");
+            int e = access(parent, W_OK | X_OK) == 0 ? 0 : errno;
+            if (e == ENOENT && !(env && *env)) {
+                slash = strrchr(parent, '/');
+                if (slash && slash != parent)
+                    *slash = '\0';
+                e = access(parent, W_OK | X_OK) == 0 ? 0 : errno;
+            }
+            if (e) {
+                snprintf(d->why, sizeof d->why, "%.400s cannot be created: %s", d->path, strerror(e));
+                return;
+            }
             d->on = true;
             d->missing = true;
             return;
@@ -228,7 +266,7 @@ jit_disk_open(jit_disk *d, bool create)
             }
         }
         if (!make_dir(d->path) || stat(d->path, &st) != 0) {
-            off(d, "%.400s cannot be created", d->path, 0);
+            snprintf(d->why, sizeof d->why, "%.400s cannot be created: %s", d->path, strerror(errno));
             return;
         }
         created = true;
@@ -442,6 +480,15 @@ rejected:
     return JIT_DISK_REJECTED;
 }
 
+typedef struct trimmed {
+    int removed;     /* entries removed */
+    int failed;      /* files that could not be removed */
+    int err;         /* and the first one's errno and name */
+    char what[300];
+    uint64_t left;   /* bytes of entries and temporary files left */
+} trimmed;
+static void trim(const jit_disk *d, uint64_t cap, trimmed *t);
+
 static bool
 write_all(int fd, const void *p, size_t n)
 {
@@ -464,7 +511,6 @@ jit_disk_store(const jit_disk *d, const uint8_t digest[32], const jit_buf *key, 
                size_t len)
 {
     char path[sizeof d->path + 64], tmp[sizeof d->path + 96];
-    static _Atomic unsigned serial;
     entry_path(d, digest, path, sizeof path);
     snprintf(tmp, sizeof tmp, "%s/%s%ld-%u-%llx", d->path, TMP_PREFIX, (long)getpid(),
              atomic_fetch_add(&serial, 1), (unsigned long long)time(NULL));
@@ -478,27 +524,43 @@ jit_disk_store(const jit_disk *d, const uint8_t digest[32], const jit_buf *key, 
     llvm_blake3_hasher_update(&h, key->data, key->len);
     llvm_blake3_hasher_update(&h, obj, len);
     llvm_blake3_hasher_finalize(&h, head + 32, 32);
+    const char *what = "creating a temporary file";
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    bool ok = fd >= 0 && write_all(fd, head, sizeof head) && write_all(fd, key->data, key->len) &&
-              write_all(fd, obj, len);
-    if (fd >= 0 && close(fd) != 0)
-        ok = false;
-    if (ok && rename(tmp, path) != 0) {
+    int err = fd < 0 ? errno : 0;
+    errno = 0;
+    if (fd >= 0 && !(write_all(fd, head, sizeof head) && write_all(fd, key->data, key->len) &&
+                     write_all(fd, obj, len))) {
+        what = "writing it";
+        err = errno ? errno : EIO;
+    }
+    if (fd >= 0 && close(fd) != 0 && !err) {
+        what = "writing it";
+        err = errno;
+    }
+    if (!err && rename(tmp, path) != 0) {
         /* an empty directory in the entry's place goes (anything else in it is not ours:
          * the write fails) */
+        what = "renaming it into place";
+        err = errno;
         struct stat st;
-        ok = lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && rmdir(path) == 0 &&
-             rename(tmp, path) == 0;
+        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            err = rmdir(path) == 0 && rename(tmp, path) == 0 ? 0 : errno;
     }
-    if (!ok) {
+    if (err) {
         if (fd >= 0)
             unlink(tmp);
         atomic_fetch_add(&n_write_errors, 1);
+        /* said once per process: a read-only or full file system fails every write */
+        if (!atomic_flag_test_and_set(&warned_write))
+            fprintf(stderr, "kiln: disk cache: cannot store compiled code in %s: %s: %s (kernels "
+                    "are compiled as usual; further write errors are not reported)\n",
+                    d->path, what, strerror(err));
         return;
     }
     atomic_fetch_add(&n_writes, 1);
     stats_add(d, ST_WRITES);
-    jit_disk_trim(d, jit_disk_cap());
+    trimmed t;
+    trim(d, jit_disk_cap(), &t);
 }
 
 /* ---- trimming ------------------------------------------------------------------------------- */
@@ -507,13 +569,14 @@ uint64_t
 jit_disk_cap(void)
 {
     const char *e = getenv("KILN_CACHE_SIZE_MB");
+    if (!e || !*e)
+        return (uint64_t)256 << 20;
     char *end;
-    if (e && *e) {
-        unsigned long long mb = strtoull(e, &end, 10);
-        if (*end == '\0' && mb > 0 && mb < (1ull << 40))
-            return (uint64_t)mb << 20;
-    }
-    return (uint64_t)256 << 20;
+    errno = 0;
+    unsigned long long mb = e[0] >= '0' && e[0] <= '9' ? strtoull(e, &end, 10) : 0;
+    if (mb == 0 || errno || *end != '\0' || mb >= (1ull << 40))
+        return 0; /* refused: jit_disk_open turns the cache off and says why */
+    return (uint64_t)mb << 20;
 }
 
 typedef struct dent {
@@ -533,17 +596,48 @@ older_first(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-/* The entries of the directory (and, with `tmp`, stale temporary files removed: older than
- * an hour, left by a process that died while writing). */
-static dent *
-scan(const jit_disk *d, int *count, uint64_t *bytes, bool tmp)
+static bool
+is_tmp(const char *name)
 {
-    *count = 0;
-    *bytes = 0;
+    return strncmp(name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0;
+}
+
+/* Is temporary file `name` (lstat st) stale: left by a writer that died?  Its name starts
+ * with the writer's pid: stale when that process is gone (and the file is older than a
+ * write takes, STALE_TMP_S, in case the directory is shared with another pid namespace),
+ * or whatever the pid when older than an hour. */
+#define STALE_TMP_S 10
+static bool
+tmp_stale(const char *name, const struct stat *st, time_t now)
+{
+    if (now - st->st_mtime > 3600)
+        return true;
+    const char *p = name + strlen(TMP_PREFIX);
+    char *end;
+    long pid = strtol(p, &end, 10);
+    return end != p && *end == '-' && pid > 0 && now - st->st_mtime > STALE_TMP_S &&
+           kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/* What scan found: the entries (regular files named like one) and their bytes, and the
+ * temporary files of writers (in progress or left by one that died): their count and
+ * bytes.  With `tidy`, the stale temporary files are removed first (and not counted). */
+typedef struct dscan {
+    dent *v;
+    int count;
+    uint64_t bytes;
+    int ntmp;
+    uint64_t tmp_bytes;
+} dscan;
+
+/* False (errno set) when the directory cannot be read. */
+static bool
+scan(const jit_disk *d, dscan *s, bool tidy)
+{
+    memset(s, 0, sizeof *s);
     DIR *dir = opendir(d->path);
     if (!dir)
-        return NULL;
-    dent *v = NULL;
+        return false;
     int cap = 0;
     time_t now = time(NULL);
     struct dirent *de;
@@ -551,50 +645,71 @@ scan(const jit_disk *d, int *count, uint64_t *bytes, bool tmp)
         char path[sizeof d->path + 300];
         snprintf(path, sizeof path, "%s/%s", d->path, de->d_name);
         struct stat st;
-        if (tmp && strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0) {
-            if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > 3600)
-                unlink(path);
+        if (is_tmp(de->d_name)) {
+            if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+                continue;
+            if (tidy && tmp_stale(de->d_name, &st, now) && unlink(path) == 0)
+                continue;
+            s->ntmp++;
+            s->tmp_bytes += (uint64_t)st.st_size;
             continue;
         }
         if (!is_entry(de->d_name) || lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
             continue;
-        if (*count == cap) {
+        if (s->count == cap) {
             int nc = cap ? 2 * cap : 64;
-            dent *nv = ir_realloc(v, (size_t)nc * sizeof *nv);
+            dent *nv = ir_realloc(s->v, (size_t)nc * sizeof *nv);
             if (!nv)
                 break;
-            v = nv;
+            s->v = nv;
             cap = nc;
         }
-        dent *e = &v[(*count)++];
+        dent *e = &s->v[s->count++];
         snprintf(e->name, sizeof e->name, "%s", de->d_name);
         e->mtime = st.st_mtim;
         e->bytes = (uint64_t)st.st_size;
-        *bytes += e->bytes;
+        s->bytes += e->bytes;
     }
     closedir(dir);
-    return v;
+    return true;
 }
 
-int
-jit_disk_trim(const jit_disk *d, uint64_t cap)
+static void
+trim_failed(trimmed *t, const char *name)
 {
-    int count, removed = 0;
-    uint64_t bytes;
-    dent *v = scan(d, &count, &bytes, true);
-    if (v && bytes > cap) {
-        qsort(v, (size_t)count, sizeof *v, older_first);
-        for (int i = 0; i < count && bytes > cap; i++) {
+    if (!t->failed++) {
+        t->err = errno;
+        snprintf(t->what, sizeof t->what, "%.200s", name);
+    }
+}
+
+/* Remove the stale temporary files, then least recently used entries until the entries and
+ * the temporary files left take at most cap bytes. */
+static void
+trim(const jit_disk *d, uint64_t cap, trimmed *t)
+{
+    memset(t, 0, sizeof *t);
+    dscan s;
+    if (!scan(d, &s, true)) {
+        trim_failed(t, ".");
+        return;
+    }
+    uint64_t bytes = s.bytes + s.tmp_bytes;
+    if (bytes > cap) {
+        qsort(s.v, (size_t)s.count, sizeof *s.v, older_first);
+        for (int i = 0; i < s.count && bytes > cap; i++) {
             char path[sizeof d->path + 80];
-            snprintf(path, sizeof path, "%s/%s", d->path, v[i].name);
+            snprintf(path, sizeof path, "%s/%s", d->path, s.v[i].name);
             if (unlink(path) == 0) {
-                bytes -= v[i].bytes;
-                removed++;
+                bytes -= s.v[i].bytes;
+                t->removed++;
+            } else if (errno != ENOENT) { /* ENOENT: another process removed it */
+                trim_failed(t, s.v[i].name);
             }
         }
     }
-    ir_free(v);
-    return removed;
+    t->left = bytes;
+    ir_free(s.v);
 }
 
 void
@@ -624,11 +739,22 @@ kiln_cache_info_get(kiln_cache_info *info)
     info->max_bytes = jit_disk_cap();
     if (!d.on || d.missing)
         return KILN_OK;
-    int count;
-    uint64_t bytes;
-    ir_free(scan(&d, &count, &bytes, false));
-    info->entries = (uint64_t)count;
-    info->bytes = bytes;
+    /* in use, but every write would fail: say so (a compile says it once, on stderr) */
+    struct statvfs fs;
+    if (access(d.path, W_OK | X_OK) != 0)
+        snprintf(info->reason, sizeof info->reason, "not writable (%s): nothing new is stored",
+                 strerror(errno));
+    else if (statvfs(d.path, &fs) == 0 && fs.f_bavail == 0)
+        snprintf(info->reason, sizeof info->reason, "the file system is full: nothing new is stored");
+    dscan s;
+    if (!scan(&d, &s, false))
+        return ir_error(KILN_ERR_IO, "kiln_cache_info_get: cannot read %.400s: %s", d.path,
+                        strerror(errno));
+    ir_free(s.v);
+    info->entries = (uint64_t)s.count;
+    info->bytes = s.bytes;
+    info->temp_files = (uint64_t)s.ntmp;
+    info->temp_bytes = s.tmp_bytes;
     uint64_t v[4];
     stats_read(&d, v);
     info->hits = v[ST_HITS];
@@ -652,6 +778,14 @@ open_existing(const char *api, jit_disk *d)
     return KILN_OK;
 }
 
+static kiln_status
+removal_failed(const char *api, const jit_disk *d, const trimmed *t)
+{
+    return ir_error(KILN_ERR_IO, "%s: cannot remove %d file%s (removed %d entries): %.400s/%.200s: %s",
+                    api, t->failed, t->failed == 1 ? "" : "s", t->removed, d->path, t->what,
+                    strerror(t->err));
+}
+
 kiln_status
 kiln_cache_clear(uint64_t *removed)
 {
@@ -661,21 +795,33 @@ kiln_cache_clear(uint64_t *removed)
         *removed = 0;
     if (st || d.missing)
         return st;
-    int count;
-    uint64_t bytes, n = 0;
-    dent *v = scan(&d, &count, &bytes, true);
-    for (int i = 0; i < count; i++) {
-        char path[sizeof d.path + 80];
-        snprintf(path, sizeof path, "%s/%s", d.path, v[i].name);
-        n += unlink(path) == 0;
+    DIR *dir = opendir(d.path);
+    if (!dir)
+        return ir_error(KILN_ERR_IO, "kiln_cache_clear: cannot read %.400s: %s", d.path,
+                        strerror(errno));
+    /* every entry (also what is not a file in an entry's place), every temporary file of
+     * a writer that died, the counters; a write in progress keeps its temporary file */
+    trimmed t;
+    memset(&t, 0, sizeof t);
+    time_t now = time(NULL);
+    struct dirent *de;
+    while ((de = readdir(dir)) != NULL) {
+        const char *n = de->d_name;
+        char path[sizeof d.path + 300];
+        snprintf(path, sizeof path, "%s/%s", d.path, n);
+        struct stat st;
+        if (!(is_entry(n) || is_tmp(n) || strcmp(n, STATS_FILE) == 0) || lstat(path, &st) != 0 ||
+            (is_tmp(n) && !(S_ISREG(st.st_mode) && tmp_stale(n, &st, now))))
+            continue;
+        if ((S_ISDIR(st.st_mode) ? rmdir(path) : unlink(path)) == 0)
+            t.removed += is_entry(n);
+        else if (errno != ENOENT)
+            trim_failed(&t, n);
     }
-    ir_free(v);
-    char path[sizeof d.path + 16];
-    snprintf(path, sizeof path, "%s/%s", d.path, STATS_FILE);
-    unlink(path);
+    closedir(dir);
     if (removed)
-        *removed = n;
-    return KILN_OK;
+        *removed = (uint64_t)t.removed;
+    return t.failed ? removal_failed("kiln_cache_clear", &d, &t) : KILN_OK;
 }
 
 kiln_status
@@ -687,9 +833,9 @@ kiln_cache_trim(uint64_t max_bytes, uint64_t *removed)
         *removed = 0;
     if (st || d.missing)
         return st;
-    int n = jit_disk_trim(&d, max_bytes ? max_bytes : jit_disk_cap());
+    trimmed t;
+    trim(&d, max_bytes ? max_bytes : jit_disk_cap(), &t);
     if (removed)
-        *removed = (uint64_t)n;
-    return KILN_OK;
+        *removed = (uint64_t)t.removed;
+    return t.failed ? removal_failed("kiln_cache_trim", &d, &t) : KILN_OK;
 }
-

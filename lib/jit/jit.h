@@ -268,12 +268,12 @@ IR_HIDDEN jit_disk_result jit_disk_load(const jit_disk *d, const uint8_t digest[
  * compile that follows rewrites it). */
 IR_HIDDEN void jit_disk_unusable(const jit_disk *d);
 /* Write the entry atomically (temporary file, rename), then trim to jit_disk_cap().  A
- * failure is counted (write_errors), never reported: the cache is an optimisation. */
+ * failure is counted (write_errors) and the process's first one said on stderr with its
+ * errno text; the compile goes on (the cache is an optimisation). */
 IR_HIDDEN void jit_disk_store(const jit_disk *d, const uint8_t digest[32], const jit_buf *key,
                               const void *obj, size_t len);
-/* Remove least recently used entries until at most cap bytes remain; returns how many. */
-IR_HIDDEN int jit_disk_trim(const jit_disk *d, uint64_t cap);
-/* KILN_CACHE_SIZE_MB, default 256 MiB. */
+/* KILN_CACHE_SIZE_MB in bytes, 256 MiB when unset or empty, 0 when it is not a whole
+ * number of MiB from 1 to 2^40 - 1 (jit_disk_open then turns the cache off). */
 IR_HIDDEN uint64_t jit_disk_cap(void);
 typedef struct jit_disk_counters {
     uint64_t hits, misses, rejected, writes, write_errors;
