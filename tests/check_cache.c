@@ -840,6 +840,78 @@ START_TEST(test_stale_temp_files)
 }
 END_TEST
 
+/* ---- the size, kept as a running total (issue 26, defect 8) -------------------------------- */
+
+static uint64_t
+disk_scans(void)
+{
+    jit_disk_stats c;
+    jit_disk_counters(&c);
+    return c.scans;
+}
+
+/* A graph whose kernel holds the constant k: a distinct entry per k. */
+static kiln_graph *
+graph_const(int k)
+{
+    char text[256];
+    snprintf(text, sizeof text,
+             "graph k(x: f32[64]) -> (y: f32[64]) {\n  c = full(value=%d.5) : f32[64]\n"
+             "  y = mul(x, c)\n}\n", k);
+    return ts_parse(text);
+}
+
+/* Every write rescanned the whole directory to trim it: ~95 ms a write at 45,000 entries.
+ * Writes below the cap scan it once per process (the first), and the cap still holds. */
+START_TEST(test_running_size)
+{
+    char *dir = make_dir();
+    use_dir(dir);
+    uint64_t s0 = disk_scans();
+    kiln_stats w0 = stats();
+    for (int k = 0; k < 12; k++) {
+        kiln_graph *g = graph_const(k);
+        drop_memory_caches();
+        char *rep = compile_and_check(g, 1);
+        ck_assert_msg(rep == NULL, "%s", rep);
+        kiln_graph_free(g);
+    }
+    ck_assert_uint_eq(stats().disk_writes - w0.disk_writes, 12);
+    ck_assert_int_eq(count_files(dir, ".kobj", NULL, 0), 12);
+    ck_assert_uint_le(disk_scans() - s0, 1);
+    remove_dir(dir);
+
+    /* a directory over the cap (1 MiB) when a write comes: trimmed, oldest first, to 7/8 */
+    dir = make_dir();
+    use_dir(dir);
+    setenv("KILN_CACHE_SIZE_MB", "1", 1);
+    static unsigned char junk[400 << 10];
+    for (int k = 0; k < 3; k++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%032x.kobj", dir, k);
+        spit(path, junk, sizeof junk);
+        struct timespec old[2] = {{1000000 + k, 0}, {1000000 + k, 0}};
+        ck_assert_int_eq(utimensat(AT_FDCWD, path, old, 0), 0);
+    }
+    kiln_graph *g = graph_const(99);
+    drop_memory_caches();
+    char *rep = compile_and_check(g, 1);
+    ck_assert_msg(rep == NULL, "%s", rep);
+    kiln_cache_info info;
+    ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
+    ck_assert_uint_le(info.bytes, (uint64_t)7 << 17);
+    ck_assert_uint_eq(info.entries, 3); /* the oldest junk went */
+    char oldest[4200];
+    snprintf(oldest, sizeof oldest, "%s/%032x.kobj", dir, 0);
+    ck_assert_int_eq(access(oldest, F_OK), -1);
+    unsetenv("KILN_CACHE_SIZE_MB");
+    kiln_graph_free(g);
+    drop_memory_caches();
+    setenv("KILN_CACHE_DIR", "off", 1);
+    remove_dir(dir);
+}
+END_TEST
+
 START_TEST(test_corrupt_entry)
 {
     check_damage(flip_object_byte, "corrupt");
@@ -1254,6 +1326,7 @@ cache_suite(void)
     tcase_add_test(disk, test_dangling_dir);
     tcase_add_test(disk, test_bad_size_cap);
     tcase_add_test(disk, test_stale_temp_files);
+    tcase_add_test(disk, test_running_size);
     tcase_add_test(disk, test_group_writable_dir_refused);
     tcase_add_test(disk, test_off_and_option);
     tcase_add_test(disk, test_trim_lru);

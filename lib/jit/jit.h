@@ -277,6 +277,7 @@ IR_HIDDEN void jit_disk_store(const jit_disk *d, const uint8_t digest[32], const
 IR_HIDDEN uint64_t jit_disk_cap(void);
 typedef struct jit_disk_counters {
     uint64_t hits, misses, rejected, writes, write_errors;
+    uint64_t scans; /* of the directory (writes' trims, kiln cache, clear, trim) */
 } jit_disk_stats;
 /* This process's counts. */
 IR_HIDDEN void jit_disk_counters(jit_disk_stats *c);
