@@ -13,7 +13,13 @@
  *    kiln_errcode() and kiln_errmsg() read it.  Messages have the form
  *    "<api>: <problem>: <detail>" and are owned by the library (valid until the thread's
  *    next failing kiln call).
- *  - Bad input is never fatal: the process keeps running.
+ *  - Bad input is never fatal: the process keeps running.  Nor is a failure of one of
+ *    kiln's own allocations (KILN_ERR_NOMEM; the next call works).  What stays fatal: LLVM
+ *    running out of memory during a compile, or while loading modules from the disk cache,
+ *    aborts the process (LLVM's allocations, nearly all of a compile's, have no failure
+ *    path), as would an LLVM fatal error (a bug).  A host that cannot accept that compiles
+ *    in a child process that fills the disk cache, then loads from it (docs/jit.md, "What
+ *    stays fatal").
  */
 #ifndef KILN_H
 #define KILN_H
@@ -433,7 +439,8 @@ KILN_API const kiln_graph *kiln_program_graph(const kiln_program *program);
 KILN_API kiln_mode kiln_program_mode(const kiln_program *program);
 
 /* kiln_program_compile: compile a graph (parsed, or from kiln_scope_end_graph) into a
- * program; the graph is copied, the caller keeps it.  Errors as kiln_scope_end. */
+ * program; the graph is copied, the caller keeps it.  Errors as kiln_scope_end.  LLVM
+ * running out of memory here aborts the process (see the top of this file). */
 KILN_API kiln_status kiln_program_compile(const kiln_graph *graph, const kiln_options *options,
                                           kiln_program **program);
 
