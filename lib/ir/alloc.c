@@ -66,6 +66,14 @@ ir_realloc(void *p, size_t size)
     return realloc(p, size ? size : 1);
 }
 
+void *
+ir_aligned_alloc(size_t align, size_t size)
+{
+    if (should_fail())
+        return NULL;
+    return aligned_alloc(align, size ? (size + align - 1) / align * align : align);
+}
+
 void
 ir_free(void *p)
 {

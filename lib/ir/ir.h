@@ -28,6 +28,8 @@
 IR_HIDDEN void *ir_malloc(size_t size);
 IR_HIDDEN void *ir_calloc(size_t n, size_t size);
 IR_HIDDEN void *ir_realloc(void *p, size_t size);
+/* align: a power of two; the size is rounded up to a multiple of it.  Free with ir_free. */
+IR_HIDDEN void *ir_aligned_alloc(size_t align, size_t size);
 IR_HIDDEN void ir_free(void *p);
 IR_HIDDEN char *ir_strdup(const char *s);
 /* After `n` more successful allocations, every allocation fails until reset with -1. */

@@ -446,8 +446,12 @@ jit_disk_load(const jit_disk *d, const uint8_t digest[32], const jit_buf *key, v
         goto rejected;
     size_t size = (size_t)st.st_size;
     buf = ir_malloc(size);
-    if (!buf)
-        goto rejected;
+    if (!buf) { /* out of memory: a miss (the compile goes on), not the entry's fault */
+        close(fd);
+        atomic_fetch_add(&n_misses, 1);
+        stats_add(d, ST_MISSES);
+        return JIT_DISK_MISS;
+    }
     size_t got = 0;
     while (got < size) {
         ssize_t r = read(fd, buf + got, size - got);

@@ -332,10 +332,7 @@ kiln_capture_scope(kiln_device *device, kiln_capture_fn fn, void *user,
 static void *
 temp_alloc(size_t n)
 {
-    void *p = NULL;
-    if (posix_memalign(&p, 64, n ? n : 64) != 0)
-        return NULL;
-    return p;
+    return ir_aligned_alloc(64, n ? n : 64);
 }
 
 kiln_status

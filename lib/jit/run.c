@@ -112,7 +112,7 @@ run_col_split(const jit_step *s, krun *r, int threads)
     int64_t kin = s->dims[s->desc.rank - s->desc.nred - 1], W = jit_host_info()->vector_bits / 32;
     int64_t nvec = kin ? s->rows / kin * ((kin + W - 1) / W) : 0;
     size_t total = (size_t)nvec * (size_t)np * s->desc.partial_bytes;
-    r->partial = aligned_alloc(64, (total + 63) & ~(size_t)63);
+    r->partial = ir_aligned_alloc(64, (total + 63) & ~(size_t)63);
     if (!r->partial)
         return ir_error(KILN_ERR_NOMEM, "kiln_program_run: out of memory (%zu bytes of partial sums)",
                         total);
@@ -160,7 +160,7 @@ run_reduction(const jit_step *s, void *const *ptrs)
         r.aux.npieces = np;
         r.aux.in_end = s->desc.rank - 1;
         size_t total = (size_t)s->rows * (size_t)np * r.pbytes;
-        r.partial = aligned_alloc(64, (total + 63) & ~(size_t)63);
+        r.partial = ir_aligned_alloc(64, (total + 63) & ~(size_t)63);
         if (!r.partial)
             return ir_error(KILN_ERR_NOMEM, "kiln_program_run: out of memory");
         jit_pool_run(run_piece, &r, s->rows * np);
@@ -184,7 +184,7 @@ run_reduction(const jit_step *s, void *const *ptrs)
     int64_t nchunks = (r.total + r.chunk - 1) / r.chunk;
     if (s->desc.spill_bytes && s->rlen) {
         r.sbytes = ((size_t)s->rlen * s->desc.spill_bytes + 63) & ~(size_t)63;
-        r.scratch = aligned_alloc(64, r.sbytes * (size_t)nchunks);
+        r.scratch = ir_aligned_alloc(64, r.sbytes * (size_t)nchunks);
         if (!r.scratch)
             return ir_error(KILN_ERR_NOMEM, "kiln_program_run: out of memory (%zu bytes of scratch rows)",
                             r.sbytes * (size_t)nchunks);
