@@ -13,7 +13,13 @@
  *    kiln_errcode() and kiln_errmsg() read it.  Messages have the form
  *    "<api>: <problem>: <detail>" and are owned by the library (valid until the thread's
  *    next failing kiln call).
- *  - Bad input is never fatal: the process keeps running.
+ *  - Bad input is never fatal: the process keeps running.  Nor is a failure of one of
+ *    kiln's own allocations (KILN_ERR_NOMEM; the next call works).  What stays fatal: LLVM
+ *    running out of memory during a compile, or while loading modules from the disk cache,
+ *    aborts the process (LLVM's allocations, nearly all of a compile's, have no failure
+ *    path), as would an LLVM fatal error (a bug).  A host that cannot accept that compiles
+ *    in a child process that fills the disk cache, then loads from it (docs/jit.md, "What
+ *    stays fatal").
  *  - Every `_free` returns a kiln_status: KILN_OK (also for NULL, a no-op), or the reason
  *    nothing was freed (KILN_ERR_MISUSE for a freed or foreign pointer; kiln_device_free
  *    also KILN_ERR_SCOPE_ACTIVE).  Ignoring it is safe.
@@ -476,7 +482,8 @@ KILN_API const kiln_graph *kiln_program_graph(const kiln_program *program);
 KILN_API kiln_mode kiln_program_mode(const kiln_program *program);
 
 /* kiln_program_compile: compile a graph (parsed, or from kiln_scope_end_graph) into a
- * program; the graph is copied, the caller keeps it.  Errors as kiln_scope_end. */
+ * program; the graph is copied, the caller keeps it.  Errors as kiln_scope_end.  LLVM
+ * running out of memory here aborts the process (see the top of this file). */
 KILN_API kiln_status kiln_program_compile(const kiln_graph *graph, const kiln_options *options,
                                           kiln_program **program);
 
@@ -545,30 +552,42 @@ KILN_API kiln_status kiln_jit_stats(kiln_stats *stats);
  * KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.  KILN_CACHE_DIR=off (or
  * KILN_NO_DISK_CACHE per compile) turns it off.  A directory owned by another user or
  * writable by group or others is refused (the cache is off, and a message says so once on
- * stderr).  Entries are checked (content hash, full key: kiln and LLVM versions, CPU and
+ * stderr), and so is one kiln did not create unless it is empty or holds only kiln's files:
+ * kiln marks its directory with a CACHEDIR.TAG and never writes its counters into, or
+ * clears, a directory without it.  Entries are checked (content hash, full key: kiln and LLVM versions, CPU and
  * features) before use; bad ones are ignored and rewritten.  KILN_CACHE_SIZE_MB caps the size
- * (default 256), least recently used entries going first.  docs/jit.md has the details. */
+ * (a whole number of MiB, default 256; any other value turns the cache off, saying why),
+ * least recently used entries going first.  A compile whose entry cannot be written (a
+ * read-only or full file system) still succeeds; the first such failure of a process is
+ * said once on stderr with its reason.  docs/jit.md has the details. */
 typedef struct kiln_cache_info {
     size_t size;        /* set by the caller: sizeof(kiln_cache_info) (KILN_CACHE_INFO_INIT) */
     char path[4096];    /* the location, or "off" */
     int enabled;        /* 0: off or refused (reason says which) */
-    char reason[512];   /* why it is off; "not created yet"; or "" */
+    char reason[512];   /* why it is off; "not created yet"; when on, why nothing new can be
+                         * stored (not writable, file system full); or "" */
     uint64_t entries;   /* modules stored */
     uint64_t bytes;     /* their size on disk */
     uint64_t max_bytes; /* the cap */
     /* counts added up by every process that used the directory since it was cleared */
     uint64_t hits, misses, rejected, writes;
+    /* temporary files of writes in progress or of writers that died (their room counts
+     * against the cap; kiln_cache_clear removes those of writers that died) */
+    uint64_t temp_files, temp_bytes;
 } kiln_cache_info;
 #define KILN_CACHE_INFO_INIT {.size = sizeof(kiln_cache_info)}
 /* Describe the disk cache (nothing is created): the first info->size bytes (docs/abi.md).
  * Errors: KILN_ERR_INVALID_ARG (NULL, or info->size smaller than the first field after
  * it). */
 KILN_API kiln_status kiln_cache_info_get(kiln_cache_info *info);
-/* Remove every entry and the counts; *removed (may be NULL) = entries removed.  Errors:
- * KILN_ERR_INVALID_ARG when the cache is off or refused (nothing is touched). */
+/* Remove every entry, the temporary files of writers that died and the counts (kiln's
+ * files only); *removed (may be NULL) = entries removed.  Errors: KILN_ERR_INVALID_ARG when
+ * the cache is off or refused (nothing is touched); KILN_ERR_IO when a file could not be
+ * removed (the message names the first and why; the others are removed). */
 KILN_API kiln_status kiln_cache_clear(uint64_t *removed);
-/* Remove least recently used entries until at most max_bytes remain (0: the cap).  Errors
- * as kiln_cache_clear.  Neither function is needed for correctness. */
+/* Remove least recently used entries until at most max_bytes remain, temporary files of
+ * writes included (0: the cap).  Errors as kiln_cache_clear.  Neither function is needed
+ * for correctness. */
 KILN_API kiln_status kiln_cache_trim(uint64_t max_bytes, uint64_t *removed);
 
 #ifdef __cplusplus

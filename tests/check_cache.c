@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -27,6 +29,9 @@
 #include "support.h"
 
 extern char **environ;
+
+/* The directory's counters (disk.c) */
+#define STATS_NAME "kiln-stats"
 
 /* Three kernels in fused mode: the row reduction with its consumer, the column reduction,
  * and nothing inexact. */
@@ -130,7 +135,8 @@ remove_dir(char *dir)
                 continue;
             char p[4096];
             snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
+            if (unlink(p) != 0)
+                rmdir(p); /* an empty directory put in an entry's place */
         }
         closedir(d);
     }
@@ -486,6 +492,425 @@ garbage_object_rehashed(const char *path)
     spit(path, p, n);
     free(p);
 }
+
+/* Not a file in the entry's place (issue 26, defect 5): a FIFO hung every compile in
+ * open(2), a directory was a permanent silent miss.  Both are rejected, replaced by the
+ * entry the compile writes, and that loads.  SIGALRM kills a hanging suite. */
+static void
+fifo(const char *path)
+{
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+}
+
+static void
+directory(const char *path)
+{
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(mkdir(path, 0700), 0);
+}
+
+START_TEST(test_not_a_file_entry)
+{
+    alarm(120);
+    check_damage(fifo, "a FIFO in the entry's place");
+    check_damage(directory, "an empty directory in the entry's place");
+    alarm(0);
+}
+END_TEST
+
+/* A FIFO in the counters' place: compiles and kiln cache neither hang nor replace it. */
+START_TEST(test_fifo_stats)
+{
+    char *dir = make_dir();
+    use_dir(dir);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, STATS_NAME);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    alarm(120);
+    kiln_graph *g = graph_rows(16);
+    drop_memory_caches();
+    char *rep = compile_and_check(g, 1);
+    ck_assert_msg(rep == NULL, "%s", rep);
+    kiln_cache_info info;
+    ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
+    ck_assert_int_eq(info.enabled, 1);
+    ck_assert_uint_eq(info.entries, 1);
+    ck_assert_uint_eq(info.writes, 0); /* no counters: not a file */
+    alarm(0);
+    struct stat st;
+    ck_assert_int_eq(lstat(path, &st), 0);
+    ck_assert(S_ISFIFO(st.st_mode));
+    kiln_graph_free(g);
+    drop_memory_caches();
+    setenv("KILN_CACHE_DIR", "off", 1);
+    remove_dir(dir);
+}
+END_TEST
+
+/* Write text to dir/name. */
+static void
+put_file(const char *dir, const char *name, const char *text)
+{
+    char path[8400];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    spit(path, (const unsigned char *)text, strlen(text));
+}
+
+/* 1 when dir/name exists, else 0. */
+static int
+has_file(const char *dir, const char *name)
+{
+    char path[8400];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+/* Does dir/name hold exactly text? */
+static bool
+file_is(const char *dir, const char *name, const char *text)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    size_t n;
+    char *p = ts_slurp(path, &n);
+    bool same = p && n == strlen(text) && memcmp(p, text, n) == 0;
+    free(p);
+    return same;
+}
+
+/* KILN_CACHE_DIR at a folder of the user's (issue 26, defect 6): kiln kept its counters in
+ * <dir>/stats and `kiln cache clear` deleted that file.  A directory kiln did not create
+ * is refused unless it holds only kiln's files; kiln's own carries a CACHEDIR.TAG, its
+ * counters are kiln-stats, and clear removes only kiln's files. */
+START_TEST(test_foreign_dir_untouched)
+{
+    static const char mine[] = "the user's own stats\n";
+    kiln_graph *g = graph_rows(16);
+    /* a project folder: refused, nothing written or removed */
+    char *dir = make_dir();
+    put_file(dir, "stats", mine);
+    put_file(dir, "notes.txt", mine);
+    use_dir(dir);
+    kiln_cache_info info;
+    ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
+    ck_assert_int_eq(info.enabled, 0);
+    ck_assert_msg(strstr(info.reason, "not kiln's cache"), "reason: %s", info.reason);
+    drop_memory_caches();
+    char *rep = compile_and_check(g, 1);
+    ck_assert_msg(rep == NULL, "%s", rep);
+    ck_assert_int_eq(kiln_cache_clear(NULL), KILN_ERR_INVALID_ARG);
+    ts_assert_error(KILN_ERR_INVALID_ARG, "not kiln's cache");
+    ck_assert_int_eq(count_files(dir, ".kobj", NULL, 0), 0);
+    ck_assert_int_eq(has_file(dir, "CACHEDIR.TAG"), 0);
+    ck_assert(file_is(dir, "stats", mine) && file_is(dir, "notes.txt", mine));
+    remove_dir(dir);
+
+    /* a folder with only a file named stats: taken and tagged, and that file kept */
+    dir = make_dir();
+    put_file(dir, "stats", mine);
+    use_dir(dir);
+    drop_memory_caches();
+    rep = compile_and_check(g, 2);
+    ck_assert_msg(rep == NULL, "%s", rep);
+    ck_assert_int_eq(count_files(dir, ".kobj", NULL, 0), 1);
+    ck_assert_int_eq(has_file(dir, "CACHEDIR.TAG"), 1);
+    ck_assert_int_eq(has_file(dir, STATS_NAME), 1);
+    ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
+    ck_assert_int_eq(info.enabled, 1);
+    ck_assert_uint_eq(info.writes, 1);
+    uint64_t removed;
+    ck_assert_int_eq(kiln_cache_clear(&removed), KILN_OK);
+    ck_assert_uint_eq(removed, 1);
+    ck_assert(file_is(dir, "stats", mine));
+    ck_assert_int_eq(has_file(dir, "CACHEDIR.TAG"), 1);
+    remove_dir(dir);
+
+    /* a directory kiln creates is tagged */
+    dir = make_dir();
+    char sub[4200];
+    snprintf(sub, sizeof sub, "%s/new", dir);
+    use_dir(sub);
+    drop_memory_caches();
+    rep = compile_and_check(g, 3);
+    ck_assert_msg(rep == NULL, "%s", rep);
+    ck_assert_int_eq(has_file(sub, "CACHEDIR.TAG"), 1);
+    char *subdir = strdup(sub);
+    remove_dir(subdir);
+    remove_dir(dir);
+    kiln_graph_free(g);
+    drop_memory_caches();
+    setenv("KILN_CACHE_DIR", "off", 1);
+}
+END_TEST
+
+/* ---- failures said, not swallowed (issue 26, defect 7) ------------------------------------ */
+
+/* --fsize DIR: compile two graphs with writes limited to 4 KiB (RLIMIT_FSIZE: every entry
+ * write fails with EFBIG, also as root), each result exact.  Exit 0 when both compiled and
+ * both writes failed. */
+static int
+fsize_child(const char *dir)
+{
+    setenv("KILN_CACHE_DIR", dir, 1);
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl = {4096, 4096};
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+        return 3;
+    for (int rows = 1; rows <= 16; rows += 15) {
+        drop_memory_caches();
+        kiln_graph *g = graph_rows(rows);
+        char *rep = g ? compile_and_check(g, 1) : strdup("parse");
+        kiln_graph_free(g);
+        if (rep) {
+            fprintf(stderr, "fsize child: %s\n", rep);
+            return 4;
+        }
+    }
+    return stats().disk_write_errors == 2 && stats().disk_writes == 0 ? 0 : 5;
+}
+
+/* Every write failing (a full file system, a read-only mount, no permission) was silent:
+ * the first one is said on stderr with its errno text, once per process. */
+START_TEST(test_write_errors_said_once)
+{
+    char *dir = make_dir();
+    char errpath[4200];
+    snprintf(errpath, sizeof errpath, "%s.stderr", dir);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    ck_assert(n > 0);
+    self[n] = '\0';
+    char *argv[] = {self, "--fsize", dir, NULL};
+    pid_t pid;
+    ck_assert_int_eq(posix_spawn(&pid, self, &fa, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    int code = wait_child(pid);
+    size_t len;
+    char *err = ts_slurp(errpath, &len);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_msg(code == 0, "child exit %d; stderr:\n%s", code, err);
+    const char *needle = "kiln: disk cache: cannot store compiled code in";
+    char *first = strstr(err, needle);
+    ck_assert_msg(first != NULL, "no warning; stderr:\n%s", err);
+    ck_assert_msg(strstr(first + 1, needle) == NULL, "said twice:\n%s", err);
+    ck_assert_msg(strstr(err, dir) && strstr(err, strerror(EFBIG)), "stderr:\n%s", err);
+    free(err);
+    unlink(errpath);
+    remove_dir(dir);
+}
+END_TEST
+
+/* clear and trim said "removed 0 entries" and succeeded when nothing was removed: a file
+ * they cannot remove (here a directory with a file in an entry's place) is an error that
+ * names it and says why, after the others are removed. */
+START_TEST(test_clear_reports_failures)
+{
+    char *dir = make_dir();
+    use_dir(dir);
+    kiln_graph *g = graph_rows(16);
+    drop_memory_caches();
+    char *rep = compile_and_check(g, 1);
+    ck_assert_msg(rep == NULL, "%s", rep);
+    char blocked[4200];
+    snprintf(blocked, sizeof blocked, "%s/0123456789abcdef0123456789abcdef.kobj", dir);
+    ck_assert_int_eq(mkdir(blocked, 0700), 0);
+    put_file(blocked, "inside", "x");
+    uint64_t removed = 99;
+    ck_assert_int_eq(kiln_cache_clear(&removed), KILN_ERR_IO);
+    ts_assert_error(KILN_ERR_IO, "kiln_cache_clear: cannot remove 1 file (removed 1 entries)");
+    ts_assert_error(KILN_ERR_IO, "0123456789abcdef0123456789abcdef.kobj");
+    ts_assert_error(KILN_ERR_IO, strerror(ENOTEMPTY));
+    ck_assert_uint_eq(removed, 1);
+    ck_assert_int_eq(count_files(dir, ".kobj", NULL, 0), 1); /* the directory */
+    char inside[4300];
+    snprintf(inside, sizeof inside, "%s/inside", blocked);
+    unlink(inside);
+    ck_assert_int_eq(kiln_cache_clear(&removed), KILN_OK);
+    ck_assert_int_eq(count_files(dir, ".kobj", NULL, 0), 0);
+    kiln_graph_free(g);
+    drop_memory_caches();
+    setenv("KILN_CACHE_DIR", "off", 1);
+    remove_dir(dir);
+}
+END_TEST
+
+/* A dangling KILN_CACHE_DIR: the compile said "off", kiln cache "on: not created yet";
+ * both say off, and why. */
+START_TEST(test_dangling_dir)
+{
+    char *dir = make_dir();
+    char link[4200], deep[4200];
+    snprintf(link, sizeof link, "%s/link", dir);
+    snprintf(deep, sizeof deep, "%s/no/such/parent", dir);
+    ck_assert_int_eq(symlink("nothing-here", link), 0);
+    const char *const paths[2] = {link, deep};
+    const char *const why[2] = {"symbolic link to nothing", "cannot be created"};
+    kiln_graph *g = graph_rows(16);
+    for (int k = 0; k < 2; k++) {
+        use_dir(paths[k]);
+        kiln_cache_info info;
+        ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
+        ck_assert_msg(info.enabled == 0 && strstr(info.reason, why[k]), "%s: %d %s", paths[k],
+                      info.enabled, info.reason);
+        drop_memory_caches();
+        kiln_stats s0 = stats();
+        char *rep = compile_and_check(g, 1);
+        ck_assert_msg(rep == NULL, "%s", rep);
+        ck_assert_uint_eq(stats().disk_writes, s0.disk_writes);
+        ck_assert_uint_eq(stats().disk_misses, s0.disk_misses);
+    }
+    unlink(link);
+    kiln_graph_free(g);
+    drop_memory_caches();
+    setenv("KILN_CACHE_DIR", "off", 1);
+    remove_dir(dir);
+}
+END_TEST
+
+/* KILN_CACHE_SIZE_MB=0, -1 or abc silently meant 256: refused, the cache off, saying why. */
+START_TEST(test_bad_size_cap)
+{
+    char *dir = make_dir();
+    use_dir(dir);
+    kiln_graph *g = graph_rows(16);
+    static const char *const bad[] = {"0", "-1", "abc", "12x", " 5", "1099511627776"};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        setenv("KILN_CACHE_SIZE_MB", bad[k], 1);
+        kiln_cache_info info;
+        ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
+        ck_assert_msg(info.enabled == 0 && strstr(info.reason, "KILN_CACHE_SIZE_MB") &&
+                          strstr(info.reason, bad[k]),
+                      "KILN_CACHE_SIZE_MB=%s: %d %s", bad[k], info.enabled, info.reason);
+        ck_assert_int_eq(kiln_cache_trim(0, NULL), KILN_ERR_INVALID_ARG);
+        drop_memory_caches();
+        char *rep = compile_and_check(g, 1);
+        ck_assert_msg(rep == NULL, "%s", rep);
+        ck_assert_int_eq(count_files(dir, ".kobj", NULL, 0), 0);
+    }
+    setenv("KILN_CACHE_SIZE_MB", "", 1); /* empty: the default */
+    kiln_cache_info info;
+    ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
+    ck_assert_int_eq(info.enabled, 1);
+    ck_assert_uint_eq(info.max_bytes, (uint64_t)256 << 20);
+    unsetenv("KILN_CACHE_SIZE_MB");
+    kiln_graph_free(g);
+    drop_memory_caches();
+    setenv("KILN_CACHE_DIR", "off", 1);
+    remove_dir(dir);
+}
+END_TEST
+
+/* Temporary files of writers that died sat outside the cap and clear for an hour: counted,
+ * and clear removes them (not those of a write in progress: this process's). */
+START_TEST(test_stale_temp_files)
+{
+    char *dir = make_dir();
+    use_dir(dir);
+    static const char junk[1000] = {0};
+    char dead[4200], live[4200];
+    /* pid 2^30 + 7 exceeds any pid_max: its writer is gone */
+    snprintf(dead, sizeof dead, "%s/.tmp-%ld-0-0", dir, (1L << 30) + 7);
+    snprintf(live, sizeof live, "%s/.tmp-%ld-999-0", dir, (long)getpid());
+    spit(dead, (const unsigned char *)junk, sizeof junk);
+    spit(live, (const unsigned char *)junk, 10);
+    struct timespec old[2] = {{time(NULL) - 60, 0}, {time(NULL) - 60, 0}};
+    ck_assert_int_eq(utimensat(AT_FDCWD, dead, old, 0), 0);
+    ck_assert_int_eq(utimensat(AT_FDCWD, live, old, 0), 0);
+    kiln_cache_info info;
+    ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
+    ck_assert_uint_eq(info.temp_files, 2);
+    ck_assert_uint_eq(info.temp_bytes, sizeof junk + 10);
+    uint64_t removed;
+    ck_assert_int_eq(kiln_cache_clear(&removed), KILN_OK);
+    ck_assert_uint_eq(removed, 0);
+    ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
+    ck_assert_uint_eq(info.temp_files, 1);
+    ck_assert_int_eq(access(dead, F_OK), -1);
+    ck_assert_int_eq(access(live, F_OK), 0);
+    /* the cap counts them: trimming to 1 byte leaves the live one and nothing else */
+    ck_assert_int_eq(kiln_cache_trim(1, &removed), KILN_OK);
+    ck_assert_int_eq(access(live, F_OK), 0);
+    setenv("KILN_CACHE_DIR", "off", 1);
+    remove_dir(dir);
+}
+END_TEST
+
+/* ---- the size, kept as a running total (issue 26, defect 8) -------------------------------- */
+
+static uint64_t
+disk_scans(void)
+{
+    jit_disk_stats c;
+    jit_disk_counters(&c);
+    return c.scans;
+}
+
+/* A graph whose kernel holds the constant k: a distinct entry per k. */
+static kiln_graph *
+graph_const(int k)
+{
+    char text[256];
+    snprintf(text, sizeof text,
+             "graph k(x: f32[64]) -> (y: f32[64]) {\n  c = full(value=%d.5) : f32[64]\n"
+             "  y = mul(x, c)\n}\n", k);
+    return ts_parse(text);
+}
+
+/* Every write rescanned the whole directory to trim it: ~95 ms a write at 45,000 entries.
+ * Writes below the cap scan it once per process (the first), and the cap still holds. */
+START_TEST(test_running_size)
+{
+    char *dir = make_dir();
+    use_dir(dir);
+    uint64_t s0 = disk_scans();
+    kiln_stats w0 = stats();
+    for (int k = 0; k < 12; k++) {
+        kiln_graph *g = graph_const(k);
+        drop_memory_caches();
+        char *rep = compile_and_check(g, 1);
+        ck_assert_msg(rep == NULL, "%s", rep);
+        kiln_graph_free(g);
+    }
+    ck_assert_uint_eq(stats().disk_writes - w0.disk_writes, 12);
+    ck_assert_int_eq(count_files(dir, ".kobj", NULL, 0), 12);
+    ck_assert_uint_le(disk_scans() - s0, 1);
+    remove_dir(dir);
+
+    /* a directory over the cap (1 MiB) when a write comes: trimmed, oldest first, to 7/8 */
+    dir = make_dir();
+    use_dir(dir);
+    setenv("KILN_CACHE_SIZE_MB", "1", 1);
+    static unsigned char junk[400 << 10];
+    for (int k = 0; k < 3; k++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%032x.kobj", dir, k);
+        spit(path, junk, sizeof junk);
+        struct timespec old[2] = {{1000000 + k, 0}, {1000000 + k, 0}};
+        ck_assert_int_eq(utimensat(AT_FDCWD, path, old, 0), 0);
+    }
+    kiln_graph *g = graph_const(99);
+    drop_memory_caches();
+    char *rep = compile_and_check(g, 1);
+    ck_assert_msg(rep == NULL, "%s", rep);
+    kiln_cache_info info;
+    ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
+    ck_assert_uint_le(info.bytes, (uint64_t)7 << 17);
+    ck_assert_uint_eq(info.entries, 3); /* the oldest junk went */
+    char oldest[4200];
+    snprintf(oldest, sizeof oldest, "%s/%032x.kobj", dir, 0);
+    ck_assert_int_eq(access(oldest, F_OK), -1);
+    unsetenv("KILN_CACHE_SIZE_MB");
+    kiln_graph_free(g);
+    drop_memory_caches();
+    setenv("KILN_CACHE_DIR", "off", 1);
+    remove_dir(dir);
+}
+END_TEST
 
 START_TEST(test_corrupt_entry)
 {
@@ -894,6 +1319,15 @@ cache_suite(void)
     tcase_add_test(disk, test_corrupt_entry);
     tcase_add_test(disk, test_truncated_entry);
     tcase_add_test(disk, test_foreign_version_entry);
+    tcase_add_test(disk, test_not_a_file_entry);
+    tcase_add_test(disk, test_fifo_stats);
+    tcase_add_test(disk, test_foreign_dir_untouched);
+    tcase_add_test(disk, test_write_errors_said_once);
+    tcase_add_test(disk, test_clear_reports_failures);
+    tcase_add_test(disk, test_dangling_dir);
+    tcase_add_test(disk, test_bad_size_cap);
+    tcase_add_test(disk, test_stale_temp_files);
+    tcase_add_test(disk, test_running_size);
     tcase_add_test(disk, test_group_writable_dir_refused);
     tcase_add_test(disk, test_off_and_option);
     tcase_add_test(disk, test_trim_lru);
@@ -906,6 +1340,8 @@ main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "--child") == 0)
         return child(argv[2], argv[3]);
+    if (argc == 3 && strcmp(argv[1], "--fsize") == 0)
+        return fsize_child(argv[2]);
     if (argc == 4 && strcmp(argv[1], "--race") == 0)
         return race(argv[2], atoi(argv[3]));
     return ts_run(cache_suite());

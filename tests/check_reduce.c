@@ -46,6 +46,10 @@
  *     are counted, not compared); and no plan of them, nor of the bench/ graphs, has a
  *     reference step (matmul, the contraction kind's, excepted).
  *  7. errors: empty reductions, bad axes, mean of integers, through parse and capture.
+ *  8. every axis of a rank-8 value reduced (a kernel space one dim above the graph's rank),
+ *     alone and as a softmax.
+ *  9. a concat, pad or gather and a reduction of another value read by two elementwise
+ *     ops: the fused plan is acyclic.
  *
  * A known bug (empty innermost reduced axis, below) is probed in a child process; while
  * the probe fails, test 1 skips the shapes that may hit it and says so on stderr.
@@ -649,6 +653,57 @@ START_TEST(test_reduce_ops_coverage)
     for (int k = 0; k < ncases; k++)
         noncontig |= cases[k].rank == 3 && cases[k].axes == 5; /* {0,2} */
     ck_assert(noncontig);
+}
+END_TEST
+
+/* Every axis of a rank-8 value reduced (issue 26, defect 1): the reduction's iteration
+ * space is a kept dim of size 1 then the 8 reduced ones, one dim more than a graph's rank,
+ * and describe.c wrote it past an array of IR_MAX_RANK (an abort in emit.c, lower_reduce.c
+ * or contract.c, or a wrong result).  Every reduce op but the one-axis argmax/argmin, every
+ * dtype, keepdim both ways, on shapes of size-1 dims, of no size-1 dim and of a long inner
+ * dim; then softmax over all 8 axes (a producer and consumers in the same kernel). */
+START_TEST(test_full_reduction_rank8)
+{
+    static const int64_t shapes[][8] = {
+        {1, 1, 1, 1, 1, 1, 1, 5}, {2, 1, 3, 1, 2, 2, 1, 3}, {2, 2, 2, 2, 2, 2, 2, 2},
+        {1, 2, 1, 2, 1, 2, 1, 17}};
+    uint64_t base = base_seed() + 0x880000;
+    int nfailed = 0, k = 0;
+    for (int op = 0; op < (int)NELEM(rops); op++) {
+        if (rops[op].one_axis)
+            continue;
+        for (size_t d = 0; d < NELEM(num_dtypes); d++) {
+            if (rops[op].floats_only && !is_float(num_dtypes[d]))
+                continue;
+            for (int kd = 0; kd < 2; kd++)
+                for (size_t sh = 0; sh < NELEM(shapes); sh++, k++) {
+                    rcase c = {op, num_dtypes[d], 8, 0xffu, kd == 1};
+                    nfailed += !check_case_shape(&c, shapes[sh], base + (uint64_t)k, false);
+                }
+        }
+    }
+    ck_assert_msg(nfailed == 0, "%d rank-8 full reductions differ (details on stderr)", nfailed);
+
+    kiln_graph *g = ts_parse("graph sm(x: f32[2,1,3,1,2,2,1,3]) -> (y: f32[2,1,3,1,2,2,1,3]) {\n"
+                             "  m = reduce_max(x, axes=[0,1,2,3,4,5,6,7], keepdim=true)\n"
+                             "  d = sub(x, m)\n  e = exp(d)\n"
+                             "  s = reduce_sum(e, axes=[0,1,2,3,4,5,6,7], keepdim=true)\n"
+                             "  y = div(e, s)\n}\n");
+    ts_bufs in = {0};
+    ts_bufs_for_inputs(g, &in);
+    ts_rng r;
+    ts_rng_seed(&r, base);
+    kiln_value_info xi;
+    kiln_graph_input(g, 0, &xi);
+    fill_uniform(&r, KILN_DTYPE_F32, in.buf[0], xi.count, -4, 4);
+    bool which[1] = {true};
+    ts_bounds b;
+    ts_bounds_for(g, &in, which, &b);
+    ts_tol tol = {.kind = TS_TOL_BOUND, .bound = b.bound[0]};
+    ts_check_fused_eager(g, &in, &tol, "softmax over every axis of a rank-8 value");
+    ts_bounds_free(&b);
+    ts_bufs_free(&in);
+    kiln_graph_free(g);
 }
 END_TEST
 
@@ -1647,6 +1702,63 @@ START_TEST(test_ahead_first_pass)
 }
 END_TEST
 
+/* A ranged or indexed load (concat, pad, gather) and a reduction of another value, both
+ * read by two elementwise ops (issue 26, defect 2, found by random valid graphs): the
+ * first op joined the reduction's kernel with the concat settled in a newer kernel, the
+ * second joined the concat's kernel, and the plan had a cycle ("fusion plan has a
+ * cycle", KILN_ERR_INTERNAL).  Every graph compiles fused and matches the interpreter. */
+static const char *const acyclic_graphs[] = {
+    "graph g() -> (o1: f32[3], o2: f32[3]) {\n"
+    "  a = arange(start=0x1p+0, delta=0x1p+0) : f32[2]\n"
+    "  b = full(value=0x1.8p+1) : f32[1]\n"
+    "  x = full(value=0x1p+0) : f32[3]\n"
+    "  c = concat(a, b, axis=0)\n"
+    "  s = reduce_sum(x, axes=[0], keepdim=true)\n"
+    "  o1 = add(c, s)\n  o2 = mul(c, s)\n}\n",
+    "graph g(a: f32[4,2], b: f32[4,3], x: f32[4,5]) -> (o1: f32[4,5], o2: f32[4,5]) {\n"
+    "  c = concat(a, b, axis=1)\n"
+    "  s = reduce_sum(x, axes=[1], keepdim=true)\n"
+    "  o1 = add(c, s)\n  o2 = mul(c, s)\n}\n",
+    "graph g(a: f32[4,3], x: f32[4,5]) -> (o1: f32[4,5], o2: f32[4,5]) {\n"
+    "  c = pad(a, low=[0,1], high=[0,1], value=2)\n"
+    "  s = reduce_max(x, axes=[1], keepdim=true)\n"
+    "  o1 = sub(c, s)\n  o2 = div(c, s)\n}\n",
+    "graph g(t: f32[6,5], i: i64[4], x: f32[4,5]) -> (o1: f32[4,5], o2: f32[4,5]) {\n"
+    "  c = gather(t, i, axis=0)\n"
+    "  s = reduce_sum(x, axes=[1], keepdim=true)\n"
+    "  o1 = add(s, c)\n  o2 = mul(s, c)\n  }\n",
+};
+
+START_TEST(test_fusion_acyclic)
+{
+    kiln_graph *g = ts_parse(acyclic_graphs[_i]);
+    ts_bufs in = {0};
+    ts_bufs_for_inputs(g, &in);
+    ts_rng r;
+    ts_rng_seed(&r, base_seed() + 0x720000 + (uint64_t)_i);
+    for (int k = 0; k < in.n; k++) {
+        kiln_value_info vi;
+        kiln_graph_input(g, k, &vi);
+        if (vi.dtype == KILN_DTYPE_I64)
+            for (size_t e = 0; e < vi.count; e++)
+                put_i(vi.dtype, in.buf[k], e, irange(&r, 0, 5));
+        else
+            fill_uniform(&r, vi.dtype, in.buf[k], vi.count, 1, 4);
+    }
+    bool which[TS_MAXIO] = {true, true};
+    ts_bounds b;
+    ts_bounds_for(g, &in, which, &b);
+    ts_tol tols[2] = {{.kind = TS_TOL_BOUND, .bound = b.bound[0]},
+                      {.kind = TS_TOL_BOUND, .bound = b.bound[1]}};
+    char ctx[64];
+    snprintf(ctx, sizeof ctx, "acyclic_graphs[%d]", _i);
+    ts_check_fused_eager(g, &in, tols, ctx);
+    ts_bounds_free(&b);
+    ts_bufs_free(&in);
+    kiln_graph_free(g);
+}
+END_TEST
+
 /* The plan of g in FUSED and EAGER has no reference step other than matmul; NULL or a
  * report. */
 static char *
@@ -1834,6 +1946,7 @@ reduce_suite(void)
     TCase *tc = tcase_create("ops");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_reduce_ops_coverage);
+    tcase_add_test(tc, test_full_reduction_rank8);
     tcase_add_test(tc, test_empty_innermost_axis);
     tcase_add_loop_test(tc, test_reduce_ops, 0, CASE_SLICES);
     tcase_add_test(tc, test_capture_negative_axes);
@@ -1861,6 +1974,7 @@ reduce_suite(void)
     tcase_add_test(tc, test_no_reference_steps_bench);
     tcase_add_test(tc, test_deferred_last_pass);
     tcase_add_test(tc, test_ahead_first_pass);
+    tcase_add_loop_test(tc, test_fusion_acyclic, 0, (int)NELEM(acyclic_graphs));
     suite_add_tcase(s, tc);
     return s;
 }

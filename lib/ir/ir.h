@@ -28,10 +28,16 @@
 IR_HIDDEN void *ir_malloc(size_t size);
 IR_HIDDEN void *ir_calloc(size_t n, size_t size);
 IR_HIDDEN void *ir_realloc(void *p, size_t size);
+/* align: a power of two; the size is rounded up to a multiple of it.  Free with ir_free. */
+IR_HIDDEN void *ir_aligned_alloc(size_t align, size_t size);
 IR_HIDDEN void ir_free(void *p);
 IR_HIDDEN char *ir_strdup(const char *s);
 /* After `n` more successful allocations, every allocation fails until reset with -1. */
 void ir_test_fail_alloc_after(long n);
+/* After `n` more successful allocations, exactly one fails; the others succeed.
+ * ir_test_fail_pending: whether a failure armed by either is still to come. */
+void ir_test_fail_alloc_once(long n);
+bool ir_test_fail_pending(void);
 
 /* ---- errors ------------------------------------------------------------------------ */
 /* Set the calling thread's error (printf-style message) and return `code`.  Calls the

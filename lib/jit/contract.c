@@ -201,7 +201,7 @@ jit_contract_prepack(jit_step *s)
     cgeom g;
     geom(s, &g);
     size_t n = bytes_b(s, &g);
-    s->mm_bpacked = aligned_alloc(64, n ? n : 64);
+    s->mm_bpacked = ir_aligned_alloc(64, n ? n : 64);
     if (!s->mm_bpacked)
         return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory packing a constant matmul operand (%zu bytes)", n);
     int64_t panels = g.np / g.nr;

@@ -14,7 +14,7 @@ typedef struct kbuild {
     planner *p;
     int32_t c;
     int R;
-    int64_t dims[IR_MAX_RANK];
+    int64_t dims[JIT_MAX_SPACE];
     /* reduction kernels: kept dims then reduced dims; pos[i] = iteration dim of axis i of
      * the reduced shape (-1: none, a reduced axis of a space of no kept axes) */
     bool red;
@@ -159,7 +159,7 @@ kb_load(kbuild *k, int32_t n, const ir_shape *cs, int ctx)
     const ir_node *nd = &p->g->nodes[n];
     view tmp;
     const view *v = jit_load_source(p, n, k->c, &tmp);
-    int64_t st[IR_MAX_RANK];
+    int64_t st[JIT_MAX_SPACE];
     map_strides(k, &nd->type.shape, v->strides, cs, ctx, st);
     return kb_load_view(k, v, 0, st, NULL, nd->type.dtype, 0, 0);
 }
@@ -173,7 +173,7 @@ kb_ranged(kbuild *k, int32_t n, int32_t x, const int64_t *shift, int32_t other)
     const ir_shape *ns = &p->g->nodes[n].type.shape, *xs = &p->g->nodes[x].type.shape;
     view tmp;
     const view *v = jit_load_source(p, x, k->c, &tmp);
-    int64_t st[IR_MAX_RANK] = {0}, ext[2 * IR_MAX_RANK], adj = 0;
+    int64_t st[JIT_MAX_SPACE] = {0}, ext[2 * JIT_MAX_SPACE], adj = 0;
     int lead = k->R - ns->rank;
     for (int d = 0; d < k->R; d++) {
         ext[2 * d] = 0;
@@ -231,14 +231,14 @@ kb_indexing(kbuild *k, int32_t n)
         int ax = nd->at.axis, ri = is->rank, lead = k->R - ns->rank;
         view t1, t2;
         const view *vi = jit_load_source(p, ix, k->c, &t1);
-        int64_t st[IR_MAX_RANK] = {0};
+        int64_t st[JIT_MAX_SPACE] = {0};
         for (int i = 0; i < ri; i++)
             st[lead + ax + i] = is->dims[i] != 1 ? vi->strides[i] : 0;
         int32_t idx = kb_load_view(k, vi, 0, st, NULL, p->g->nodes[ix].type.dtype, 0, 0);
         if (idx < 0)
             return -1;
         const view *vx = jit_load_source(p, x, k->c, &t2);
-        int64_t sx[IR_MAX_RANK] = {0}, ext[2 * IR_MAX_RANK] = {0};
+        int64_t sx[JIT_MAX_SPACE] = {0}, ext[2 * JIT_MAX_SPACE] = {0};
         for (int i = 0; i < xs->rank; i++) {
             if (i < ax)
                 sx[lead + i] = vx->strides[i];
@@ -410,7 +410,7 @@ kb_space(kbuild *k, const cluster *cl)
     k->red = true;
     k->nk = nk > 0 ? nk : 1;
     int r0 = k->nk;
-    for (int i = 0; i < IR_MAX_RANK; i++)
+    for (int i = 0; i < JIT_MAX_SPACE; i++)
         k->dims[i] = 1;
     for (int i = 0, kk = 0; i < s->rank; i++) {
         if (cl->axes & (1u << i)) {
@@ -632,7 +632,7 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
         for (int d = k.nk; d < k.R; d++)
             s->rlen *= k.dims[d];
         s->rinner = k.dims[k.R - 1];
-        if ((st = jit_reduce_scratch(&s->desc, &s->partial_bytes, &s->spill_bytes)))
+        if ((st = jit_reduce_scratch(&s->desc)))
             goto done;
     } else {
         st = kb_stream_stores(p, &k.load_node, stores.v, s);

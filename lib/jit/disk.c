@@ -23,15 +23,28 @@
  * owned by the effective user and not writable by group or others — the rule ssh applies
  * to ~/.ssh.  An entry is loaded only after its size, magic, format, content hash and key
  * have been checked; anything else is counted as rejected, ignored and rewritten by the
- * compile that follows.  Writes go to a temporary file in the directory, then rename(2):
+ * compile that follows.  Every file is opened with O_NONBLOCK and checked to be a regular
+ * file (fstat) before it is read: a FIFO in an entry's place would otherwise hang every
+ * compile in open(2); an empty directory there is removed by the write that replaces it.  Writes go to a temporary file in the directory, then rename(2):
  * readers see the old entry or the new one, never half of one, and two processes writing
  * the same key both succeed (the last rename wins; both wrote the same bytes).  A crash
  * can leave a file whose content hash fails: it is rejected, never executed.
  *
- * Size: after each write the directory is trimmed to KILN_CACHE_SIZE_MB (default 256 MiB),
- * least recently used first (a load touches the file's modification time).  The hit, miss,
- * rejected and write counts of every process are added up in the file `stats` under an
- * fcntl lock, for `kiln cache`. */
+ * Size: after each write the directory is trimmed to KILN_CACHE_SIZE_MB (default 256 MiB;
+ * a value that is not a whole number of MiB turns the cache off), least recently used
+ * first (a load touches the file's modification time), the size kept as a running total
+ * so that a write scans the directory only when it passes the cap (RESCAN_WRITES), and
+ * trimmed then to 7/8 of it.  Temporary files count against
+ * the cap; those of a writer that died (tmp_stale) are removed by trims and clears.
+ * Failures are said: a process's first failed write on stderr with its errno text, a
+ * file clear or trim cannot remove as KILN_ERR_IO.  The hit, miss,
+ * rejected and write counts of every process are added up in the file `kiln-stats` under an
+ * fcntl lock, for `kiln cache`.
+ *
+ * Ownership: kiln marks a directory it creates with a CACHEDIR.TAG (bford.info/cachedir)
+ * and takes an existing one only when the tag is there or nothing but kiln's files are
+ * (then it writes the tag): KILN_CACHE_DIR pointed at a project folder is refused, and
+ * counters are never written into, nor files cleared from, a directory without the tag. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -39,7 +52,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,11 +66,18 @@
 #define HEADER 64
 #define SUFFIX ".kobj"
 #define TMP_PREFIX ".tmp-"
-#define STATS_FILE "stats"
+#define STATS_FILE "kiln-stats"
+#define OLD_STATS_FILE "stats" /* kiln's counters before the directory was marked */
+#define TAG_FILE "CACHEDIR.TAG"
+#define TAG_SIGNATURE "Signature: 8a477f597d28d172789f06886806bc55\n"
+#define TAG_TEXT                                                                               \
+    TAG_SIGNATURE "# This file is a cache directory tag created by kiln for its kernel cache.\n" \
+                  "# For information about cache directory tags see https://bford.info/cachedir/\n"
 #define MAX_ENTRY_BYTES ((uint64_t)1 << 30)
 
-static _Atomic uint64_t n_hits, n_misses, n_rejected, n_writes, n_write_errors;
-static atomic_flag warned = ATOMIC_FLAG_INIT;
+static _Atomic uint64_t n_hits, n_misses, n_rejected, n_writes, n_write_errors, n_scans;
+static atomic_flag warned = ATOMIC_FLAG_INIT, warned_write = ATOMIC_FLAG_INIT;
+static _Atomic unsigned serial; /* temporary file names of this process */
 
 void
 jit_disk_digest(const void *p, size_t n, uint8_t out[32])
@@ -101,6 +123,71 @@ make_dir(const char *path)
     return mkdir(path, 0700) == 0 || errno == EEXIST;
 }
 
+static int open_regular(const char *path, int flags);
+
+/* Does dir hold kiln's CACHEDIR.TAG (the signature, and written by kiln)? */
+static bool
+has_tag(const char *dir)
+{
+    char path[4200], b[256];
+    snprintf(path, sizeof path, "%s/%s", dir, TAG_FILE);
+    int fd = open_regular(path, O_RDONLY);
+    if (fd < 0)
+        return false;
+    ssize_t n = pread(fd, b, sizeof b - 1, 0);
+    close(fd);
+    if (n < 0)
+        return false;
+    b[n] = '\0';
+    return strncmp(b, TAG_SIGNATURE, strlen(TAG_SIGNATURE)) == 0 && strstr(b, "created by kiln");
+}
+
+static bool
+is_entry(const char *name)
+{
+    size_t n = strlen(name);
+    return n == 32 + strlen(SUFFIX) && strcmp(name + 32, SUFFIX) == 0;
+}
+
+/* Does dir hold nothing but what kiln writes there (entries, temporary files, counters,
+ * also those of a kiln that did not mark its directory yet)?  Then kiln may take it. */
+static bool
+only_kiln_files(const char *dir)
+{
+    DIR *dd = opendir(dir);
+    if (!dd)
+        return false;
+    bool ok = true;
+    struct dirent *de;
+    while (ok && (de = readdir(dd)) != NULL) {
+        const char *n = de->d_name;
+        ok = strcmp(n, ".") == 0 || strcmp(n, "..") == 0 || is_entry(n) ||
+             strncmp(n, TMP_PREFIX, strlen(TMP_PREFIX)) == 0 || strcmp(n, STATS_FILE) == 0 ||
+             strcmp(n, OLD_STATS_FILE) == 0;
+    }
+    closedir(dd);
+    return ok;
+}
+
+/* Mark dir as kiln's: CACHEDIR.TAG, written whole (temporary file, rename). */
+static bool
+write_tag(const char *dir)
+{
+    char tmp[4200], path[4200];
+    snprintf(tmp, sizeof tmp, "%s/%s%ld-tag%u", dir, TMP_PREFIX, (long)getpid(),
+             atomic_fetch_add(&serial, 1));
+    snprintf(path, sizeof path, "%s/%s", dir, TAG_FILE);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return false;
+    size_t n = strlen(TAG_TEXT);
+    bool ok = write(fd, TAG_TEXT, n) == (ssize_t)n;
+    ok = close(fd) == 0 && ok && rename(tmp, path) == 0;
+    if (!ok)
+        unlink(tmp);
+    return ok;
+}
+
 void
 jit_disk_open(jit_disk *d, bool create)
 {
@@ -128,13 +215,44 @@ jit_disk_open(jit_disk *d, bool create)
         off(d, "the path is too long: %.200s", d->path, 0);
         return;
     }
+    const char *cap = getenv("KILN_CACHE_SIZE_MB");
+    if (cap && *cap && jit_disk_cap() == 0) {
+        off(d, "KILN_CACHE_SIZE_MB=%.100s is not a whole number of MiB from 1 to 2^40 - 1",
+            cap, 0);
+        return;
+    }
     struct stat st;
+    bool created = false;
     if (stat(d->path, &st) != 0) {
         if (errno != ENOENT) {
-            off(d, "%.400s cannot be examined", d->path, 0);
+            snprintf(d->why, sizeof d->why, "%.400s cannot be examined: %s", d->path, strerror(errno));
+            return;
+        }
+        if (lstat(d->path, &st) == 0) {
+            off(d, "%.400s is a symbolic link to nothing", d->path, 0);
             return;
         }
         if (!create) {
+            /* what a compile would find: the parent must be a directory it may write (or,
+             * at the default location, the parent's parent, where it makes the parent) */
+            char parent[sizeof d->path];
+            snprintf(parent, sizeof parent, "%s", d->path);
+            char *slash = strrchr(parent, '/');
+            if (slash && slash != parent)
+                *slash = '\0';
+            else
+                snprintf(parent, sizeof parent, "%s", slash ? "/" : ".");
+            int e = access(parent, W_OK | X_OK) == 0 ? 0 : errno;
+            if (e == ENOENT && !(env && *env)) {
+                slash = strrchr(parent, '/');
+                if (slash && slash != parent)
+                    *slash = '\0';
+                e = access(parent, W_OK | X_OK) == 0 ? 0 : errno;
+            }
+            if (e) {
+                snprintf(d->why, sizeof d->why, "%.400s cannot be created: %s", d->path, strerror(e));
+                return;
+            }
             d->on = true;
             d->missing = true;
             return;
@@ -150,9 +268,10 @@ jit_disk_open(jit_disk *d, bool create)
             }
         }
         if (!make_dir(d->path) || stat(d->path, &st) != 0) {
-            off(d, "%.400s cannot be created", d->path, 0);
+            snprintf(d->why, sizeof d->why, "%.400s cannot be created: %s", d->path, strerror(errno));
             return;
         }
+        created = true;
     }
     if (!S_ISDIR(st.st_mode)) {
         off(d, "%.400s is not a directory", d->path, 0);
@@ -167,6 +286,18 @@ jit_disk_open(jit_disk *d, bool create)
             d->path, (unsigned)(st.st_mode & 0777));
         return;
     }
+    /* kiln's own directory carries its tag; one it did not create is taken (and tagged)
+     * only when nothing but kiln's files are in it: counters are never written into, nor
+     * files removed from, a directory of the user's (a project folder) */
+    d->marked = has_tag(d->path);
+    if (!d->marked && !created && !only_kiln_files(d->path)) {
+        off(d, "%.300s is not kiln's cache (no CACHEDIR.TAG of kiln's, and other files in "
+               "it): refused; point KILN_CACHE_DIR at a new or empty directory",
+            d->path, 0);
+        return;
+    }
+    if (!d->marked && create)
+        d->marked = write_tag(d->path);
     d->on = true;
 }
 
@@ -204,13 +335,33 @@ put_u64(unsigned char *p, uint64_t v)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
+/* open(2) a file of the directory that must be a regular file: never blocks (a FIFO put
+ * there would hang open until a writer came), never follows a link; -1 (errno EINVAL) for
+ * anything that is not a regular file. */
+static int
+open_regular(const char *path, int flags)
+{
+    int fd = open(path, flags | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    return fd;
+}
+
 /* Add to the directory's counters (hits, misses, rejected, writes) under an fcntl lock. */
 static void
 stats_add(const jit_disk *d, int which)
 {
+    if (!d->marked)
+        return;
     char path[sizeof d->path + 16];
     snprintf(path, sizeof path, "%s/%s", d->path, STATS_FILE);
-    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd = open_regular(path, O_RDWR | O_CREAT);
     if (fd < 0)
         return;
     struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
@@ -236,7 +387,9 @@ stats_read(const jit_disk *d, uint64_t v[4])
     char path[sizeof d->path + 16];
     snprintf(path, sizeof path, "%s/%s", d->path, STATS_FILE);
     memset(v, 0, 4 * sizeof v[0]);
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (!d->marked)
+        return;
+    int fd = open_regular(path, O_RDONLY);
     if (fd < 0)
         return;
     unsigned char b[32];
@@ -275,7 +428,12 @@ jit_disk_load(const jit_disk *d, const uint8_t digest[32], const jit_buf *key, v
     *data = NULL;
     *obj = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO in an entry's place must not hang the compile */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0 && errno != ENOENT) {
+        reject(d); /* a link, or what cannot be opened, in an entry's place */
+        return JIT_DISK_REJECTED;
+    }
     if (fd < 0) {
         atomic_fetch_add(&n_misses, 1);
         stats_add(d, ST_MISSES);
@@ -288,8 +446,12 @@ jit_disk_load(const jit_disk *d, const uint8_t digest[32], const jit_buf *key, v
         goto rejected;
     size_t size = (size_t)st.st_size;
     buf = ir_malloc(size);
-    if (!buf)
-        goto rejected;
+    if (!buf) { /* out of memory: a miss (the compile goes on), not the entry's fault */
+        close(fd);
+        atomic_fetch_add(&n_misses, 1);
+        stats_add(d, ST_MISSES);
+        return JIT_DISK_MISS;
+    }
     size_t got = 0;
     while (got < size) {
         ssize_t r = read(fd, buf + got, size - got);
@@ -324,6 +486,26 @@ rejected:
     return JIT_DISK_REJECTED;
 }
 
+typedef struct trimmed {
+    int removed;     /* entries removed */
+    int failed;      /* files that could not be removed */
+    int err;         /* and the first one's errno and name */
+    char what[300];
+    uint64_t left;   /* bytes of entries and temporary files left */
+} trimmed;
+static void trim(const jit_disk *d, uint64_t cap, uint64_t to, trimmed *t);
+
+/* The directory's size as this process last scanned it plus what it wrote since, so that
+ * a write scans the directory (~2 us an entry: 95 ms at the 45,000 small entries 256 MiB
+ * holds) only when that passes the cap, or after RESCAN_WRITES writes (to see what other
+ * processes wrote).  A trim a write starts goes down to 7/8 of the cap, so the writes
+ * after it do not scan again at once. */
+#define RESCAN_WRITES 256
+static pthread_mutex_t size_lock = PTHREAD_MUTEX_INITIALIZER;
+static char size_dir[sizeof ((jit_disk *)0)->path];
+static uint64_t size_bytes;
+static unsigned size_writes; /* since the last scan; RESCAN_WRITES: none yet */
+
 static bool
 write_all(int fd, const void *p, size_t n)
 {
@@ -346,7 +528,6 @@ jit_disk_store(const jit_disk *d, const uint8_t digest[32], const jit_buf *key, 
                size_t len)
 {
     char path[sizeof d->path + 64], tmp[sizeof d->path + 96];
-    static _Atomic unsigned serial;
     entry_path(d, digest, path, sizeof path);
     snprintf(tmp, sizeof tmp, "%s/%s%ld-%u-%llx", d->path, TMP_PREFIX, (long)getpid(),
              atomic_fetch_add(&serial, 1), (unsigned long long)time(NULL));
@@ -360,22 +541,55 @@ jit_disk_store(const jit_disk *d, const uint8_t digest[32], const jit_buf *key, 
     llvm_blake3_hasher_update(&h, key->data, key->len);
     llvm_blake3_hasher_update(&h, obj, len);
     llvm_blake3_hasher_finalize(&h, head + 32, 32);
+    const char *what = "creating a temporary file";
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    bool ok = fd >= 0 && write_all(fd, head, sizeof head) && write_all(fd, key->data, key->len) &&
-              write_all(fd, obj, len);
-    if (fd >= 0 && close(fd) != 0)
-        ok = false;
-    if (ok && rename(tmp, path) != 0)
-        ok = false;
-    if (!ok) {
+    int err = fd < 0 ? errno : 0;
+    errno = 0;
+    if (fd >= 0 && !(write_all(fd, head, sizeof head) && write_all(fd, key->data, key->len) &&
+                     write_all(fd, obj, len))) {
+        what = "writing it";
+        err = errno ? errno : EIO;
+    }
+    if (fd >= 0 && close(fd) != 0 && !err) {
+        what = "writing it";
+        err = errno;
+    }
+    if (!err && rename(tmp, path) != 0) {
+        /* an empty directory in the entry's place goes (anything else in it is not ours:
+         * the write fails) */
+        what = "renaming it into place";
+        err = errno;
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            err = rmdir(path) == 0 && rename(tmp, path) == 0 ? 0 : errno;
+    }
+    if (err) {
         if (fd >= 0)
             unlink(tmp);
         atomic_fetch_add(&n_write_errors, 1);
+        /* said once per process: a read-only or full file system fails every write */
+        if (!atomic_flag_test_and_set(&warned_write))
+            fprintf(stderr, "kiln: disk cache: cannot store compiled code in %s: %s: %s (kernels "
+                    "are compiled as usual; further write errors are not reported)\n",
+                    d->path, what, strerror(err));
         return;
     }
     atomic_fetch_add(&n_writes, 1);
     stats_add(d, ST_WRITES);
-    jit_disk_trim(d, jit_disk_cap());
+    uint64_t cap = jit_disk_cap();
+    pthread_mutex_lock(&size_lock);
+    if (strcmp(size_dir, d->path) != 0) {
+        snprintf(size_dir, sizeof size_dir, "%s", d->path);
+        size_writes = RESCAN_WRITES;
+    }
+    size_bytes += HEADER + key->len + len; /* a rewritten entry counts twice: a scan sooner */
+    if (size_bytes > cap || ++size_writes >= RESCAN_WRITES) {
+        trimmed t;
+        trim(d, cap, cap - cap / 8, &t);
+        size_bytes = t.left;
+        size_writes = 0;
+    }
+    pthread_mutex_unlock(&size_lock);
 }
 
 /* ---- trimming ------------------------------------------------------------------------------- */
@@ -384,13 +598,14 @@ uint64_t
 jit_disk_cap(void)
 {
     const char *e = getenv("KILN_CACHE_SIZE_MB");
+    if (!e || !*e)
+        return (uint64_t)256 << 20;
     char *end;
-    if (e && *e) {
-        unsigned long long mb = strtoull(e, &end, 10);
-        if (*end == '\0' && mb > 0 && mb < (1ull << 40))
-            return (uint64_t)mb << 20;
-    }
-    return (uint64_t)256 << 20;
+    errno = 0;
+    unsigned long long mb = e[0] >= '0' && e[0] <= '9' ? strtoull(e, &end, 10) : 0;
+    if (mb == 0 || errno || *end != '\0' || mb >= (1ull << 40))
+        return 0; /* refused: jit_disk_open turns the cache off and says why */
+    return (uint64_t)mb << 20;
 }
 
 typedef struct dent {
@@ -398,13 +613,6 @@ typedef struct dent {
     struct timespec mtime;
     uint64_t bytes;
 } dent;
-
-static bool
-is_entry(const char *name)
-{
-    size_t n = strlen(name);
-    return n == 32 + strlen(SUFFIX) && strcmp(name + 32, SUFFIX) == 0;
-}
 
 static int
 older_first(const void *a, const void *b)
@@ -417,17 +625,49 @@ older_first(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-/* The entries of the directory (and, with `tmp`, stale temporary files removed: older than
- * an hour, left by a process that died while writing). */
-static dent *
-scan(const jit_disk *d, int *count, uint64_t *bytes, bool tmp)
+static bool
+is_tmp(const char *name)
 {
-    *count = 0;
-    *bytes = 0;
+    return strncmp(name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0;
+}
+
+/* Is temporary file `name` (lstat st) stale: left by a writer that died?  Its name starts
+ * with the writer's pid: stale when that process is gone (and the file is older than a
+ * write takes, STALE_TMP_S, in case the directory is shared with another pid namespace),
+ * or whatever the pid when older than an hour. */
+#define STALE_TMP_S 10
+static bool
+tmp_stale(const char *name, const struct stat *st, time_t now)
+{
+    if (now - st->st_mtime > 3600)
+        return true;
+    const char *p = name + strlen(TMP_PREFIX);
+    char *end;
+    long pid = strtol(p, &end, 10);
+    return end != p && *end == '-' && pid > 0 && now - st->st_mtime > STALE_TMP_S &&
+           kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/* What scan found: the entries (regular files named like one) and their bytes, and the
+ * temporary files of writers (in progress or left by one that died): their count and
+ * bytes.  With `tidy`, the stale temporary files are removed first (and not counted). */
+typedef struct dscan {
+    dent *v;
+    int count;
+    uint64_t bytes;
+    int ntmp;
+    uint64_t tmp_bytes;
+} dscan;
+
+/* False (errno set) when the directory cannot be read. */
+static bool
+scan(const jit_disk *d, dscan *s, bool tidy)
+{
+    memset(s, 0, sizeof *s);
+    atomic_fetch_add(&n_scans, 1);
     DIR *dir = opendir(d->path);
     if (!dir)
-        return NULL;
-    dent *v = NULL;
+        return false;
     int cap = 0;
     time_t now = time(NULL);
     struct dirent *de;
@@ -435,50 +675,71 @@ scan(const jit_disk *d, int *count, uint64_t *bytes, bool tmp)
         char path[sizeof d->path + 300];
         snprintf(path, sizeof path, "%s/%s", d->path, de->d_name);
         struct stat st;
-        if (tmp && strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0) {
-            if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > 3600)
-                unlink(path);
+        if (is_tmp(de->d_name)) {
+            if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+                continue;
+            if (tidy && tmp_stale(de->d_name, &st, now) && unlink(path) == 0)
+                continue;
+            s->ntmp++;
+            s->tmp_bytes += (uint64_t)st.st_size;
             continue;
         }
         if (!is_entry(de->d_name) || lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
             continue;
-        if (*count == cap) {
+        if (s->count == cap) {
             int nc = cap ? 2 * cap : 64;
-            dent *nv = ir_realloc(v, (size_t)nc * sizeof *nv);
+            dent *nv = ir_realloc(s->v, (size_t)nc * sizeof *nv);
             if (!nv)
                 break;
-            v = nv;
+            s->v = nv;
             cap = nc;
         }
-        dent *e = &v[(*count)++];
+        dent *e = &s->v[s->count++];
         snprintf(e->name, sizeof e->name, "%s", de->d_name);
         e->mtime = st.st_mtim;
         e->bytes = (uint64_t)st.st_size;
-        *bytes += e->bytes;
+        s->bytes += e->bytes;
     }
     closedir(dir);
-    return v;
+    return true;
 }
 
-int
-jit_disk_trim(const jit_disk *d, uint64_t cap)
+static void
+trim_failed(trimmed *t, const char *name)
 {
-    int count, removed = 0;
-    uint64_t bytes;
-    dent *v = scan(d, &count, &bytes, true);
-    if (v && bytes > cap) {
-        qsort(v, (size_t)count, sizeof *v, older_first);
-        for (int i = 0; i < count && bytes > cap; i++) {
+    if (!t->failed++) {
+        t->err = errno;
+        snprintf(t->what, sizeof t->what, "%.200s", name);
+    }
+}
+
+/* Remove the stale temporary files; then, when the entries and the temporary files left
+ * take more than cap bytes, least recently used entries until they take at most `to`. */
+static void
+trim(const jit_disk *d, uint64_t cap, uint64_t to, trimmed *t)
+{
+    memset(t, 0, sizeof *t);
+    dscan s;
+    if (!scan(d, &s, true)) {
+        trim_failed(t, ".");
+        return;
+    }
+    uint64_t bytes = s.bytes + s.tmp_bytes;
+    if (bytes > cap) {
+        qsort(s.v, (size_t)s.count, sizeof *s.v, older_first);
+        for (int i = 0; i < s.count && bytes > to; i++) {
             char path[sizeof d->path + 80];
-            snprintf(path, sizeof path, "%s/%s", d->path, v[i].name);
+            snprintf(path, sizeof path, "%s/%s", d->path, s.v[i].name);
             if (unlink(path) == 0) {
-                bytes -= v[i].bytes;
-                removed++;
+                bytes -= s.v[i].bytes;
+                t->removed++;
+            } else if (errno != ENOENT) { /* ENOENT: another process removed it */
+                trim_failed(t, s.v[i].name);
             }
         }
     }
-    ir_free(v);
-    return removed;
+    t->left = bytes;
+    ir_free(s.v);
 }
 
 void
@@ -489,12 +750,13 @@ jit_disk_counters(jit_disk_stats *c)
     c->rejected = atomic_load(&n_rejected);
     c->writes = atomic_load(&n_writes);
     c->write_errors = atomic_load(&n_write_errors);
+    c->scans = atomic_load(&n_scans);
 }
 
 /* ---- the public face (kiln cache) -------------------------------------------------------- */
 
 /* Fill the library's whole struct; kiln_cache_info_get copies what the caller has room for. */
-static void
+static kiln_status
 describe(kiln_cache_info *info)
 {
     jit_disk d;
@@ -505,18 +767,30 @@ describe(kiln_cache_info *info)
     info->enabled = d.on;
     info->max_bytes = jit_disk_cap();
     if (!d.on || d.missing)
-        return;
-    int count;
-    uint64_t bytes;
-    ir_free(scan(&d, &count, &bytes, false));
-    info->entries = (uint64_t)count;
-    info->bytes = bytes;
+        return KILN_OK;
+    /* in use, but every write would fail: say so (a compile says it once, on stderr) */
+    struct statvfs fs;
+    if (access(d.path, W_OK | X_OK) != 0)
+        snprintf(info->reason, sizeof info->reason, "not writable (%s): nothing new is stored",
+                 strerror(errno));
+    else if (statvfs(d.path, &fs) == 0 && fs.f_bavail == 0)
+        snprintf(info->reason, sizeof info->reason, "the file system is full: nothing new is stored");
+    dscan s;
+    if (!scan(&d, &s, false))
+        return ir_error(KILN_ERR_IO, "kiln_cache_info_get: cannot read %.400s: %s", d.path,
+                        strerror(errno));
+    ir_free(s.v);
+    info->entries = (uint64_t)s.count;
+    info->bytes = s.bytes;
+    info->temp_files = (uint64_t)s.ntmp;
+    info->temp_bytes = s.tmp_bytes;
     uint64_t v[4];
     stats_read(&d, v);
     info->hits = v[ST_HITS];
     info->misses = v[ST_MISSES];
     info->rejected = v[ST_REJECTED];
     info->writes = v[ST_WRITES];
+    return KILN_OK;
 }
 
 kiln_status
@@ -525,18 +799,32 @@ kiln_cache_info_get(kiln_cache_info *info)
     const char *api = "kiln_cache_info_get";
     const size_t min = offsetof(kiln_cache_info, path) + sizeof info->path;
     kiln_cache_info ci = {.size = sizeof ci};
-    describe(&ci);
+    kiln_status st = describe(&ci);
+    if (st)
+        return st;
     return ir_abi_out(api, "kiln_cache_info", info, &ci, sizeof ci, min);
 }
 
-/* The directory for clear and trim: refused or off is an error (nothing is touched). */
+/* The directory for clear and trim: refused or off is an error (nothing is touched); a
+ * directory holding only kiln's files is marked first. */
 static kiln_status
 open_existing(const char *api, jit_disk *d)
 {
     jit_disk_open(d, false);
     if (!d->on)
         return ir_error(KILN_ERR_INVALID_ARG, "%s: disk cache off: %s", api, d->why);
+    if (!d->missing && !d->marked && !(d->marked = write_tag(d->path)))
+        return ir_error(KILN_ERR_IO, "%s: cannot mark %.400s as kiln's cache: %s", api, d->path,
+                        strerror(errno));
     return KILN_OK;
+}
+
+static kiln_status
+removal_failed(const char *api, const jit_disk *d, const trimmed *t)
+{
+    return ir_error(KILN_ERR_IO, "%s: cannot remove %d file%s (removed %d entries): %.400s/%.200s: %s",
+                    api, t->failed, t->failed == 1 ? "" : "s", t->removed, d->path, t->what,
+                    strerror(t->err));
 }
 
 kiln_status
@@ -548,21 +836,33 @@ kiln_cache_clear(uint64_t *removed)
         *removed = 0;
     if (st || d.missing)
         return st;
-    int count;
-    uint64_t bytes, n = 0;
-    dent *v = scan(&d, &count, &bytes, true);
-    for (int i = 0; i < count; i++) {
-        char path[sizeof d.path + 80];
-        snprintf(path, sizeof path, "%s/%s", d.path, v[i].name);
-        n += unlink(path) == 0;
+    DIR *dir = opendir(d.path);
+    if (!dir)
+        return ir_error(KILN_ERR_IO, "kiln_cache_clear: cannot read %.400s: %s", d.path,
+                        strerror(errno));
+    /* every entry (also what is not a file in an entry's place), every temporary file of
+     * a writer that died, the counters; a write in progress keeps its temporary file */
+    trimmed t;
+    memset(&t, 0, sizeof t);
+    time_t now = time(NULL);
+    struct dirent *de;
+    while ((de = readdir(dir)) != NULL) {
+        const char *n = de->d_name;
+        char path[sizeof d.path + 300];
+        snprintf(path, sizeof path, "%s/%s", d.path, n);
+        struct stat st;
+        if (!(is_entry(n) || is_tmp(n) || strcmp(n, STATS_FILE) == 0) || lstat(path, &st) != 0 ||
+            (is_tmp(n) && !(S_ISREG(st.st_mode) && tmp_stale(n, &st, now))))
+            continue;
+        if ((S_ISDIR(st.st_mode) ? rmdir(path) : unlink(path)) == 0)
+            t.removed += is_entry(n);
+        else if (errno != ENOENT)
+            trim_failed(&t, n);
     }
-    ir_free(v);
-    char path[sizeof d.path + 16];
-    snprintf(path, sizeof path, "%s/%s", d.path, STATS_FILE);
-    unlink(path);
+    closedir(dir);
     if (removed)
-        *removed = n;
-    return KILN_OK;
+        *removed = (uint64_t)t.removed;
+    return t.failed ? removal_failed("kiln_cache_clear", &d, &t) : KILN_OK;
 }
 
 kiln_status
@@ -574,9 +874,10 @@ kiln_cache_trim(uint64_t max_bytes, uint64_t *removed)
         *removed = 0;
     if (st || d.missing)
         return st;
-    int n = jit_disk_trim(&d, max_bytes ? max_bytes : jit_disk_cap());
+    trimmed t;
+    uint64_t cap = max_bytes ? max_bytes : jit_disk_cap();
+    trim(&d, cap, cap, &t);
     if (removed)
-        *removed = (uint64_t)n;
-    return KILN_OK;
+        *removed = (uint64_t)t.removed;
+    return t.failed ? removal_failed("kiln_cache_trim", &d, &t) : KILN_OK;
 }
-

@@ -503,7 +503,7 @@ jit_unit_generate(jit_unit *u, jit_dumps *dumps)
     if (u->obj && dumps && dumps->want_obj) {
         /* a copy for the disk cache (the JIT takes the buffer) */
         dumps->obj_len = LLVMGetBufferSize(u->obj);
-        dumps->obj = malloc(dumps->obj_len ? dumps->obj_len : 1);
+        dumps->obj = ir_malloc(dumps->obj_len ? dumps->obj_len : 1);
         if (dumps->obj)
             memcpy(dumps->obj, LLVMGetBufferStart(u->obj), dumps->obj_len);
         else

@@ -475,6 +475,38 @@ joins_acyclic(const planner *p, int32_t c, int32_t n)
     return true;
 }
 
+/* Cluster c gained a dependency on the newer cluster d (a node joined it with an operand
+ * settled in d): whatever already depends on c now depends on d too, or a later join could
+ * take a reader of c into d and close a cycle (c -> d -> c), which joins_acyclic judges by
+ * lastdep alone.  Raises to d the lastdep of c's members and, to a fixpoint over nodes
+ * 0..upto, of every reader of a raised node and every member of a cluster holding one (a
+ * kernel runs whole). */
+static void
+raise_lastdep(planner *p, int32_t c, int32_t d, int32_t upto)
+{
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int32_t m = 0; m <= upto; m++) {
+            nodeinfo *mi = &p->ni[m];
+            if (mi->lastdep >= d)
+                continue;
+            bool raise = mi->cls == C_ELEM && mi->cluster == c;
+            const ir_node *nd = &p->g->nodes[m];
+            for (int k = 0; k < nd->nin && !raise; k++)
+                raise = p->ni[nd->in[k]].lastdep >= d;
+            if (!raise && mi->cls == C_ELEM && mi->cluster >= 0) {
+                const cluster *cl = &p->cl[mi->cluster];
+                for (int32_t i = 0; i < cl->nmembers && !raise; i++)
+                    raise = p->ni[cl->members[i]].lastdep >= d;
+            }
+            if (raise) {
+                mi->lastdep = d;
+                changed = true;
+            }
+        }
+    }
+}
+
 /* Why operand u of node n, computed in another kernel than n, is stored there. */
 static void
 boundary_why(planner *p, int32_t u, int32_t n, bool eager, char *buf, size_t len)
@@ -794,6 +826,8 @@ jit_fuse(planner *p)
             return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
         if (join > ni->lastdep)
             ni->lastdep = join;
+        else if (ni->lastdep > join)
+            raise_lastdep(p, join, ni->lastdep, n);
         store_operands(p, n, join, eager); /* and those settled in kernels of their own */
     }
     /* leaves nobody took get kernels of their own; outputs are stored */

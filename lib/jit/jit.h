@@ -165,6 +165,10 @@ typedef struct jit_kdesc {
     /* SKINNY: how B is read (jit_skinny_form) and the rows of the register tile (a power of
      * two, at least the rows of A per batch element); 0 for other kinds */
     int32_t bform, tile_m;
+    /* REDUCTION: the scratch its runner provides (jit_reduce_scratch sets both, once, in
+     * the describe pass; the lowering checks its code needs exactly these).  They follow
+     * from the fields above, so they are not part of the serialised key. */
+    size_t partial_bytes, spill_bytes;
 } jit_kdesc;
 
 typedef enum jit_skinny_form {
@@ -224,14 +228,16 @@ typedef struct jit_raux {
      * (jit_reduce_scratch's spill bytes per reduced element) */
     void *scratch;
 } jit_raux;
-/* The scratch a reduction kernel's runner provides, both from the one analysis the
- * lowering uses (so they cannot disagree): *partial, bytes of one piece's accumulators, 0
- * when the kernel cannot be split (a reduction reads another's result, or it stores values
- * over the whole space); *spill, bytes per reduced element a "rows" kernel spills (values
- * too costly to recompute in a later pass, an exp for softmax's final pass, written to a
- * scratch row in the pass that first computes them and read back later; two rows' worth
- * when its last pass runs one row behind).  KILN_ERR_NOMEM when out of memory. */
-IR_HIDDEN kiln_status jit_reduce_scratch(const jit_kdesc *d, size_t *partial, size_t *spill);
+/* The scratch a reduction kernel's runner provides, into d->partial_bytes and
+ * d->spill_bytes, from the one analysis the lowering uses; computed once, and the lowering
+ * fails (KILN_ERR_INTERNAL) rather than emit code for other sizes.  partial_bytes: bytes of
+ * one piece's accumulators, 0 when the kernel cannot be split (a reduction reads another's
+ * result, or it stores values over the whole space); spill_bytes: bytes per reduced
+ * element a "rows" kernel spills (values too costly to recompute in a later pass, an exp
+ * for softmax's final pass, written to a scratch row in the pass that first computes them
+ * and read back later; two rows' worth when its last pass runs one row behind).  0 and 0
+ * for other kinds.  KILN_ERR_NOMEM when out of memory. */
+IR_HIDDEN kiln_status jit_reduce_scratch(jit_kdesc *d);
 /* For `kiln dump --plan`: the passes a "rows" kernel makes over each row, the pass that
  * runs one row behind, inside the next row's pass before it (0: none; lower_reduce.c,
  * defer_of), and whether pass 0 runs one row ahead, inside the previous row's pass 1
@@ -272,11 +278,13 @@ typedef struct jit_disk {
     char path[4096]; /* the location ("off" when KILN_CACHE_DIR=off) */
     bool on;         /* usable (or, with missing, usable once created) */
     bool missing;    /* jit_disk_open without create: the directory does not exist yet */
+    bool marked;     /* it holds kiln's CACHEDIR.TAG: counters are kept, clear may run */
     char why[512];   /* when off: why */
 } jit_disk;
 /* Resolve the location (KILN_CACHE_DIR, $XDG_CACHE_HOME/kiln, ~/.cache/kiln) and check it
- * can be trusted (owned by the effective user, not writable by group or others); with
- * create, make it (0700) if missing. */
+ * can be trusted (owned by the effective user, not writable by group or others) and is
+ * kiln's (its CACHEDIR.TAG, or nothing but kiln's files in it); with create, make it
+ * (0700) if missing and mark it. */
 IR_HIDDEN void jit_disk_open(jit_disk *d, bool create);
 /* jit_disk_open(d, true) for a compile; a refused directory is reported once on stderr. */
 IR_HIDDEN bool jit_disk_for_compile(jit_disk *d);
@@ -294,15 +302,16 @@ IR_HIDDEN jit_disk_result jit_disk_load(const jit_disk *d, const uint8_t digest[
  * compile that follows rewrites it). */
 IR_HIDDEN void jit_disk_unusable(const jit_disk *d);
 /* Write the entry atomically (temporary file, rename), then trim to jit_disk_cap().  A
- * failure is counted (write_errors), never reported: the cache is an optimisation. */
+ * failure is counted (write_errors) and the process's first one said on stderr with its
+ * errno text; the compile goes on (the cache is an optimisation). */
 IR_HIDDEN void jit_disk_store(const jit_disk *d, const uint8_t digest[32], const jit_buf *key,
                               const void *obj, size_t len);
-/* Remove least recently used entries until at most cap bytes remain; returns how many. */
-IR_HIDDEN int jit_disk_trim(const jit_disk *d, uint64_t cap);
-/* KILN_CACHE_SIZE_MB, default 256 MiB. */
+/* KILN_CACHE_SIZE_MB in bytes, 256 MiB when unset or empty, 0 when it is not a whole
+ * number of MiB from 1 to 2^40 - 1 (jit_disk_open then turns the cache off). */
 IR_HIDDEN uint64_t jit_disk_cap(void);
 typedef struct jit_disk_counters {
     uint64_t hits, misses, rejected, writes, write_errors;
+    uint64_t scans; /* of the directory (writes' trims, kiln cache, clear, trim) */
 } jit_disk_stats;
 /* This process's counts. */
 IR_HIDDEN void jit_disk_counters(jit_disk_stats *c);
@@ -473,6 +482,11 @@ typedef struct jit_loc {
     const void *cdata; /* CONST */
 } jit_loc;
 
+/* A kernel's iteration space has at most one dim more than a graph's rank: a reduction of
+ * every axis of a rank-IR_MAX_RANK value puts a kept dim of size 1 in front of them
+ * (describe.c's kb_space).  Every array over a kernel's space dims is this long. */
+#define JIT_MAX_SPACE (IR_MAX_RANK + 1)
+
 typedef enum jit_step_kind { JIT_STEP_KERNEL, JIT_STEP_REF, JIT_STEP_COPY } jit_step_kind;
 
 typedef struct jit_step {
@@ -486,14 +500,12 @@ typedef struct jit_step {
     int64_t *slot_off;   /* element offset into each slot's buffer */
     int64_t *strides;    /* nloads * rank (REDUCTION: every slot) */
     int64_t *ext;        /* ELEMENTWISE: nloads * rank * 2, boxes and gather axes (or NULL) */
-    int64_t dims[IR_MAX_RANK];
+    int64_t dims[JIT_MAX_SPACE];
     int64_t total;       /* elements of the iteration space */
     size_t bytes_per_elem; /* bytes moved per element (for chunking) */
     /* KERNEL of kind REDUCTION: kept elements, reduced elements per row and the size of
-     * the last reduced dim; bytes of one piece's accumulators (0: never split) */
+     * the last reduced dim (its scratch: desc.partial_bytes and desc.spill_bytes) */
     int64_t rows, rlen, rinner;
-    size_t partial_bytes;
-    size_t spill_bytes;  /* per reduced element, per chunk of rows (jit_reduce_scratch) */
     /* KERNEL of kind CONTRACTION: operands A [.., M, K] and B [.., K, N] read through views:
      * mm_st[x] holds R strides, the space's batch dims (0 where x broadcasts) then x's two
      * matrix dims; shared: x is the same matrix for every batch element (packed once).  A

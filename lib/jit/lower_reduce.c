@@ -469,18 +469,24 @@ pass_needs(const jit_kdesc *d, const bool *uni, const int *spill, const int *ph,
 }
 
 /* Choose the spilled values: spill[i] = 1 + the byte offset, per reduced element, of i's
- * scratch row (rows one after another in instruction order; 0: recomputed).  Returns the
- * bytes per element. */
-static size_t
-choose_spills(const jit_kdesc *d, const bool *uni, const int *ph, int nphases, int *spill)
+ * scratch row (rows one after another in instruction order; 0: recomputed); *bytes, the
+ * bytes per element.  KILN_ERR_NOMEM when out of memory (never a plan without its spills:
+ * the runner would provide no scratch for the code that spills). */
+static kiln_status
+choose_spills(const jit_kdesc *d, const bool *uni, const int *ph, int nphases, int *spill,
+              size_t *bytes_out)
 {
     size_t bytes = 0;
+    *bytes_out = 0;
     if (d->kind != JIT_KERNEL_REDUCTION || d->lanes_kept || nphases < 2)
-        return 0;
+        return KILN_OK;
     bool *first = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
     bool *later = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
     bool *need = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
-    if (first && later && need) {
+    kiln_status st = KILN_OK;
+    if (!first || !later || !need) {
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory analysing a kernel");
+    } else {
         for (int p = 0; p <= nphases; p++) {
             pass_needs(d, uni, NULL, ph, p, need);
             for (int32_t i = 0; i < d->ninst; i++) {
@@ -499,7 +505,8 @@ choose_spills(const jit_kdesc *d, const bool *uni, const int *ph, int nphases, i
     ir_free(first);
     ir_free(later);
     ir_free(need);
-    return bytes;
+    *bytes_out = bytes;
+    return st;
 }
 
 /* Rows kernels whose last pass only stores (softmax's e / s) and whose pass before it
@@ -1604,8 +1611,9 @@ block_accs(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef v)
     use_set(r, 0);
 }
 
-/* One block of nv vectors of columns from column c. */
-static void
+/* One block of nv vectors of columns from column c.  KILN_ERR_NOMEM when out of memory
+ * (nothing emitted). */
+static kiln_status
 emit_block(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef c, LLVMValueRef nv,
            LLVMValueRef vi0)
 {
@@ -1615,7 +1623,11 @@ emit_block(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef c, LLVMVal
     LLVMValueRef *saved = r->accset[0], *savedi = r->acciset[0];
     LLVMValueRef *cur_set = ir_calloc((size_t)d->ninst + 1, sizeof(LLVMValueRef));
     LLVMValueRef *cur_seti = ir_calloc((size_t)d->ninst + 1, sizeof(LLVMValueRef));
-    IR_ASSERT(cur_set && cur_seti);
+    if (!cur_set || !cur_seti) {
+        ir_free(cur_set);
+        ir_free(cur_seti);
+        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
+    }
     r->accset[0] = cur_set;
     r->acciset[0] = cur_seti;
     r->tilemask = NULL;
@@ -1685,6 +1697,7 @@ emit_block(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef c, LLVMVal
     use_set(r, 0);
     ir_free(cur_set);
     ir_free(cur_seti);
+    return KILN_OK;
 }
 
 /* Bytes of one piece's accumulators (jit_reduce_scratch), from the phases. */
@@ -1746,7 +1759,12 @@ rplan_make(const jit_kdesc *d, rplan *a)
         return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory analysing a kernel");
     }
     a->nphases = analyse(d, a->uni, a->ph);
-    a->srow = choose_spills(d, a->uni, a->ph, a->nphases, a->spill);
+    kiln_status st = choose_spills(d, a->uni, a->ph, a->nphases, a->spill, &a->srow);
+    if (st) {
+        ir_free(need);
+        rplan_free(a);
+        return st;
+    }
     a->partial = partial_of(d, a->ph);
     a->defer = defer_of(d, a->uni, a->ph, a->spill, a->nphases, a->partial, need);
     a->ahead = ahead_of(d, a->uni, a->ph, a->spill, a->nphases, a->partial);
@@ -1754,18 +1772,26 @@ rplan_make(const jit_kdesc *d, rplan *a)
     return KILN_OK;
 }
 
-kiln_status
-jit_reduce_scratch(const jit_kdesc *d, size_t *partial, size_t *spill)
+/* The scratch of plan a: one piece's accumulators, and the spill bytes per reduced element
+ * (deferred: two scratch rows). */
+static void
+rplan_scratch(const rplan *a, size_t *partial, size_t *spill)
 {
-    *partial = *spill = 0;
+    *partial = a->partial;
+    *spill = a->defer ? 2 * a->srow : a->srow;
+}
+
+kiln_status
+jit_reduce_scratch(jit_kdesc *d)
+{
+    d->partial_bytes = d->spill_bytes = 0;
     if (d->kind != JIT_KERNEL_REDUCTION)
         return KILN_OK;
     rplan a;
     kiln_status st = rplan_make(d, &a);
     if (st)
         return st;
-    *partial = a.partial;
-    *spill = a.defer ? 2 * a.srow : a.srow; /* deferred: two scratch rows */
+    rplan_scratch(&a, &d->partial_bytes, &d->spill_bytes);
     rplan_free(&a);
     return KILN_OK;
 }
@@ -1803,6 +1829,17 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     kiln_status st = rplan_make(d, &plan);
     if (st)
         return st;
+    /* the runner provides the scratch the describe pass computed (jit_reduce_scratch) and
+     * no more: code spilling into rows it does not provide would write past them */
+    size_t want_partial, want_spill;
+    rplan_scratch(&plan, &want_partial, &want_spill);
+    if (want_partial != d->partial_bytes || want_spill != d->spill_bytes) {
+        rplan_free(&plan);
+        return ir_error(KILN_ERR_INTERNAL,
+                        "kiln_jit: internal error: reduction kernel %s needs %zu partial and %zu "
+                        "spill bytes, its description provides %zu and %zu",
+                        name, want_partial, want_spill, d->partial_bytes, d->spill_bytes);
+    }
     r.uni = plan.uni;
     r.ph = plan.ph;
     r.spill = plan.spill;
@@ -2067,7 +2104,12 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
             LLVMPositionBuilderAtEnd(b, bb);
             LLVMValueRef vi0 = LLVMBuildAdd(b, LLVMBuildMul(b, krow, r.nvr, ""),
                                             LLVMBuildUDiv(b, c0, jit_em_i64(l, l->W), ""), "");
-            emit_block(&r, arr, arri, c0, nvec, vi0);
+            st = emit_block(&r, arr, arri, c0, nvec, vi0);
+            if (st) {
+                ir_free(arr);
+                ir_free(arri);
+                goto done;
+            }
             LLVMBuildStore(b, LLVMBuildAdd(b, c0, LLVMBuildMul(b, nvec, jit_em_i64(l, l->W), ""), ""), cvar);
             LLVMBuildBr(b, bh);
             LLVMPositionBuilderAtEnd(b, bd);

@@ -111,8 +111,8 @@ run_col_split(const jit_step *s, krun *r, int threads)
     r->nsub = s->rlen; /* the reduced extent, for run_col_piece */
     int64_t kin = s->dims[s->desc.rank - s->desc.nred - 1], W = jit_host_info()->vector_bits / 32;
     int64_t nvec = kin ? s->rows / kin * ((kin + W - 1) / W) : 0;
-    size_t total = (size_t)nvec * (size_t)np * s->partial_bytes;
-    r->partial = aligned_alloc(64, (total + 63) & ~(size_t)63);
+    size_t total = (size_t)nvec * (size_t)np * s->desc.partial_bytes;
+    r->partial = ir_aligned_alloc(64, (total + 63) & ~(size_t)63);
     if (!r->partial)
         return ir_error(KILN_ERR_NOMEM, "kiln_program_run: out of memory (%zu bytes of partial sums)",
                         total);
@@ -140,9 +140,9 @@ run_reduction(const jit_step *s, void *const *ptrs)
     r.total = s->rows;
     size_t bytes = (size_t)s->rows * (size_t)s->rlen * (s->bytes_per_elem ? s->bytes_per_elem : 1);
     int threads = bytes < SMALL_BYTES ? 1 : jit_pool_threads();
-    if (s->desc.lanes_kept && s->partial_bytes && s->rlen >= COL_SPLIT_MIN && bytes >= SMALL_BYTES)
+    if (s->desc.lanes_kept && s->desc.partial_bytes && s->rlen >= COL_SPLIT_MIN && bytes >= SMALL_BYTES)
         return run_col_split(s, &r, threads);
-    if (!s->desc.lanes_kept && s->partial_bytes && s->rlen >= SPLIT_MIN) {
+    if (!s->desc.lanes_kept && s->desc.partial_bytes && s->rlen >= SPLIT_MIN) {
         int64_t nsub = s->rinner ? s->rlen / s->rinner : 0;
         int64_t units = nsub > 1 ? nsub : s->rinner;
         int64_t np = (s->rlen + PIECE_LEN - 1) / PIECE_LEN;
@@ -156,11 +156,11 @@ run_reduction(const jit_step *s, void *const *ptrs)
         np = (units + per - 1) / per;
         r.nsub = nsub;
         r.per = per;
-        r.pbytes = s->partial_bytes;
+        r.pbytes = s->desc.partial_bytes;
         r.aux.npieces = np;
         r.aux.in_end = s->desc.rank - 1;
         size_t total = (size_t)s->rows * (size_t)np * r.pbytes;
-        r.partial = aligned_alloc(64, (total + 63) & ~(size_t)63);
+        r.partial = ir_aligned_alloc(64, (total + 63) & ~(size_t)63);
         if (!r.partial)
             return ir_error(KILN_ERR_NOMEM, "kiln_program_run: out of memory");
         jit_pool_run(run_piece, &r, s->rows * np);
@@ -182,9 +182,9 @@ run_reduction(const jit_step *s, void *const *ptrs)
         r.chunk = chunk > 0 ? chunk : 1;
     }
     int64_t nchunks = (r.total + r.chunk - 1) / r.chunk;
-    if (s->spill_bytes && s->rlen) {
-        r.sbytes = ((size_t)s->rlen * s->spill_bytes + 63) & ~(size_t)63;
-        r.scratch = aligned_alloc(64, r.sbytes * (size_t)nchunks);
+    if (s->desc.spill_bytes && s->rlen) {
+        r.sbytes = ((size_t)s->rlen * s->desc.spill_bytes + 63) & ~(size_t)63;
+        r.scratch = ir_aligned_alloc(64, r.sbytes * (size_t)nchunks);
         if (!r.scratch)
             return ir_error(KILN_ERR_NOMEM, "kiln_program_run: out of memory (%zu bytes of scratch rows)",
                             r.sbytes * (size_t)nchunks);

@@ -59,8 +59,8 @@ jit_ws_take(size_t n, size_t *cap)
         sz <<= 1;
     if (sz < n)
         return NULL;
-    void *p = NULL;
-    if (posix_memalign(&p, 64, sz ? sz : 64) != 0)
+    void *p = ir_aligned_alloc(64, sz);
+    if (!p)
         return NULL;
     atomic_fetch_add(&ws_allocs, 1);
     atomic_fetch_add(&ws_bytes, sz);
@@ -91,7 +91,7 @@ jit_ws_give(void *p, size_t cap)
     }
     pthread_mutex_unlock(&ws_lock);
     if (p) {
-        free(p);
+        ir_free(p);
         atomic_fetch_sub(&ws_bytes, cap);
     }
 }
@@ -102,7 +102,7 @@ jit_ws_trim(void)
     pthread_mutex_lock(&ws_lock);
     while (ws_nfree > 0) {
         ws_block b = ws_free[--ws_nfree];
-        free(b.p);
+        ir_free(b.p);
         atomic_fetch_sub(&ws_bytes, b.cap);
     }
     pthread_mutex_unlock(&ws_lock);

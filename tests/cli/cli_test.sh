@@ -205,6 +205,24 @@ expect 1 "disk cache off" env KILN_CACHE_DIR=off "$kiln" cache clear
 chmod 0770 "$cdir"
 expect 0 "writable by group or others" env KILN_CACHE_DIR="$cdir" "$kiln" cache
 expect 1 "writable by group or others" env KILN_CACHE_DIR="$cdir" "$kiln" cache trim
+# a project folder is not kiln's: nothing written into it, nothing removed from it
+proj=$tmp/proj
+mkdir -m 0700 "$proj" && echo "the user's" >"$proj/stats" && echo notes >"$proj/notes.txt"
+expect 0 "not kiln's cache" env KILN_CACHE_DIR="$proj" "$kiln" cache
+expect 0 "== chain ==" env KILN_CACHE_DIR="$proj" "$kiln" examples
+expect 1 "not kiln's cache" env KILN_CACHE_DIR="$proj" "$kiln" cache clear
+checks=$((checks + 1))
+[ "$(cat "$proj/stats")" = "the user's" ] && [ "$(ls "$proj" | wc -l)" = 2 ] ||
+    fail "kiln wrote into or removed from a folder that is not its cache: $(ls "$proj")"
+# a bad cap, a dangling directory: off, and why; a file clear cannot remove: exit 1
+expect 0 "off: KILN_CACHE_SIZE_MB=abc is not a whole number" \
+    env KILN_CACHE_DIR="$tmp/c2" KILN_CACHE_SIZE_MB=abc "$kiln" cache
+ln -s "$tmp/nothing" "$tmp/dangling"
+expect 0 "off: $tmp/dangling is a symbolic link to nothing" \
+    env KILN_CACHE_DIR="$tmp/dangling" "$kiln" cache
+mkdir -m 0700 "$tmp/c3" && mkdir "$tmp/c3/0123456789abcdef0123456789abcdef.kobj" &&
+    touch "$tmp/c3/0123456789abcdef0123456789abcdef.kobj/x"
+expect 1 "cannot remove 1 file (removed 0 entries)" env KILN_CACHE_DIR="$tmp/c3" "$kiln" cache clear
 expect 2 "unknown subcommand 'frob'" "$kiln" cache frob
 expect 2 "--max-mb needs" "$kiln" cache trim --max-mb 0
 expect 0 "usage: kiln cache" "$kiln" cache --help

@@ -14,15 +14,23 @@ cmd_cache_help(FILE *f)
           "The persistent kernel cache: compiled modules kept on disk, so a new process skips\n"
           "LLVM code generation.  Its location is KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln,\n"
           "else ~/.cache/kiln; KILN_CACHE_DIR=off turns it off.  A directory owned by another\n"
-          "user or writable by group or others is refused (the cache is then off).\n"
+          "user or writable by group or others is refused (the cache is then off), and so\n"
+          "is a directory kiln did not create that holds other files than kiln's (kiln\n"
+          "marks its own with a CACHEDIR.TAG).\n"
           "\n"
-          "  kiln cache          the location, whether it is in use (and why not), the entry\n"
-          "                      count, the size against the cap (KILN_CACHE_SIZE_MB, default\n"
-          "                      256), and the hit, miss, rejected and write counts of every\n"
-          "                      process that used it since it was last cleared\n"
-          "  kiln cache clear    remove every entry and the counts\n"
+          "  kiln cache          the location, whether it is in use (and why not, or why\n"
+          "                      nothing new can be stored), the entry count, the size\n"
+          "                      against the cap (KILN_CACHE_SIZE_MB, a whole number of MiB,\n"
+          "                      default 256; any other value turns the cache off), the\n"
+          "                      temporary files of writes in progress or interrupted, and\n"
+          "                      the hit, miss, rejected and write counts of every process\n"
+          "                      that used it since it was last cleared\n"
+          "  kiln cache clear    remove every entry, the temporary files of interrupted\n"
+          "                      writes and the counts (kiln's files only)\n"
           "  kiln cache trim     remove least recently used entries down to the cap, or to\n"
-          "                      N MiB with --max-mb N\n",
+          "                      N MiB with --max-mb N\n"
+          "\n"
+          "clear and trim exit 1, saying which file and why, when a file cannot be removed.\n",
           f);
 }
 
@@ -37,6 +45,8 @@ show(void)
     printf("entries:  %llu\n", (unsigned long long)ci.entries);
     printf("size:     %.2f MiB of %.0f MiB (%llu bytes)\n", (double)ci.bytes / (1 << 20),
            (double)ci.max_bytes / (1 << 20), (unsigned long long)ci.bytes);
+    printf("temp:     %llu files of writes in progress or interrupted (%llu bytes)\n",
+           (unsigned long long)ci.temp_files, (unsigned long long)ci.temp_bytes);
     printf("hits:     %llu\nmisses:   %llu (of them rejected entries: %llu)\nwrites:   %llu\n",
            (unsigned long long)ci.hits, (unsigned long long)ci.misses,
            (unsigned long long)ci.rejected, (unsigned long long)ci.writes);
