@@ -1219,6 +1219,17 @@ START_TEST(test_skinny_plan)
         bool temps = strstr(plan, ", 0 bytes of temporaries") == NULL;
         ck_assert_msg(temps == skinny_plans[_i].temps, "case %d: temporaries %s:\n%s", _i,
                       temps ? "planned" : "none", plan);
+        /* explained on demand (this program's plan was built without its explanations) or
+         * when built (a program compiled for dumps): the same text past the first line */
+        kiln_options od = KILN_OPTIONS_INIT;
+        od.flags = KILN_KEEP_DUMPS;
+        kiln_program *pd = NULL;
+        ck_assert_msg(kiln_program_compile(g, &od, &pd) == KILN_OK, "%s", kiln_errmsg());
+        char *plan_d = ts_plan_text(pd);
+        ck_assert_msg(!strcmp(strchr(plan, '\n'), strchr(plan_d, '\n')),
+                      "case %d: plans differ:\n%s\n---- built for dumps:\n%s", _i, plan, plan_d);
+        free(plan_d);
+        kiln_program_free(pd);
         free(plan);
         kiln_program_free(p);
     }

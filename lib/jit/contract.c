@@ -364,11 +364,13 @@ jit_skinny_choose(const jit_step *s, kiln_dtype t, int *bform, int *tile_m, char
     int64_t uses = s->mm_shared[1] ? s->mm_batch : 1; /* batch elements reading one B */
     for (int x = 0; x < 2; x++)
         if (s->mm_src[x] != (uint8_t)t || s->mm_scale[x] != 1) {
-            snprintf(why, n, "packing computes a cast or scale of %s", x ? "B" : "A");
+            if (n)
+                snprintf(why, n, "packing computes a cast or scale of %s", x ? "B" : "A");
             return false;
         }
     if (s->mm_m > maxm || uses > 1) {
-        snprintf(why, n, "packing B once buys reuse: in place, each element of B would be read "
+        if (n)
+            snprintf(why, n, "packing B once buys reuse: in place, each element of B would be read "
                  "%lld times (%lld rows, tiles of at most %d, %lld batch elements sharing B)",
                  (long long)(((s->mm_m + maxm - 1) / maxm) * uses), (long long)s->mm_m, maxm,
                  (long long)uses);
@@ -381,14 +383,16 @@ jit_skinny_choose(const jit_step *s, kiln_dtype t, int *bform, int *tile_m, char
     } else if (bst_n == 1) {
         *bform = JIT_SKINNY_ROWS;
     } else {
-        snprintf(why, n, "B is contiguous along neither N nor K (A along K): packing gathers it");
+        if (n)
+            snprintf(why, n, "B is contiguous along neither N nor K (A along K): packing gathers it");
         return false;
     }
     int m = 1;
     while (m < s->mm_m)
         m *= 2;
     *tile_m = m;
-    snprintf(why, n, "B read in place, once (%lld row%s, one tile of %d: packing would buy no "
+    if (n)
+        snprintf(why, n, "B read in place, once (%lld row%s, one tile of %d: packing would buy no "
              "reuse)", (long long)s->mm_m, s->mm_m == 1 ? "" : "s", m);
     return true;
 }

@@ -639,9 +639,8 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
     }
     if (cl->contract && !st) {
         /* few rows: B read in place (contract.c's cost model; jit_explain_cluster says why) */
-        char why[8];
         int bform, tm;
-        if (jit_skinny_choose(s, p->g->nodes[cl->members[0]].type.dtype, &bform, &tm, why, sizeof why)) {
+        if (jit_skinny_choose(s, p->g->nodes[cl->members[0]].type.dtype, &bform, &tm, NULL, 0)) {
             s->desc.kind = JIT_KERNEL_SKINNY;
             s->desc.bform = bform;
             s->desc.tile_m = tm;

@@ -384,6 +384,9 @@ enum {
     JIT_F_NO_STREAM = 16,
     JIT_F_COMPACT = 32,    /* every elementwise kernel JIT_TIER_COMPACT (KILN_CODE_COMPACT) */
     JIT_F_NO_COMPACT = 64, /* none (KILN_CODE_FULL); neither: by the plan's size (plan.c) */
+    JIT_F_EXPLAIN = 128,   /* jit_plan_build: write each step's explanation (for dumps; a
+                            * plan built without is explained on demand, jit_plan_dump) */
+    JIT_F_NO_KERNELS = 256, /* jit_plan_build: the steps only, no kernel compiled or packed */
 };
 #define JIT_F_STORES (JIT_F_STREAM | JIT_F_NO_STREAM)
 /* The flags that change a plan's code: a compiled program is cached under them. */
@@ -540,6 +543,7 @@ typedef struct jit_plan {
     char *simplify_log;
     int nkernels, nhits; /* kernels compiled for this plan / found in the cache */
     bool compact;        /* its elementwise kernels are JIT_TIER_COMPACT (plan.c) */
+    bool explained;      /* built with JIT_F_EXPLAIN: every step has its explanation */
 } jit_plan;
 
 /* Build and compile the plan of verified graph `g` in `mode` (FUSED or EAGER). */
@@ -549,7 +553,15 @@ IR_HIDDEN void jit_plan_free(jit_plan *p);
 /* Run: inputs/outputs as in kiln_program_run; temp is temp_bytes of 64-aligned memory. */
 IR_HIDDEN kiln_status jit_plan_run(const jit_plan *p, const void *const *inputs,
                                    void *const *outputs, void *temp);
-IR_HIDDEN void jit_plan_dump(const jit_plan *p, FILE *f);
+/* The plan's dump (`kiln dump --plan`).  A plan built without JIT_F_EXPLAIN is explained by
+ * planning g0 (the graph it was built from, in `mode` with `flags`) again with it, without
+ * compiling: the same steps, deterministically. */
+IR_HIDDEN kiln_status jit_plan_dump(const jit_plan *p, const kiln_graph *g0, kiln_mode mode,
+                                    unsigned flags, FILE *f);
+/* For the text dumps: *ex NULL when p's steps carry their explanations, else a plan built
+ * again with them (the same steps, no kernels; free it). */
+IR_HIDDEN kiln_status jit_plan_explained(const jit_plan *p, const kiln_graph *g0, kiln_mode mode,
+                                         unsigned flags, jit_plan **ex);
 
 /* Simplification (simplify.c): dead code, common subexpressions, folding of elementwise
  * ops on `full` operands.  Returns a new verified graph; *log says what it did. */

@@ -193,7 +193,9 @@ jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **
         jit_step *js = &plan->steps[plan->nsteps++];
         char *text = NULL;
         size_t len = 0;
-        FILE *f = open_memstream(&text, &len);
+        /* explanations cost a quarter of a plan built for new sizes (a decoder step): only
+         * when asked for (dumps); jit_plan_dump asks later */
+        FILE *f = flags & JIT_F_EXPLAIN ? open_memstream(&text, &len) : NULL;
         if (sc.refnode[s] >= 0) {
             st = jit_describe_ref(p, sc.refnode[s], js);
             if (f)
@@ -220,11 +222,16 @@ jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **
         js->from = ni->loc;
         js->to = (jit_loc){JIT_LOC_OUTPUT, i, 0, NULL};
         js->bytes = ir_type_bytes(&g->nodes[n].type);
-        char buf[160];
-        snprintf(buf, sizeof buf, "copy: output '%s' is %%%d, which lives elsewhere",
-                 g->outputs[i].name, (int)n);
-        js->explain = strdup(buf);
+        if (flags & JIT_F_EXPLAIN) {
+            char buf[160];
+            snprintf(buf, sizeof buf, "copy: output '%s' is %%%d, which lives elsewhere",
+                     g->outputs[i].name, (int)n);
+            js->explain = strdup(buf);
+        }
     }
+    plan->explained = flags & JIT_F_EXPLAIN;
+    if (flags & JIT_F_NO_KERNELS)
+        goto done;
 
     /* contractions: a constant B is packed now, once; the rest at run time, in room after
      * the temporaries (steps run one at a time, so they share it) */
@@ -247,6 +254,7 @@ jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **
      * module */
     if ((st = choose_tier(plan, flags)) || (st = compile_kernels(plan, flags)))
         goto fail;
+done:
     st = KILN_OK;
     *out = plan;
     plan = NULL;
@@ -272,9 +280,31 @@ loc_str(const jit_loc *l, char *buf, size_t n)
     return buf;
 }
 
-void
-jit_plan_dump(const jit_plan *p, FILE *f)
+kiln_status
+jit_plan_explained(const jit_plan *p, const kiln_graph *g0, kiln_mode mode, unsigned flags,
+                   jit_plan **ex)
 {
+    *ex = NULL;
+    if (p->explained)
+        return KILN_OK;
+    kiln_status st = jit_plan_build(g0, mode, (flags & JIT_F_PLAN) | JIT_F_EXPLAIN | JIT_F_NO_KERNELS, ex);
+    if (!st && (*ex)->nsteps != p->nsteps) { /* cannot happen: planning is deterministic */
+        int n = (*ex)->nsteps;
+        jit_plan_free(*ex);
+        *ex = NULL;
+        return ir_error(KILN_ERR_INTERNAL, "kiln_program_dump: internal error: the plan "
+                                           "explained has %d steps, not %d", n, p->nsteps);
+    }
+    return st;
+}
+
+kiln_status
+jit_plan_dump(const jit_plan *p, const kiln_graph *g0, kiln_mode mode, unsigned flags, FILE *f)
+{
+    jit_plan *ex;
+    kiln_status st = jit_plan_explained(p, g0, mode, flags, &ex);
+    if (st)
+        return st;
     char b1[64];
     fprintf(f, "plan: %d steps, %d kernels (%d from the cache), %zu bytes of temporaries\n",
             p->nsteps, p->nkernels, p->nhits, p->temp_bytes);
@@ -286,7 +316,8 @@ jit_plan_dump(const jit_plan *p, FILE *f)
         fputs(p->simplify_log, f);
     for (int i = 0; i < p->nsteps; i++) {
         const jit_step *s = &p->steps[i];
-        fprintf(f, "step %d: %s\n", i, s->explain ? s->explain : "");
+        const char *why = ex ? ex->steps[i].explain : s->explain;
+        fprintf(f, "step %d: %s\n", i, why ? why : "");
         if (s->kind == JIT_STEP_KERNEL) {
             fprintf(f, "      %lld elements, rank %d, %d loads, %d stores, %d instructions\n",
                     (long long)s->total, (int)s->desc.rank, (int)s->desc.nloads,
@@ -312,4 +343,6 @@ jit_plan_dump(const jit_plan *p, FILE *f)
             }
         }
     }
+    jit_plan_free(ex);
+    return KILN_OK;
 }

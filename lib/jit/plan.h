@@ -133,7 +133,8 @@ IR_HIDDEN kiln_status jit_contract_prepack(jit_step *s);
 IR_HIDDEN kiln_status jit_contract_run(const jit_step *s, void *const *ptrs, const void *a,
                                        const void *b, void *temp);
 /* contract.c: SKINNY steps.  Whether contraction step s (of dtype t, described) reads B in
- * place, and with what form and tile rows; why (for the plan dump) either way.  No LLVM. */
+ * place, and with what form and tile rows; why (n bytes, for the plan dump; n = 0: not
+ * written) either way.  No LLVM. */
 IR_HIDDEN bool jit_skinny_choose(const jit_step *s, kiln_dtype t, int *bform, int *tile_m,
                                  char *why, size_t n);
 IR_HIDDEN kiln_status jit_skinny_run(const jit_step *s, void *const *ptrs, const void *a,

@@ -23,6 +23,7 @@ typedef struct compiled {
     jit_lru_entry *entry; /* NULL: not cached (dumps, KILN_NO_CACHE), freed at refs 0 */
     _Atomic int refs;     /* uncached only */
     jit_plan *plan;
+    unsigned flags;       /* the plan's JIT_F_* (to explain it again for a dump) */
 } compiled;
 
 /* The cache key: the graph (a private copy, for equality checks) and the mode. */
@@ -173,7 +174,10 @@ compile(const char *api, const kiln_graph *g, kiln_mode mode, unsigned flags, co
         atomic_fetch_add(&uncached_compiles, 1);
     }
     compiled *c = ir_calloc(1, sizeof *c);
-    kiln_status st = c ? jit_plan_build(g, mode, flags, &c->plan)
+    /* a program compiled for dumps explains its steps now; the others when dumped */
+    if (c)
+        c->flags = flags | (flags & JIT_F_DUMPS ? JIT_F_EXPLAIN : 0);
+    kiln_status st = c ? jit_plan_build(g, mode, c->flags, &c->plan)
                        : ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
     if (st) {
         ir_free(c);
@@ -410,8 +414,7 @@ kiln_program_dump(const kiln_program *p, kiln_view view, FILE *f)
             fprintf(f, "plan: interpreter (mode interp): every node runs in the reference interpreter\n");
             return KILN_OK;
         }
-        jit_plan_dump(plan, f);
-        return KILN_OK;
+        return jit_plan_dump(plan, p->graph, p->mode, p->comp->flags, f);
     case KILN_VIEW_LLVM: which = 0; break;
     case KILN_VIEW_OPT: which = 1; break;
     case KILN_VIEW_ASM: which = 2; break;
@@ -423,18 +426,23 @@ kiln_program_dump(const kiln_program *p, kiln_view view, FILE *f)
                         "_PLAN, _LLVM, _OPT or _ASM)", api, (int)view);
     if (!plan)
         return KILN_OK;
+    jit_plan *ex;
+    if ((st = jit_plan_explained(plan, p->graph, p->mode, p->comp->flags, &ex)))
+        return st;
     for (int i = 0; i < plan->nsteps; i++) {
         const jit_step *s = &plan->steps[i];
         if (s->kind != JIT_STEP_KERNEL)
             continue;
         const char *text = jit_kernel_dump(s->kernel, which);
-        fprintf(f, "; ---- step %d: %s\n", i, s->explain ? s->explain : "");
+        const char *why = ex ? ex->steps[i].explain : s->explain;
+        fprintf(f, "; ---- step %d: %s\n", i, why ? why : "");
         if (text)
             fputs(text, f);
         else
             fprintf(f, "; (not captured: compile with KILN_DUMP set or kiln dump --%s)\n",
                     view_names[view]);
     }
+    jit_plan_free(ex);
     return ferror(f) ? ir_error(KILN_ERR_IO, "%s: i/o error", api) : KILN_OK;
 }
 
