@@ -71,6 +71,12 @@ grow(void **arr, int32_t *cap, int32_t need, size_t size)
     return true;
 }
 
+bool
+ir_graph_reserve(kiln_graph *g, int32_t nodes)
+{
+    return grow((void **)&g->nodes, &g->capnodes, nodes, sizeof(ir_node));
+}
+
 /* The node slot for a new node, or NULL (error set). */
 static ir_node *
 new_node(kiln_graph *g, const char *api)
@@ -429,7 +435,7 @@ ir_graph_rebuild(const kiln_graph *g, const ir_type *input_types)
     kiln_graph *ng = ir_graph_new(g->name);
     int32_t *map = ir_malloc(sizeof(int32_t) * ((size_t)g->nnodes + 1));
     int32_t small[8], *in = small;
-    if (!ng || !map) {
+    if (!ng || !map || !ir_graph_reserve(ng, g->nnodes)) {
         ir_error(KILN_ERR_NOMEM, "kiln: out of memory copying a graph");
         goto fail;
     }

@@ -309,6 +309,9 @@ IR_HIDDEN kiln_status ir_graph_add_output(kiln_graph *g, const char *name, int32
  * inputs take those types and every non-source type is inferred again by the op rules
  * (errors name "kiln").  NULL with the error set on failure. */
 IR_HIDDEN kiln_graph *ir_graph_rebuild(const kiln_graph *g, const ir_type *input_types);
+/* Room for `nodes` nodes in g, so that adding them does not grow its arrays again (a copy of
+ * a graph of known size); false with the error set when out of memory. */
+IR_HIDDEN bool ir_graph_reserve(kiln_graph *g, int32_t nodes);
 /* Look up a value by name (inputs and named nodes); -1 when absent. */
 IR_HIDDEN int32_t ir_graph_find(const kiln_graph *g, const char *name, size_t n);
 

@@ -81,7 +81,7 @@ jit_simplify(const kiln_graph *g, kiln_graph **out, char **log)
     FILE *lf = open_memstream(&logbuf, &loglen);
     kiln_graph *ng = ir_graph_new(g->name);
     int dead = 0, merged = 0, folded = 0;
-    if (!live || !map || !tab || !lf || !ng) {
+    if (!live || !map || !tab || !lf || !ng || !ir_graph_reserve(ng, g->nnodes)) {
         st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory simplifying");
         goto done;
     }
