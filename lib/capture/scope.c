@@ -65,29 +65,31 @@ operand_name(char *buf, size_t n, int argi)
 kiln_status
 cap_tensor_resolve_locked(const char *api, kiln_tensor t, int argi, cap_scope **scope)
 {
+    /* the operand's name only for a message: this runs for every operand of every op */
     char what[32];
-    operand_name(what, sizeof what, argi);
+#define WHAT() (operand_name(what, sizeof what, argi), what)
     *scope = NULL;
     if (t.scope == 0) {
         /* Sticky failure: the op that produced this null tensor already set the error. */
         if (kiln_errcode() != KILN_OK)
             return kiln_errcode();
-        return ir_error(KILN_ERR_MISUSE, "%s: invalid handle: %s is the null tensor", api, what);
+        return ir_error(KILN_ERR_MISUSE, "%s: invalid handle: %s is the null tensor", api, WHAT());
     }
     if (t.check != cap_tensor_check(t.scope, t.node))
         return ir_error(KILN_ERR_MISUSE, "%s: invalid handle: %s is not a kiln tensor", api,
-                        what);
+                        WHAT());
     cap_scope *s = cap_scope_find_locked(t.scope);
     if (!s)
         return ir_error(KILN_ERR_SCOPE_CLOSED,
                         "%s: capture scope is already complete: %s was recorded in scope %llu, "
                         "which has ended",
-                        api, what, (unsigned long long)t.scope);
+                        api, WHAT(), (unsigned long long)t.scope);
     if ((int64_t)t.node >= s->graph->nnodes)
         return ir_error(KILN_ERR_MISUSE, "%s: invalid handle: %s is not a kiln tensor", api,
-                        what);
+                        WHAT());
     *scope = s;
     return KILN_OK;
+#undef WHAT
 }
 
 /* The live scope named by handle h, or an error naming `api`. */

@@ -460,62 +460,71 @@ ir_graph_verify(const kiln_graph *g)
             goto done;
         }
     }
+    /* the node's label only for a message (formatting it for every node cost more than
+     * the checks) */
+#define LABEL() node_label(g, id, api, sizeof api)
     for (int32_t id = 0; id < g->nnodes; id++) {
         const ir_node *nd = &g->nodes[id];
-        node_label(g, id, api, sizeof api);
         if ((int)nd->op < 0 || nd->op >= IR_OP_COUNT) {
-            st = ir_error(KILN_ERR_VERIFY, "%s: bad op: %d", api, (int)nd->op);
+            st = ir_error(KILN_ERR_VERIFY, "%s: bad op: %d", LABEL(), (int)nd->op);
             goto done;
         }
         if (nd->nin < 0 || (nd->nin > 0 && !nd->in)) {
-            st = ir_error(KILN_ERR_VERIFY, "%s: bad operands: %d operands at %p", api, nd->nin,
+            st = ir_error(KILN_ERR_VERIFY, "%s: bad operands: %d operands at %p", LABEL(), nd->nin,
                           (const void *)nd->in);
             goto done;
         }
         for (int k = 0; k < nd->nin; k++)
             if (nd->in[k] < 0 || nd->in[k] >= id) {
                 st = ir_error(KILN_ERR_VERIFY,
-                              "%s: not in topological order: operand %d is node %d", api, k,
+                              "%s: not in topological order: operand %d is node %d", LABEL(), k,
                               (int)nd->in[k]);
                 goto done;
             }
         if (nd->name && !nd->name[0]) {
-            st = ir_error(KILN_ERR_VERIFY, "%s: bad name: a value name is empty", api);
+            st = ir_error(KILN_ERR_VERIFY, "%s: bad name: a value name is empty", LABEL());
             goto done;
         }
         if (nd->name && !name_insert(names, cap, nd->name)) {
-            st = ir_error(KILN_ERR_VERIFY, "%s: duplicate name: '%s' is defined twice", api,
+            st = ir_error(KILN_ERR_VERIFY, "%s: duplicate name: '%s' is defined twice", LABEL(),
                           nd->name);
             goto done;
         }
         if (nd->op == IR_OP_INPUT) {
             int idx = nd->at.index;
             if (!nd->name) {
-                st = ir_error(KILN_ERR_VERIFY, "%s: bad name: an input needs a name", api);
+                st = ir_error(KILN_ERR_VERIFY, "%s: bad name: an input needs a name", LABEL());
                 goto done;
             }
             if (idx < 0 || idx >= g->ninputs || g->inputs[idx] != id) {
                 st = ir_error(KILN_ERR_VERIFY, "%s: input not declared in the graph's inputs",
-                              api);
+                              LABEL());
                 goto done;
             }
             if (nd->nin != 0) {
                 st = ir_error(KILN_ERR_VERIFY, "%s: wrong operand count: input takes 0, got %d",
-                              api, nd->nin);
+                              LABEL(), nd->nin);
                 goto done;
             }
             if (!ir_dtype_is_valid((int)nd->type.dtype)) {
-                st = ir_error(KILN_ERR_DTYPE, "%s: bad dtype: %d", api, (int)nd->type.dtype);
+                st = ir_error(KILN_ERR_DTYPE, "%s: bad dtype: %d", LABEL(), (int)nd->type.dtype);
                 goto done;
             }
-            if ((st = ir_shape_check(api, nd->type.dtype, &nd->type.shape)))
+            if ((st = ir_shape_check("kiln_graph_verify", nd->type.dtype, &nd->type.shape))) {
+                kiln_clear_error(); /* again, for the message naming the node */
+                st = ir_shape_check(LABEL(), nd->type.dtype, &nd->type.shape);
                 goto done;
+            }
             continue;
         }
         ir_type t;
-        if ((st = ir_infer(g, api, nd->op, nd->nin, nd->in, &nd->at, &nd->type, &t)))
+        if ((st = ir_infer(g, "kiln_graph_verify", nd->op, nd->nin, nd->in, &nd->at, &nd->type, &t))) {
+            kiln_clear_error(); /* again, for the message naming the node */
+            st = ir_infer(g, LABEL(), nd->op, nd->nin, nd->in, &nd->at, &nd->type, &t);
             goto done;
+        }
     }
+#undef LABEL
     /* Output names live in their own namespace: an output may be named like its value. */
     memset(names, 0, cap * sizeof *names);
     for (int32_t i = 0; i < g->noutputs; i++) {
