@@ -133,13 +133,14 @@ kp_dtype_of_descr(const PyArray_Descr *d)
 {
     if (!PyArray_ISNBO(d->byteorder))
         return -1;
+    npy_intp size = PyDataType_ELSIZE(d);
     switch (d->kind) {
     case 'f':
-        return d->elsize == 4 ? KILN_DTYPE_F32 : d->elsize == 8 ? KILN_DTYPE_F64 : -1;
+        return size == 4 ? KILN_DTYPE_F32 : size == 8 ? KILN_DTYPE_F64 : -1;
     case 'i':
-        return d->elsize == 4 ? KILN_DTYPE_I32 : d->elsize == 8 ? KILN_DTYPE_I64 : -1;
+        return size == 4 ? KILN_DTYPE_I32 : size == 8 ? KILN_DTYPE_I64 : -1;
     case 'b':
-        return d->elsize == 1 ? KILN_DTYPE_BOOL : -1;
+        return size == 1 ? KILN_DTYPE_BOOL : -1;
     default:
         return -1;
     }

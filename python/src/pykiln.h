@@ -24,6 +24,10 @@
 #define NO_IMPORT_ARRAY
 #endif
 #include <numpy/arrayobject.h>
+/* NumPy 2's headers hide the descriptor's elsize behind an accessor. */
+#ifndef PyDataType_ELSIZE
+#define PyDataType_ELSIZE(d) ((d)->elsize)
+#endif
 
 #include <stdbool.h>
 #include <stdint.h>
