@@ -21,7 +21,7 @@ from ._kiln import Jit, OPS, Error  # noqa: F401
 __version__ = _kiln.kiln_version
 
 
-def jit(fn=None, *, static_argnums=(), mode="fused"):
+def jit(fn=None, *, static_argnums=(), mode="fused", cache=True):
     """Compile `fn` with kiln, once per signature of its arguments.
 
     The first call with a new signature (each array's dtype, rank and sizes; the values of
@@ -30,11 +30,12 @@ def jit(fn=None, *, static_argnums=(), mode="fused"):
     static_argnums: positions of arguments that are not arrays (traced as constants;
     Python and NumPy scalars, None and str are static without being listed).
     mode: "fused" (default), "eager" (one kernel per op) or "interp" (the reference
-    interpreter).
+    interpreter).  cache=False compiles with KILN_NO_CACHE: every kernel from scratch,
+    neither using nor filling kiln's kernel caches (for measuring compile time).
     """
     if fn is None:
-        return lambda f: jit(f, static_argnums=static_argnums, mode=mode)
-    j = Jit(fn, static_argnums, mode)
+        return lambda f: jit(f, static_argnums=static_argnums, mode=mode, cache=cache)
+    j = Jit(fn, static_argnums, mode, cache)
     _functools.update_wrapper(j, fn)
     return j
 

@@ -41,6 +41,7 @@ typedef struct kp_jit {
     PyObject *dict;
     PyObject *weakrefs;
     kiln_mode mode;
+    unsigned flags; /* KILN_NO_CACHE for jit(cache=False) */
     uint64_t static_mask;
     int nentries;
     jit_entry entries[JIT_CACHE_MAX];
@@ -458,7 +459,7 @@ jit_vectorcall(PyObject *obj, PyObject *const *args, size_t nargsf, PyObject *kw
         PyObject *statics = NULL;
         int single;
         kiln_program *p = NULL;
-        if (trace(self, self->mode, args, n, &s, 0, &p, NULL, &single, &statics))
+        if (trace(self, self->mode, args, n, &s, self->flags, &p, NULL, &single, &statics))
             goto done;
         self->traces++;
         prog = (kp_program *)kp_program_wrap(p);
@@ -486,14 +487,15 @@ done:
     return r;
 }
 
-/* f.lower(*args, mode=None): the program for these arguments, compiled with dumps kept
- * (not cached).  f.graph(*args): the traced graph. */
+/* f.lower(*args, mode=None, dumps=True): the program for these arguments, compiled with
+ * its dumps kept (not cached here).  f.graph(*args): the traced graph. */
 static PyObject *
 jit_lower_common(kp_jit *self, PyObject *args, PyObject *kw, int want_graph)
 {
     PyObject *mode = kw ? PyDict_GetItemString(kw, "mode") : NULL;
-    if (kw && PyDict_Size(kw) > (mode ? 1 : 0)) {
-        PyErr_SetString(PyExc_TypeError, "lower()/graph(): the only keyword is mode=");
+    PyObject *dumps = kw ? PyDict_GetItemString(kw, "dumps") : NULL;
+    if (kw && PyDict_Size(kw) > (mode ? 1 : 0) + (dumps ? 1 : 0)) {
+        PyErr_SetString(PyExc_TypeError, "lower()/graph(): the keywords are mode= and dumps=");
         return NULL;
     }
     kiln_mode md = self->mode;
@@ -503,6 +505,12 @@ jit_lower_common(kp_jit *self, PyObject *args, PyObject *kw, int want_graph)
             return NULL;
         md = (kiln_mode)m;
     }
+    unsigned flags = self->flags;
+    int keep = dumps ? PyObject_IsTrue(dumps) : 1;
+    if (keep < 0)
+        return NULL;
+    if (keep)
+        flags |= KILN_KEEP_DUMPS | KILN_NO_DISK_CACHE;
     Py_ssize_t n = PyTuple_GET_SIZE(args);
     PyObject *const *a = &PyTuple_GET_ITEM(args, 0);
     sig s;
@@ -515,8 +523,7 @@ jit_lower_common(kp_jit *self, PyObject *args, PyObject *kw, int want_graph)
                 r = kp_graph_wrap(g, NULL);
         } else {
             kiln_program *p = NULL;
-            if (trace(self, md, a, n, &s, KILN_KEEP_DUMPS | KILN_NO_DISK_CACHE, &p, NULL,
-                      &single, NULL) == 0)
+            if (trace(self, md, a, n, &s, flags, &p, NULL, &single, NULL) == 0)
                 r = kp_program_wrap(p);
         }
     }
@@ -548,9 +555,11 @@ jit_clear(kp_jit *self, PyObject *unused)
 static PyObject *
 jit_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"fn", "static_argnums", "mode", NULL};
+    static char *kwlist[] = {"fn", "static_argnums", "mode", "cache", NULL};
     PyObject *fn, *statics = NULL, *mode = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO:Jit", kwlist, &fn, &statics, &mode))
+    int cache = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOp:Jit", kwlist, &fn, &statics, &mode,
+                                     &cache))
         return NULL;
     if (!PyCallable_Check(fn)) {
         PyErr_SetString(PyExc_TypeError, "kiln.jit: expected a function");
@@ -588,6 +597,7 @@ jit_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     Py_INCREF(fn);
     self->fn = fn;
     self->mode = (kiln_mode)md;
+    self->flags = cache ? 0u : KILN_NO_CACHE;
     self->static_mask = mask;
     return (PyObject *)self;
 }
@@ -664,8 +674,9 @@ jit_repr(kp_jit *self)
 #define KW (PyCFunction)(void (*)(void))
 static PyMethodDef jit_methods[] = {
     {"lower", KW jit_lower, METH_VARARGS | METH_KEYWORDS,
-     "lower(*args, mode=None)\n--\n\nTrace for these arguments and compile a kiln.Program "
-     "with its dumps kept (program.dump('llvm'|'opt'|'asm'|'plan'), program.graph)."},
+     "lower(*args, mode=None, dumps=True)\n--\n\nTrace for these arguments and compile a "
+     "kiln.Program (not cached by the function), with its dumps kept unless dumps=False "
+     "(program.dump('llvm'|'opt'|'asm'|'plan'), program.graph)."},
     {"graph", KW jit_graph, METH_VARARGS | METH_KEYWORDS,
      "graph(*args)\n--\n\nTrace for these arguments; the kiln.Graph, not compiled."},
     {"clear_cache", (PyCFunction)jit_clear, METH_NOARGS,
@@ -691,7 +702,7 @@ PyTypeObject kp_jit_type = {
     .tp_call = PyVectorcall_Call,
     .tp_repr = (reprfunc)jit_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Jit(fn, static_argnums=(), mode='fused')\n--\n\nA function compiled by kiln "
+    .tp_doc = "Jit(fn, static_argnums=(), mode='fused', cache=True)\n--\n\nA function compiled by kiln "
               "per signature (kiln.jit).",
     .tp_traverse = (traverseproc)jit_traverse,
     .tp_clear = (inquiry)jit_gc_clear,

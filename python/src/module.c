@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- exceptions ------------------------------------------------------------------------ */
 PyObject *kp_Error;
@@ -923,7 +924,67 @@ program_repr(kp_program *self)
                                 mode_name(kiln_program_mode(self->p)), self->nin, self->nout);
 }
 
+/* Program._run_loop(arrays, n): seconds per kiln_program_run over n runs of a C loop on
+ * the same buffers, the GIL released: the C API's own time, for python/bench.py. */
+static PyObject *
+program_run_loop(kp_program *self, PyObject *args)
+{
+    PyObject *arrays;
+    long n;
+    if (!PyArg_ParseTuple(args, "O!l:_run_loop", &PyTuple_Type, &arrays, &n))
+        return NULL;
+    Py_ssize_t nargs = PyTuple_GET_SIZE(arrays);
+    if (nargs != self->nin || n < 1) {
+        PyErr_SetString(PyExc_ValueError, "_run_loop: one array per input and n >= 1");
+        return NULL;
+    }
+    /* One checked run gives the outputs; then the loop reuses every buffer. */
+    PyObject *outs = kp_program_call(self, &PyTuple_GET_ITEM(arrays, 0), nargs, NULL);
+    if (!outs)
+        return NULL;
+    PyObject *result = NULL;
+    const void **in = PyMem_Calloc((size_t)self->nin + 1, sizeof *in);
+    void **out = PyMem_Calloc((size_t)self->nout + 1, sizeof *out);
+    if (!in || !out) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int i = 0; i < self->nin; i++) {
+        PyObject *a = PyTuple_GET_ITEM(arrays, i);
+        if (!PyArray_Check(a) || !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)a)) {
+            PyErr_SetString(PyExc_TypeError, "_run_loop: C-contiguous arrays only");
+            goto done;
+        }
+        in[i] = PyArray_DATA((PyArrayObject *)a);
+    }
+    for (int o = 0; o < self->nout; o++)
+        out[o] = PyArray_DATA(
+            (PyArrayObject *)(self->nout == 1 ? outs : PyTuple_GET_ITEM(outs, o)));
+    struct timespec t0, t1;
+    kiln_status st = KILN_OK;
+    Py_BEGIN_ALLOW_THREADS
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long k = 0; k < n && st == KILN_OK; k++)
+        st = kiln_program_run(self->p, in, out);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    Py_END_ALLOW_THREADS
+    if (st != KILN_OK) {
+        kp_raise();
+        goto done;
+    }
+    result = PyFloat_FromDouble(((double)(t1.tv_sec - t0.tv_sec) +
+                                 (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9) / (double)n);
+done:
+    PyMem_Free(in);
+    PyMem_Free(out);
+    Py_DECREF(outs);
+    return result;
+}
+
 static PyMethodDef program_methods[] = {
+    {"_run_loop", (PyCFunction)program_run_loop, METH_VARARGS,
+     "_run_loop(arrays, n)\n--\n\nSeconds per run of a C loop of n kiln_program_run calls "
+     "on the same buffers (for python/bench.py)."},
     {"dump", (PyCFunction)(void (*)(void))program_dump, METH_VARARGS | METH_KEYWORDS,
      "dump(what='plan')\n--\n\nOne view of the program as text: 'graph', 'plan', 'llvm', "
      "'opt' or 'asm' (the last three need the program compiled with dumps=True)."},

@@ -187,6 +187,23 @@ def test_lower_and_graph():
     softmax_close(kiln.compile(kiln.Graph(str(g)), mode="interp")(x), x)
 
 
+def test_cache_off_and_lower_without_dumps():
+    @kiln.jit(cache=False)
+    def f(x):
+        return kiln.sigmoid(x) * x
+    x = f32(4, 16)
+    for _ in range(2):  # KILN_NO_CACHE: the same graph compiles again
+        before = kiln.stats()["kernel_compiles"]
+        p = f.lower(x, dumps=False)
+        assert kiln.stats()["kernel_compiles"] > before
+    assert "not captured" in p.dump("llvm")
+    assert_close(p(x), x / (1 + np.exp(-x.astype(np.float64))), np.float32, ulps=5)
+    with pytest.raises(TypeError):
+        f.lower(x, bogus=1)
+    # the C API's own time, for bench.py
+    assert 0 < p._run_loop((x,), 10) < 1.0
+
+
 def test_nested_jit_inlines():
     @kiln.jit
     def inner(x):
