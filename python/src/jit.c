@@ -32,6 +32,9 @@ typedef struct jit_entry {
     PyObject *statics; /* tuple of the static arguments, in order */
     kp_program *prog;
     int single; /* the function returned one tensor, not a tuple */
+    int nret;   /* with outmap: the tuple's length */
+    int *outmap; /* PyMem, or NULL: returned tensor i is the program's output outmap[i]
+                  * (a function returning one tensor twice: kiln's outputs are distinct) */
 } jit_entry;
 
 typedef struct kp_jit {
@@ -52,6 +55,7 @@ static void
 entry_clear(jit_entry *e)
 {
     PyMem_Free(e->key);
+    PyMem_Free(e->outmap);
     Py_XDECREF(e->statics);
     Py_XDECREF(e->prog);
     memset(e, 0, sizeof *e);
@@ -177,6 +181,9 @@ sig_build(kp_jit *self, PyObject *const *args, Py_ssize_t n, sig *s)
 static int
 statics_equal(PyObject *stored, PyObject *const *args, const sig *s)
 {
+    /* __eq__ may run Python code, and another thread may evict the entry meanwhile. */
+    Py_INCREF(stored);
+    int r = 1;
     Py_ssize_t k = 0;
     int pos = 0;
     for (int i = 0; i < s->nkey; i++) {
@@ -184,22 +191,25 @@ statics_equal(PyObject *stored, PyObject *const *args, const sig *s)
         if (tag == TAG_STATIC) {
             PyObject *a = args[pos], *b = PyTuple_GET_ITEM(stored, k++);
             if (a != b) {
-                if (Py_TYPE(a) != Py_TYPE(b))
-                    return 0;
-                int eq = PyObject_RichCompareBool(a, b, Py_EQ);
-                if (eq < 0) {
-                    PyErr_Clear();
-                    return 0;
+                if (Py_TYPE(a) != Py_TYPE(b)) {
+                    r = 0;
+                    break;
                 }
-                if (!eq)
-                    return 0;
+                int eq = PyObject_RichCompareBool(a, b, Py_EQ);
+                if (eq < 0)
+                    PyErr_Clear();
+                if (eq != 1) {
+                    r = 0;
+                    break;
+                }
             }
         } else {
             i += (int)((tag >> 16) & 0xff);
         }
         pos++;
     }
-    return 1;
+    Py_DECREF(stored);
+    return r;
 }
 
 static int
@@ -219,15 +229,33 @@ run_entry(const jit_entry *en, const sig *s)
 {
     /* Copies: another thread may reorder or evict entries while the GIL is released. */
     kp_program *p = en->prog;
-    int single = en->single;
+    int single = en->single, nret = en->nret;
+    int *outmap = NULL;
+    if (en->outmap) {
+        outmap = PyMem_Malloc(sizeof(int) * (size_t)nret);
+        if (!outmap)
+            return PyErr_NoMemory();
+        memcpy(outmap, en->outmap, sizeof(int) * (size_t)nret);
+    }
     Py_INCREF(p);
     PyObject *r = kp_program_call(p, (PyObject *const *)s->arrays, s->narrays, NULL);
+    int nout = p->nout;
     Py_DECREF(p);
-    if (r && !single && !PyTuple_Check(r)) {
+    if (r && outmap) {
+        PyObject *t = PyTuple_New(nret);
+        for (int i = 0; t && i < nret; i++) {
+            PyObject *o = nout == 1 ? r : PyTuple_GET_ITEM(r, outmap[i]);
+            Py_INCREF(o);
+            PyTuple_SET_ITEM(t, i, o);
+        }
+        Py_DECREF(r);
+        r = t;
+    } else if (r && !single && !PyTuple_Check(r)) {
         PyObject *t = PyTuple_Pack(1, r);
         Py_DECREF(r);
-        return t;
+        r = t;
     }
+    PyMem_Free(outmap);
     return r;
 }
 
@@ -279,7 +307,8 @@ param_names(PyObject *fn, int *offset)
 static int
 trace(kp_jit *self, kiln_mode mode, PyObject *const *args, Py_ssize_t n, const sig *s,
       unsigned flags,
-      kiln_program **prog, kiln_graph **graph, int *single, PyObject **statics)
+      kiln_program **prog, kiln_graph **graph, int *single, PyObject **statics,
+      int **outmap, int *nret)
 {
     int rc = -1;
     PyObject *targs = NULL, *res = NULL, *names = NULL;
@@ -331,9 +360,31 @@ trace(kp_jit *self, kiln_mode mode, PyObject *const *args, Py_ssize_t n, const s
     if (!res)
         goto done;
     kiln_tensor outs[64];
-    int nout;
+    int nout, map[64], nuniq = 0;
     if (kp_collect_outputs(res, outs, 64, &nout, single))
         goto done;
+    /* A tensor returned twice is one output of the program, returned twice. */
+    for (int i = 0; i < nout; i++) {
+        int j = 0;
+        while (j < nuniq && memcmp(&outs[j], &outs[i], sizeof outs[i]) != 0)
+            j++;
+        if (j == nuniq)
+            outs[nuniq++] = outs[i];
+        map[i] = j;
+    }
+    if (outmap) {
+        *outmap = NULL;
+        *nret = nout;
+        if (nuniq < nout) {
+            *outmap = PyMem_Malloc(sizeof(int) * (size_t)nout);
+            if (!*outmap) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            memcpy(*outmap, map, sizeof(int) * (size_t)nout);
+        }
+    }
+    nout = nuniq;
     char gname[64];
     PyObject *qn = PyObject_GetAttrString(self->fn, "__name__");
     ident(qn && PyUnicode_Check(qn) ? PyUnicode_AsUTF8(qn) : NULL, gname, sizeof gname,
@@ -355,6 +406,10 @@ trace(kp_jit *self, kiln_mode mode, PyObject *const *args, Py_ssize_t n, const s
     }
     rc = 0;
 done:
+    if (rc && outmap && *outmap) {
+        PyMem_Free(*outmap);
+        *outmap = NULL;
+    }
     /* An exception in the traced function (or a bad return value) discards the scope:
      * the device is free and the next call traces afresh. */
     kp_trace_abort(tr);
@@ -368,7 +423,8 @@ done:
 }
 
 static int
-insert(kp_jit *self, const sig *s, kp_program *prog, PyObject *statics, int single)
+insert(kp_jit *self, const sig *s, kp_program *prog, PyObject *statics, int single,
+       int *outmap, int nret)
 {
     int64_t *key = PyMem_Malloc(sizeof(int64_t) * (size_t)(s->nkey ? s->nkey : 1));
     if (!key) {
@@ -385,6 +441,8 @@ insert(kp_jit *self, const sig *s, kp_program *prog, PyObject *statics, int sing
     e->statics = statics;
     e->prog = prog;
     e->single = single;
+    e->outmap = outmap;
+    e->nret = nret;
     self->nentries++;
     return 0;
 }
@@ -457,27 +515,27 @@ jit_vectorcall(PyObject *obj, PyObject *const *args, size_t nargsf, PyObject *kw
     if (e < 0) {
         kp_program *prog = NULL;
         PyObject *statics = NULL;
-        int single;
+        int single, nret = 0, *outmap = NULL;
         kiln_program *p = NULL;
-        if (trace(self, self->mode, args, n, &s, self->flags, &p, NULL, &single, &statics))
+        if (trace(self, self->mode, args, n, &s, self->flags, &p, NULL, &single, &statics,
+                  &outmap, &nret))
             goto done;
         self->traces++;
         prog = (kp_program *)kp_program_wrap(p);
         if (!prog) {
             Py_DECREF(statics);
+            PyMem_Free(outmap);
             goto done;
         }
         /* Another thread may have traced the same signature while the GIL was released. */
         e = find_entry(self, args, &s);
-        if (e >= 0) {
+        if (e >= 0 || insert(self, &s, prog, statics, single, outmap, nret)) {
             Py_DECREF(prog);
             Py_DECREF(statics);
-        } else {
-            if (insert(self, &s, prog, statics, single)) {
-                Py_DECREF(prog);
-                Py_DECREF(statics);
+            PyMem_Free(outmap);
+            if (e < 0)
                 goto done;
-            }
+        } else {
             e = 0;
         }
     }
@@ -519,11 +577,11 @@ jit_lower_common(kp_jit *self, PyObject *args, PyObject *kw, int want_graph)
     if (sig_build(self, a, n, &s) == 0) {
         if (want_graph) {
             kiln_graph *g = NULL;
-            if (trace(self, md, a, n, &s, 0, NULL, &g, &single, NULL) == 0)
+            if (trace(self, md, a, n, &s, 0, NULL, &g, &single, NULL, NULL, NULL) == 0)
                 r = kp_graph_wrap(g, NULL);
         } else {
             kiln_program *p = NULL;
-            if (trace(self, md, a, n, &s, flags, &p, NULL, &single, NULL) == 0)
+            if (trace(self, md, a, n, &s, flags, &p, NULL, &single, NULL, NULL, NULL) == 0)
                 r = kp_program_wrap(p);
         }
     }

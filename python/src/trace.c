@@ -685,13 +685,20 @@ tensor_subscript(kp_tensor *t, PyObject *key)
     if (rank < 0)
         goto done;
     Py_ssize_t nk = PyTuple_GET_SIZE(tup);
-    int consume = 0, ellipsis = 0;
+    int consume = 0, ellipsis = 0, newaxes = 0;
     for (Py_ssize_t i = 0; i < nk; i++) {
         PyObject *k = PyTuple_GET_ITEM(tup, i);
         if (k == Py_Ellipsis)
             ellipsis++;
-        else if (k != Py_None)
+        else if (k == Py_None)
+            newaxes++;
+        else
             consume++;
+    }
+    if (newaxes > KILN_MAX_RANK) {
+        kp_raise_code(KILN_ERR_SHAPE, "%s: bad rank: %d new axes (kiln's limit is rank %d)",
+                      api, newaxes, KILN_MAX_RANK);
+        goto done;
     }
     if (ellipsis > 1) {
         PyErr_SetString(PyExc_IndexError, "kiln.Tensor: an index can only have a single ellipsis");
@@ -703,7 +710,7 @@ tensor_subscript(kp_tensor *t, PyObject *key)
         goto done;
     }
     int64_t start[KILN_MAX_RANK], stop[KILN_MAX_RANK], step[KILN_MAX_RANK];
-    int64_t shape[2 * KILN_MAX_RANK + 2];
+    int64_t shape[2 * KILN_MAX_RANK];
     int nshape = 0, axis = 0;
     for (int d = 0; d < rank; d++) {
         start[d] = 0;
@@ -716,11 +723,7 @@ tensor_subscript(kp_tensor *t, PyObject *key)
             for (int e = 0; e < rank - consume; e++, axis++)
                 shape[nshape++] = dims[axis];
         } else if (k == Py_None) {
-            if (nshape >= 2 * KILN_MAX_RANK) {
-                kp_raise_code(KILN_ERR_SHAPE, "%s: too many new axes", api);
-                goto done;
-            }
-            shape[nshape++] = 1;
+            shape[nshape++] = 1; /* at most rank + newaxes <= 2 * KILN_MAX_RANK entries */
         } else if (PySlice_Check(k)) {
             Py_ssize_t s0, s1, st;
             if (PySlice_Unpack(k, &s0, &s1, &st) < 0)

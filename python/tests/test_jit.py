@@ -145,6 +145,52 @@ def test_tensor_operators_like_numpy():
             assert_close(g, wv.astype(dt) if dt.kind != "f" else wv, dt, ulps=1, what=f"#{k}")
 
 
+def test_returned_twice_and_inputs_returned():
+    @kiln.jit
+    def f(x):
+        y = x * 2
+        return y, x + 1, y, x
+    x = f32(5)
+    for _ in range(2):  # the trace, then the cached call
+        a, b, c, d = f(x)
+        assert a is c
+        assert_close(a, x * 2, np.float32)
+        assert_close(b, x + 1.0, np.float32)
+        assert_close(d, x, np.float32)
+
+
+def test_indexing_errors():
+    @kiln.jit
+    def many_new_axes(x):
+        return x[(None,) * 9]
+    with pytest.raises(kiln.ShapeError):
+        many_new_axes(f32(2))
+
+    @kiln.jit
+    def too_many(x):
+        return x[0, 0]
+    with pytest.raises(IndexError):
+        too_many(f32(2))
+
+    @kiln.jit
+    def out_of_range(x):
+        return x[5]
+    with pytest.raises(IndexError, match="out of bounds"):
+        out_of_range(f32(2))
+
+    @kiln.jit
+    def zero_step(x):
+        return x[::0]
+    with pytest.raises(ValueError):
+        zero_step(f32(2))
+
+    @kiln.jit
+    def eight(x):
+        return x[None, ..., None][:, 1:, ::-1]
+    x = f32(2, 3, 4, 2, 2, 2)
+    assert_close(eight(x), x[None, ..., None][:, 1:, ::-1], np.float32)
+
+
 def test_captured_arrays_are_constants():
     w = f32(6, seed=4)
 
