@@ -46,7 +46,7 @@ setup(
     packages=["kiln"],
     ext_modules=[Extension("kiln._kiln", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
-    python_requires=">=3.8",
+    python_requires=">=3.10",
     install_requires=["numpy"],
     zip_safe=False,
 )

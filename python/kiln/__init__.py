@@ -11,6 +11,7 @@
 
 The extension module kiln._kiln is a client of kiln.h; docs/python.md documents the API.
 """
+import builtins as _builtins
 import functools as _functools
 import inspect as _inspect
 
@@ -65,3 +66,8 @@ take = gather  # noqa: F405
 maximum = max  # noqa: F405  (elementwise, as numpy.maximum: kiln.reduce_max reduces)
 minimum = min  # noqa: F405
 logical_not = not_  # noqa: F405
+
+
+# `from kiln import *` leaves Python's builtins alone (kiln.max, kiln.abs, kiln.input,
+# kiln.slice... are kiln's ops: use them as kiln.max).
+__all__ = sorted(n for n in globals() if not n.startswith("_") and not hasattr(_builtins, n))

@@ -1,6 +1,9 @@
 """kiln.jit: tracing, the signature cache, Tensor semantics, misuse, threads, leaks."""
 import gc
+import os
+import pathlib
 import resource
+import subprocess
 import threading
 
 import numpy as np
@@ -464,8 +467,9 @@ def test_no_leak_100k_calls():
     assert grown < 2048, f"RSS grew by {grown} KiB over 100k calls"
 
 
-def test_gpt2_block():
-    """A GPT-2-style block (layernorm, causal attention, MLP with gelu) against NumPy f64."""
+def gpt2_block():
+    """A GPT-2-style block (layernorm, causal attention, MLP with gelu) as a Python function,
+    run by kiln and by NumPy in f64 on the same weights: (jitted, x, NumPy's result)."""
     T, C, H = 16, 64, 4
     rng = np.random.default_rng(42)
 
@@ -475,7 +479,7 @@ def test_gpt2_block():
              g2=1 + p(C), b2=p(C), w1=p(C, 4 * C), c1=p(4 * C), w2=p(4 * C, C), c2=p(C))
     mask = np.tril(np.ones((T, T), dtype=bool))
 
-    def block(x, W, ln, softmax_, gelu_, where, np_like):
+    def block(x, W, softmax_, gelu_, where, np_like):
         def layernorm(x, g, b):
             m = x.mean(axis=-1, keepdims=True)
             v = ((x - m) ** 2).mean(axis=-1, keepdims=True)
@@ -500,15 +504,33 @@ def test_gpt2_block():
 
     @kiln.jit
     def kblock(x):
-        return block(x, W, None, ksoftmax, kiln.gelu, kiln.where, kiln)
+        return block(x, W, ksoftmax, kiln.gelu, kiln.where, kiln)
 
     W64 = {k: v.astype(np.float64) for k, v in W.items()}
 
     def npgelu(h):
         return 0.5 * h * (1 + np.tanh(0.7978845608028654 * (h + 0.044715 * h**3)))
     x = p(T, C, scale=1.0)
-    want = block(x.astype(np.float64), W64, None, softmax64, npgelu, np.where, np)
+    return kblock, x, block(x.astype(np.float64), W64, softmax64, npgelu, np.where, np)
+
+
+def test_gpt2_block():
+    kblock, x, want = gpt2_block()
     got = kblock(x)
     # f32 throughout: a few hundred f32 roundings along the longest path (matmuls of 64
     # and 256 terms accumulate in f32), relative to the activations' scale (~1)
     assert_close(got, want, np.float32, ulps=64, abs_=2e-5 * np.abs(want).max(), what="gpt2 block")
+
+
+def test_gpt2_block_passes_kiln_check(tmp_path):
+    """The traced graph through `kiln check`: fused and eager against the reference
+    interpreter on random inputs, within the error bound kiln propagates through it."""
+    tool = pathlib.Path(os.environ.get("KILN_TOOL", pathlib.Path(__file__).resolve().parents[2] / "build" / "kiln"))
+    if not tool.exists():
+        pytest.skip(f"no kiln command at {tool} (KILN_TOOL)")
+    kblock, x, _ = gpt2_block()
+    path = tmp_path / "gpt2_block.kiln"
+    path.write_text(str(kblock.graph(x)))
+    r = subprocess.run([str(tool), "check", str(path)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "fused" in r.stdout and "eager" in r.stdout
