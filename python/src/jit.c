@@ -4,12 +4,17 @@
  * argument listed in static_argnums, a Python scalar, None, a str, or an object NumPy can
  * only make an object array of (self of a method, a config object); the function sees it
  * as it is, and it is compared by type and == (identity for most objects).  Anything
- * else NumPy converts (NumPy scalars, lists, buffer-protocol objects) is an array.  A program has fixed sizes (kiln_program_run takes
- * buffers "sizes as declared"), so sizes are part of the signature: a new size re-traces
- * the function (Python, some tens of microseconds) and kiln_scope_end compiles the new
- * graph, which finds every kernel in kiln's kernel cache (keyed by the size-free
- * kiln_graph_generic_hash): no LLVM work.  The traced function may read x.shape, so the
- * sizes are needed to trace it anyway.
+ * else NumPy converts (NumPy scalars, lists, buffer-protocol objects) is an array.
+ *
+ * A program has fixed sizes (kiln_program_run takes buffers "sizes as declared"), so
+ * sizes are part of the signature: a new size re-traces the function (tens of
+ * microseconds: python/bench.py) and kiln_scope_end compiles the new graph, which finds
+ * every kernel in kiln's kernel cache (keyed by the size-free kiln_graph_generic_hash): no
+ * LLVM work.  The traced function may read x.shape, so the sizes are needed to trace it
+ * anyway.
+ *
+ * A function may return a tensor twice; a scope's outputs are distinct, so the entry maps
+ * returned positions onto the program's outputs (outmap).
  *
  * The cache per function holds JIT_CACHE_MAX programs, most recently used first; a hit
  * moves its entry to the front, a miss beyond the limit drops the last.  The hit path
@@ -217,7 +222,8 @@ find_entry(kp_jit *self, PyObject *const *args, const sig *s)
 {
     for (int e = 0; e < self->nentries; e++) {
         jit_entry *en = &self->entries[e];
-        if (en->nkey == s->nkey && memcmp(en->key, s->key, sizeof(int64_t) * (size_t)s->nkey) == 0 &&
+        if (en->nkey == s->nkey &&
+            memcmp(en->key, s->key, sizeof(int64_t) * (size_t)s->nkey) == 0 &&
             (s->nstatic == 0 || statics_equal(en->statics, args, s)))
             return e;
     }
@@ -312,6 +318,7 @@ trace(kp_jit *self, kiln_mode mode, PyObject *const *args, Py_ssize_t n, const s
 {
     int rc = -1;
     PyObject *targs = NULL, *res = NULL, *names = NULL;
+    char(*used)[64] = NULL; /* the input names given so far */
     kp_trace *tr = kp_trace_new();
     if (!tr)
         return -1;
@@ -325,6 +332,11 @@ trace(kp_jit *self, kiln_mode mode, PyObject *const *args, Py_ssize_t n, const s
     }
     int offset;
     names = param_names(self->fn, &offset);
+    used = PyMem_Calloc((size_t)s->narrays + 1, sizeof *used);
+    if (!used) {
+        PyErr_NoMemory();
+        goto done;
+    }
     int ai = 0, si = 0, ki = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t tag = s->key[ki++];
@@ -346,6 +358,14 @@ trace(kp_jit *self, kiln_mode mode, PyObject *const *args, Py_ssize_t n, const s
             pn = PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, i + offset));
         PyErr_Clear();
         ident(pn, name, sizeof name, fallback);
+        /* Input names are unique in a scope: a parameter named like another's fallback
+         * (def f(arg1, *rest)), or two names sanitised alike, get the argument's index. */
+        for (int j = 0; j < ai; j++)
+            if (strcmp(used[j], name) == 0) {
+                snprintf(name, sizeof name, "%s_%zd", fallback, i);
+                break;
+            }
+        memcpy(used[ai], name, sizeof name);
         PyObject *t = kp_trace_input(tr, name, dt, nd, &s->key[ki]);
         ki += nd;
         ai++;
@@ -353,7 +373,6 @@ trace(kp_jit *self, kiln_mode mode, PyObject *const *args, Py_ssize_t n, const s
             goto done;
         PyTuple_SET_ITEM(targs, i, t);
     }
-    (void)ai;
     kp_trace *prev = kp_trace_set_current(tr);
     res = PyObject_Call(self->fn, targs, NULL);
     kp_trace_set_current(prev);
@@ -418,6 +437,7 @@ done:
     Py_XDECREF(res);
     Py_XDECREF(targs);
     Py_XDECREF(names);
+    PyMem_Free(used);
     Py_DECREF(tr);
     return rc;
 }
@@ -745,7 +765,8 @@ static PyMethodDef jit_methods[] = {
 
 static PyGetSetDef jit_getset[] = {
     {"cache_size", (getter)jit_cache_size, NULL, "signatures compiled and cached now", NULL},
-    {"trace_count", (getter)jit_trace_count, NULL, "times a call traced the function (lower() and graph() not counted)", NULL},
+    {"trace_count", (getter)jit_trace_count, NULL,
+     "times a call traced the function (lower() and graph() not counted)", NULL},
     {"fn", (getter)jit_fn, NULL, "the Python function", NULL},
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {0},
@@ -760,7 +781,8 @@ PyTypeObject kp_jit_type = {
     .tp_call = PyVectorcall_Call,
     .tp_repr = (reprfunc)jit_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Jit(fn, static_argnums=(), mode='fused', cache=True)\n--\n\nA function compiled by kiln "
+    .tp_doc = "Jit(fn, static_argnums=(), mode='fused', cache=True)\n--\n\n"
+              "A function compiled by kiln "
               "per signature (kiln.jit).",
     .tp_traverse = (traverseproc)jit_traverse,
     .tp_clear = (inquiry)jit_gc_clear,

@@ -206,7 +206,8 @@ kp_mode_arg(PyObject *o)
     if (s && strcmp(s, "interp") == 0)
         return KILN_MODE_INTERP;
     if (!PyErr_Occurred())
-        PyErr_Format(PyExc_ValueError, "kiln: mode must be \"fused\", \"eager\" or \"interp\", not %R", o);
+        PyErr_Format(PyExc_ValueError,
+                     "kiln: mode must be \"fused\", \"eager\" or \"interp\", not %R", o);
     return -1;
 }
 

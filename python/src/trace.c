@@ -466,18 +466,78 @@ floor_div(kiln_tensor a, kiln_tensor b)
     return kiln_sub(q, kiln_cast(floor_adjust(kiln_rem(a, b), b), dt));
 }
 
-static PyObject *t_add(PyObject *a, PyObject *b) { return binop("Tensor.__add__", kiln_add, a, b); }
-static PyObject *t_sub(PyObject *a, PyObject *b) { return binop("Tensor.__sub__", kiln_sub, a, b); }
-static PyObject *t_mul(PyObject *a, PyObject *b) { return binop("Tensor.__mul__", kiln_mul, a, b); }
-static PyObject *t_mod(PyObject *a, PyObject *b) { return binop("Tensor.__mod__", floor_mod, a, b); }
-static PyObject *t_floordiv(PyObject *a, PyObject *b) { return binop("Tensor.__floordiv__", floor_div, a, b); }
-static PyObject *t_and(PyObject *a, PyObject *b) { return binop("Tensor.__and__", kiln_and, a, b); }
-static PyObject *t_or(PyObject *a, PyObject *b) { return binop("Tensor.__or__", kiln_or, a, b); }
-static PyObject *t_xor(PyObject *a, PyObject *b) { return binop("Tensor.__xor__", kiln_xor, a, b); }
-static PyObject *t_matmul(PyObject *a, PyObject *b) { return binop("Tensor.__matmul__", kiln_matmul, a, b); }
-static PyObject *t_neg(PyObject *a) { return unop(kiln_neg, a); }
-static PyObject *t_abs(PyObject *a) { return unop(kiln_abs, a); }
-static PyObject *t_invert(PyObject *a) { return unop(kiln_not, a); }
+static PyObject *
+t_add(PyObject *a, PyObject *b)
+{
+    return binop("Tensor.__add__", kiln_add, a, b);
+}
+
+static PyObject *
+t_sub(PyObject *a, PyObject *b)
+{
+    return binop("Tensor.__sub__", kiln_sub, a, b);
+}
+
+static PyObject *
+t_mul(PyObject *a, PyObject *b)
+{
+    return binop("Tensor.__mul__", kiln_mul, a, b);
+}
+
+static PyObject *
+t_mod(PyObject *a, PyObject *b)
+{
+    return binop("Tensor.__mod__", floor_mod, a, b);
+}
+
+static PyObject *
+t_floordiv(PyObject *a, PyObject *b)
+{
+    return binop("Tensor.__floordiv__", floor_div, a, b);
+}
+
+static PyObject *
+t_and(PyObject *a, PyObject *b)
+{
+    return binop("Tensor.__and__", kiln_and, a, b);
+}
+
+static PyObject *
+t_or(PyObject *a, PyObject *b)
+{
+    return binop("Tensor.__or__", kiln_or, a, b);
+}
+
+static PyObject *
+t_xor(PyObject *a, PyObject *b)
+{
+    return binop("Tensor.__xor__", kiln_xor, a, b);
+}
+
+static PyObject *
+t_matmul(PyObject *a, PyObject *b)
+{
+    return binop("Tensor.__matmul__", kiln_matmul, a, b);
+}
+
+static PyObject *
+t_neg(PyObject *a)
+{
+    return unop(kiln_neg, a);
+}
+
+static PyObject *
+t_abs(PyObject *a)
+{
+    return unop(kiln_abs, a);
+}
+
+static PyObject *
+t_invert(PyObject *a)
+{
+    return unop(kiln_not, a);
+}
+
 
 static PyObject *
 t_pos(PyObject *a)

@@ -162,6 +162,24 @@ def test_returned_twice_and_inputs_returned():
         assert_close(d, x, np.float32)
 
 
+def test_input_names():
+    @kiln.jit
+    def f(arg1, *rest):  # "arg1" is also the second argument's fallback name
+        return arg1 + rest[0] + rest[1]
+    x = f32(3)
+    assert_close(f(x, x, x), 3 * x.astype(np.float64), np.float32, ulps=1)
+    names = [n for n, _, _ in f.graph(x, x, x).inputs]
+    assert names[0] == "arg1" and len(set(names)) == 3
+
+    @kiln.jit
+    def only_static(n):
+        return kiln.arange(n, dtype="i32") * 2
+    assert only_static(4).tolist() == [0, 2, 4, 6]
+
+    g = kiln.jit(lambda x: x * 2)
+    assert g.graph(x).name == "_lambda_"
+
+
 def test_indexing_errors():
     @kiln.jit
     def many_new_axes(x):
