@@ -5,7 +5,7 @@ import os
 import pathlib
 import sys
 
-os.environ.setdefault("KILN_CACHE_DIR", "off")
+os.environ["KILN_CACHE_DIR"] = "off"
 try:
     import kiln  # noqa: F401
 except ImportError:
