@@ -839,7 +839,23 @@ done:
     return result;
 }
 
+static Py_ssize_t
+tensor_length(kp_tensor *t)
+{
+    int rank = kiln_tensor_rank(t->t);
+    if (rank < 0) {
+        kp_raise();
+        return -1;
+    }
+    if (rank == 0) {
+        PyErr_SetString(PyExc_TypeError, "len() of a 0-d tensor");
+        return -1;
+    }
+    return (Py_ssize_t)kiln_tensor_dim(t->t, 0);
+}
+
 static PyMappingMethods tensor_as_mapping = {
+    .mp_length = (lenfunc)tensor_length,
     .mp_subscript = (binaryfunc)tensor_subscript,
 };
 

@@ -200,6 +200,17 @@ def test_indexing_errors():
         out_of_range(f32(2))
 
     @kiln.jit
+    def by_len(x):
+        return x[len(x) - 1] * len(x)
+    assert_close(by_len(f32(3, 2)), f32(3, 2)[2] * 3, np.float32)
+
+    @kiln.jit
+    def len0(x):
+        return x * len(x)
+    with pytest.raises(TypeError, match="0-d"):
+        len0(np.float32(1))
+
+    @kiln.jit
     def zero_step(x):
         return x[::0]
     with pytest.raises(ValueError):
