@@ -5,9 +5,12 @@
 set -euo pipefail
 
 # cmake make gcc libc6-dev: the build; pkg-config check: the unit tests; llvm-19-dev: the
-# JIT (shared libLLVM and its C API); python3-numpy: the tests' .npy oracle.  libc6-dev is
+# JIT (shared libLLVM and its C API); python3-numpy: the tests' .npy oracle and, with
+# python3-dev and python3-pytest, the Python extension (python/) and its tests;
+# python3-setuptools, python3-pip and python3-venv: `pip install ./python`.  libc6-dev is
 # only a Recommends of gcc, so --no-install-recommends needs it named.
-packages=(cmake make gcc libc6-dev pkg-config llvm-19-dev check python3-numpy)
+packages=(cmake make gcc libc6-dev pkg-config llvm-19-dev check python3-numpy python3-dev
+          python3-pytest python3-setuptools python3-pip python3-venv)
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
     echo "setup: no dpkg here; kiln needs: ${packages[*]} (or their equivalents)" >&2

@@ -7,6 +7,10 @@
 # (clang-19: skipped with a message where it is not installed, and setup.sh does not install
 # it; docs/fuzzing.md).  Exits non-zero if anything fails; every configuration runs even
 # when an earlier one has failing tests.
+# The Python extension (python/) is built in both configurations for KILN_PYTHON_EXE
+# (default /usr/bin/python3, Debian's, which has NumPy and pytest from setup.sh), and CTest
+# runs its pytest suite (python/tests) with the others; under ASan the sanitizer runtime is
+# preloaded into the interpreter (python/CMakeLists.txt).
 # KILN_BUILD_DIR and KILN_ASAN_BUILD_DIR override the two build directories, KILN_BUILD_TYPE
 # the first one's CMake build type (Release: the same build/ as scripts/run.sh);
 # KILN_FUZZ_BUILD_DIR and KILN_FUZZ_SECONDS (per target) the fuzzing step's.
@@ -30,6 +34,11 @@ asan=${KILN_ASAN_BUILD_DIR:-build-asan}
 type=${KILN_BUILD_TYPE:-Release}
 jobs=$(nproc)
 bash scripts/setup.sh
+python_exe=${KILN_PYTHON_EXE:-/usr/bin/python3}
+python_args=()
+if [ -x "$python_exe" ]; then
+    python_args=(-DPython3_EXECUTABLE="$python_exe")
+fi
 
 if [ -n "$quick" ]; then
     start=$(date +%s)
@@ -48,13 +57,13 @@ fi
 
 status=0
 echo "== $build: $type, -Werror"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE="$type" -DKILN_WERROR=ON
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE="$type" -DKILN_WERROR=ON "${python_args[@]}"
 cmake --build "$build" -j"$jobs"
 (cd "$build" && ctest --output-on-failure -j"$jobs") || status=1
 
 echo "== $asan: AddressSanitizer + UndefinedBehaviorSanitizer, -Werror"
 cmake -S . -B "$asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WERROR=ON \
-    -DKILN_SANITIZE=address,undefined
+    -DKILN_SANITIZE=address,undefined "${python_args[@]}"
 cmake --build "$asan" -j"$jobs"
 export ASAN_OPTIONS=detect_leaks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
