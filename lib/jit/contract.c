@@ -416,6 +416,14 @@ jit_skinny_tile(kiln_dtype t, int tile_m, int bform, int *n)
     *n = nc < 1 ? 1 : nc;
 }
 
+int64_t
+jit_skinny_cols(kiln_dtype t, int tile_m)
+{
+    int64_t w = jit_host_info()->vector_bits / 32;
+    int64_t c = JIT_SKINNY_YBYTES / ((int64_t)tile_m * (int64_t)kiln_dtype_size(t)) / w * w;
+    return c > w ? c : w;
+}
+
 int
 jit_skinny_max_rows(kiln_dtype t)
 {
@@ -454,11 +462,13 @@ skinny_task(void *ctx, int64_t i)
     x.a_m = s->mm_st[0][R - 2];
     x.a_k = s->mm_st[0][R - 1];
     x.bs = s->desc.bform == JIT_SKINNY_ROWS ? s->mm_st[1][R - 2] : s->mm_st[1][R - 1];
-    /* a rows kernel takes at most JIT_SKINNY_COLS columns a call */
+    /* a rows kernel takes at most jit_skinny_cols columns a call */
+    int64_t cols = s->desc.bform == JIT_SKINNY_ROWS ? jit_skinny_cols(mm_dtype(s), s->desc.tile_m)
+                                                    : r->chunk;
     for (int64_t j = c * r->chunk, end = j + r->chunk < s->mm_n ? j + r->chunk : s->mm_n; j < end;
-         j += JIT_SKINNY_COLS) {
+         j += cols) {
         x.j0 = j;
-        x.j1 = end - j < JIT_SKINNY_COLS ? end : j + JIT_SKINNY_COLS;
+        x.j1 = end - j < cols ? end : j + cols;
         r->fn(r->ptrs, s->strides, s->dims, 0, 0, &x);
     }
 }
@@ -475,12 +485,13 @@ jit_skinny_run(const jit_step *s, void *const *ptrs, const void *a, const void *
     r.es = kiln_dtype_size(mm_dtype(s));
     int64_t macs = s->mm_batch * s->mm_m * s->mm_n * (s->mm_k ? s->mm_k : 1);
     int threads = macs < SMALL_MACS ? 1 : jit_pool_threads();
-    /* columns in blocks of whole cache lines of the output (16 f32), two per thread: each
+    /* columns in blocks of whole cache lines of the output (16 f32), one per thread: each
      * streams its own columns of B, never a split of K, in segments of rows as long as can
-     * be (gemv on 2 threads, a loaded host, alternated: 1 or 2 blocks per thread 3.5-4.9 ms,
-     * 4 blocks 5.0-5.3, 8 blocks 5.5-11.9) */
+     * be (gemv on 2 threads, alternated three times: one block per thread 2.3-2.6 ms, two
+     * 2.9-3.4; with 1024-column calls, one or two 3.5-4.9 ms, four 5.0-5.3, eight
+     * 5.5-11.9) */
     int64_t line = 64 / (int64_t)r.es;
-    int64_t want = threads > 1 ? 2 * (int64_t)threads : 1;
+    int64_t want = threads > 1 ? (int64_t)threads : 1;
     int64_t per = want > s->mm_batch ? (want + s->mm_batch - 1) / s->mm_batch : 1;
     int64_t chunk = (s->mm_n + per - 1) / per;
     chunk = (chunk + line - 1) / line * line;

@@ -7,7 +7,7 @@
  *   rows form (B's N stride 1: a row-major weight):
  *     for each block of PB rows of B (k):        PB streams of contiguous reads
  *       for each nv-vector group of columns:
- *         acc[r][v] = sums so far (a stack array of tile_m x JIT_SKINNY_COLS)
+ *         acc[r][v] = sums so far (a stack array of tile_m x jit_skinny_cols)
  *         PB steps: nv vector loads of B, tile_m broadcasts of A, tile_m * nv FMAs
  *         the sums back to the stack array
  *     then the rest of k one row at a time, then the epilogue over the stack array.
@@ -44,7 +44,8 @@ typedef struct sk {
     kiln_dtype t;
     bool fl;
     unsigned es;
-    int tm; /* tile rows */
+    int tm;       /* tile rows */
+    int64_t cols; /* rows form: columns of a call at most, the stack array's row */
 } sk;
 
 static LLVMValueRef
@@ -139,7 +140,7 @@ rows_steps(sk *k, int nv, LLVMValueRef y, LLVMValueRef c, LLVMValueRef *mk, LLVM
     unsigned ya = k->es * (unsigned)l->W > 64 ? 64 : k->es * (unsigned)l->W;
     for (int r = 0; r < k->tm; r++)
         for (int v = 0; v < nv; v++) {
-            LLVMValueRef idx = LLVMBuildAdd(b, c, jit_em_i64(l, (int64_t)r * JIT_SKINNY_COLS + v * l->W), "");
+            LLVMValueRef idx = LLVMBuildAdd(b, c, jit_em_i64(l, (int64_t)r * k->cols + v * l->W), "");
             acc[r * nv + v] = vload(k, y, idx, ya);
         }
     for (int u = 0; u < np; u++) {
@@ -160,7 +161,7 @@ rows_steps(sk *k, int nv, LLVMValueRef y, LLVMValueRef c, LLVMValueRef *mk, LLVM
     }
     for (int r = 0; r < k->tm; r++)
         for (int v = 0; v < nv; v++) {
-            LLVMValueRef idx = LLVMBuildAdd(b, c, jit_em_i64(l, (int64_t)r * JIT_SKINNY_COLS + v * l->W), "");
+            LLVMValueRef idx = LLVMBuildAdd(b, c, jit_em_i64(l, (int64_t)r * k->cols + v * l->W), "");
             vstore(k, acc[r * nv + v], y, idx, ya);
         }
 }
@@ -244,7 +245,8 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
     LLVMPositionBuilderAtEnd(b, entry);
     /* rows form: the running sums of every row over the block's columns; dots form: one
      * vector of results per row */
-    int64_t yn = d->bform == JIT_SKINNY_ROWS ? (int64_t)k.tm * JIT_SKINNY_COLS : (int64_t)k.tm * l->W;
+    k.cols = jit_skinny_cols(t, k.tm);
+    int64_t yn = d->bform == JIT_SKINNY_ROWS ? (int64_t)k.tm * k.cols : (int64_t)k.tm * l->W;
     LLVMValueRef y = LLVMBuildArrayAlloca(b, k.st, jit_em_i64(l, yn), "y");
     LLVMSetAlignment(y, 64);
     for (int j = 0; j < nslots; j++)
@@ -282,7 +284,7 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
         sloop c0;
         loop_begin(&k, &c0, jit_em_i64(l, 0), ncols, l->W, false, "init");
         for (int r = 0; r < k.tm; r++)
-            vstore(&k, init, y, LLVMBuildAdd(b, c0.iv, jit_em_i64(l, (int64_t)r * JIT_SKINNY_COLS), ""), va);
+            vstore(&k, init, y, LLVMBuildAdd(b, c0.iv, jit_em_i64(l, (int64_t)r * k.cols), ""), va);
         loop_end(&k, &c0);
         LLVMValueRef p = rows_pass(&k, n, y, ncols, jit_em_i64(l, 0), K, PB, arow, AK, bj, BS, "k");
         rows_pass(&k, n, y, ncols, p, K, 1, arow, AK, bj, BS, "k.rest");
@@ -292,7 +294,7 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
         loop_begin(&k, &q, jit_em_i64(l, 0), LLVMBuildMul(b, M, nvec, ""), 1, false, "epi");
         LLVMValueRef row = LLVMBuildUDiv(b, q.iv, nvec, "row");
         LLVMValueRef c = LLVMBuildMul(b, LLVMBuildURem(b, q.iv, nvec, ""), jit_em_i64(l, l->W), "");
-        LLVMValueRef accv = vload(&k, y, LLVMBuildAdd(b, LLVMBuildMul(b, row, jit_em_i64(l, JIT_SKINNY_COLS), ""), c, ""), va);
+        LLVMValueRef accv = vload(&k, y, LLVMBuildAdd(b, LLVMBuildMul(b, row, jit_em_i64(l, k.cols), ""), c, ""), va);
         LLVMValueRef mask = jit_em_first_lanes(l, clamp_lanes(l, LLVMBuildSub(b, ncols, c, "")));
         LLVMValueRef obase = LLVMBuildAdd(b, obatch, LLVMBuildMul(b, row, N, ""), "");
         jit_contract_epilogue(l, d, mi, accv, ptr, off, sm, istride, row, obase,
