@@ -14,6 +14,8 @@
  *    "<api>: <problem>: <detail>" and are owned by the library (valid until the thread's
  *    next failing kiln call).
  *  - Bad input is never fatal: the process keeps running.
+ *  - The environment variables kiln reads (KILN_NUM_THREADS, KILN_CACHE_DIR, KILN_DUMP, ...:
+ *    README.md, "Environment") are read once, the first time any is needed.
  *  - Every `_free` returns a kiln_status: KILN_OK (also for NULL, a no-op), or the reason
  *    nothing was freed (KILN_ERR_MISUSE for a freed or foreign pointer; kiln_device_free
  *    also KILN_ERR_SCOPE_ACTIVE).  Ignoring it is safe.

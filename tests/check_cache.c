@@ -166,6 +166,7 @@ static void
 use_dir(const char *dir)
 {
     ck_assert_int_eq(setenv("KILN_CACHE_DIR", dir, 1), 0);
+    ir_config_reload(); /* the library reads the environment once */
 }
 
 static kiln_stats
@@ -184,6 +185,7 @@ static int
 child(const char *dir, const char *report)
 {
     setenv("KILN_CACHE_DIR", dir, 1);
+    ir_config_reload();
     kiln_graph *g = graph_rows(64);
     if (!g)
         return 3;
@@ -212,6 +214,7 @@ static int
 race(const char *dir, int iters)
 {
     setenv("KILN_CACHE_DIR", dir, 1);
+    ir_config_reload();
     kiln_graph *g = graph_rows(32);
     if (!g)
         return 3;
@@ -316,6 +319,7 @@ START_TEST(test_second_process_does_no_codegen)
     ck_assert_uint_eq(info.entries, 0);
     ck_assert_uint_eq(info.hits, 0);
     setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
     remove_dir(dir);
 }
 END_TEST
@@ -340,6 +344,7 @@ START_TEST(test_processes_fill_same_key)
     ck_assert_uint_eq(b.compiles, 0);
     ck_assert_uint_eq(b.rejected, 0);
     setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
     remove_dir(dir);
 }
 END_TEST
@@ -399,6 +404,7 @@ check_damage(void (*damage)(const char *path), const char *what)
     kiln_graph_free(g);
     drop_memory_caches();
     setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
     remove_dir(dir);
 }
 
@@ -539,6 +545,7 @@ check_refused(mode_t mode, const char *needle, bool other_owner)
     kiln_graph_free(g);
     drop_memory_caches();
     setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
     remove_dir(dir);
 }
 
@@ -567,6 +574,7 @@ START_TEST(test_off_and_option)
     ck_assert_uint_eq(s1.disk_misses + s1.disk_hits, s0.disk_misses + s0.disk_hits);
     ck_assert_int_eq(count_files(dir, ".kobj", NULL, 0), 0);
     setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
     kiln_cache_info info = KILN_CACHE_INFO_INIT;
     ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
     ck_assert_int_eq(info.enabled, 0);
@@ -653,6 +661,7 @@ START_TEST(test_trim_lru)
     kiln_graph_free(g);
     drop_memory_caches();
     setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
     remove_dir(dir);
 }
 END_TEST
@@ -718,6 +727,7 @@ other_rows(int t)
 START_TEST(test_single_flight_threads)
 {
     setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
     /* the kernels one compile makes */
     drop_memory_caches();
     kiln_stats s0 = stats();
@@ -877,6 +887,33 @@ START_TEST(test_lru_single_flight)
 }
 END_TEST
 
+/* The environment is read once (config.c): a variable set later changes nothing until
+ * ir_config_reload, and a snapshot taken before stays as it was. */
+START_TEST(test_environment_read_once)
+{
+    const ir_config *c0 = ir_config_get();
+    uint64_t cap0 = c0->cache_cap;
+    const char *was = getenv("KILN_CACHE_SIZE_MB");
+    char saved[64] = "";
+    if (was)
+        snprintf(saved, sizeof saved, "%s", was);
+    ck_assert_int_eq(setenv("KILN_CACHE_SIZE_MB", "7", 1), 0);
+    kiln_cache_info info = KILN_CACHE_INFO_INIT;
+    ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
+    ck_assert_uint_eq(info.max_bytes, cap0);
+    ir_config_reload();
+    ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
+    ck_assert_uint_eq(info.max_bytes, (uint64_t)7 << 20);
+    ck_assert_uint_eq(c0->cache_cap, cap0);
+    if (was)
+        setenv("KILN_CACHE_SIZE_MB", saved, 1);
+    else
+        unsetenv("KILN_CACHE_SIZE_MB");
+    ir_config_reload();
+    ck_assert_uint_eq(ir_config_get()->cache_cap, cap0);
+}
+END_TEST
+
 static Suite *
 cache_suite(void)
 {
@@ -897,6 +934,7 @@ cache_suite(void)
     tcase_add_test(disk, test_group_writable_dir_refused);
     tcase_add_test(disk, test_off_and_option);
     tcase_add_test(disk, test_trim_lru);
+    tcase_add_test(disk, test_environment_read_once);
     suite_add_tcase(s, disk);
     return s;
 }

@@ -105,9 +105,8 @@ void
 jit_disk_open(jit_disk *d, bool create)
 {
     memset(d, 0, sizeof *d);
-    const char *env = getenv("KILN_CACHE_DIR");
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    const char *home = getenv("HOME");
+    const ir_config *cfg = ir_config_get();
+    const char *env = cfg->cache_dir, *xdg = cfg->xdg_cache_home, *home = cfg->home;
     if (env && strcmp(env, "off") == 0) {
         snprintf(d->path, sizeof d->path, "off");
         off(d, "turned off (KILN_CACHE_DIR=off)%s", "", 0);
@@ -383,14 +382,7 @@ jit_disk_store(const jit_disk *d, const uint8_t digest[32], const jit_buf *key, 
 uint64_t
 jit_disk_cap(void)
 {
-    const char *e = getenv("KILN_CACHE_SIZE_MB");
-    char *end;
-    if (e && *e) {
-        unsigned long long mb = strtoull(e, &end, 10);
-        if (*end == '\0' && mb > 0 && mb < (1ull << 40))
-            return (uint64_t)mb << 20;
-    }
-    return (uint64_t)256 << 20;
+    return ir_config_get()->cache_cap;
 }
 
 typedef struct dent {
