@@ -20,6 +20,8 @@
  *    path), as would an LLVM fatal error (a bug).  A host that cannot accept that compiles
  *    in a child process that fills the disk cache, then loads from it (docs/jit.md, "What
  *    stays fatal").
+ *  - The environment variables kiln reads (KILN_NUM_THREADS, KILN_CACHE_DIR, KILN_DUMP, ...:
+ *    README.md, "Environment") are read once, the first time any is needed.
  *  - Every `_free` returns a kiln_status: KILN_OK (also for NULL, a no-op), or the reason
  *    nothing was freed (KILN_ERR_MISUSE for a freed or foreign pointer; kiln_device_free
  *    also KILN_ERR_SCOPE_ACTIVE).  Ignoring it is safe.

@@ -172,6 +172,7 @@ static void
 use_dir(const char *dir)
 {
     ck_assert_int_eq(setenv("KILN_CACHE_DIR", dir, 1), 0);
+    ir_config_reload(); /* the library reads the environment once */
 }
 
 static kiln_stats
@@ -190,6 +191,7 @@ static int
 child(const char *dir, const char *report)
 {
     setenv("KILN_CACHE_DIR", dir, 1);
+    ir_config_reload();
     kiln_graph *g = graph_rows(64);
     if (!g)
         return 3;
@@ -218,6 +220,7 @@ static int
 race(const char *dir, int iters)
 {
     setenv("KILN_CACHE_DIR", dir, 1);
+    ir_config_reload();
     kiln_graph *g = graph_rows(32);
     if (!g)
         return 3;
@@ -322,6 +325,7 @@ START_TEST(test_second_process_does_no_codegen)
     ck_assert_uint_eq(info.entries, 0);
     ck_assert_uint_eq(info.hits, 0);
     setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
     remove_dir(dir);
 }
 END_TEST
@@ -346,6 +350,7 @@ START_TEST(test_processes_fill_same_key)
     ck_assert_uint_eq(b.compiles, 0);
     ck_assert_uint_eq(b.rejected, 0);
     setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
     remove_dir(dir);
 }
 END_TEST
@@ -405,6 +410,7 @@ check_damage(void (*damage)(const char *path), const char *what)
     kiln_graph_free(g);
     drop_memory_caches();
     setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
     remove_dir(dir);
 }
 
@@ -532,7 +538,7 @@ START_TEST(test_fifo_stats)
     drop_memory_caches();
     char *rep = compile_and_check(g, 1);
     ck_assert_msg(rep == NULL, "%s", rep);
-    kiln_cache_info info;
+    kiln_cache_info info = KILN_CACHE_INFO_INIT;
     ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
     ck_assert_int_eq(info.enabled, 1);
     ck_assert_uint_eq(info.entries, 1);
@@ -544,6 +550,7 @@ START_TEST(test_fifo_stats)
     kiln_graph_free(g);
     drop_memory_caches();
     setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
     remove_dir(dir);
 }
 END_TEST
@@ -593,7 +600,7 @@ START_TEST(test_foreign_dir_untouched)
     put_file(dir, "stats", mine);
     put_file(dir, "notes.txt", mine);
     use_dir(dir);
-    kiln_cache_info info;
+    kiln_cache_info info = KILN_CACHE_INFO_INIT;
     ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
     ck_assert_int_eq(info.enabled, 0);
     ck_assert_msg(strstr(info.reason, "not kiln's cache"), "reason: %s", info.reason);
@@ -642,6 +649,7 @@ START_TEST(test_foreign_dir_untouched)
     kiln_graph_free(g);
     drop_memory_caches();
     setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
 }
 END_TEST
 
@@ -654,6 +662,7 @@ static int
 fsize_child(const char *dir)
 {
     setenv("KILN_CACHE_DIR", dir, 1);
+    ir_config_reload();
     signal(SIGXFSZ, SIG_IGN);
     struct rlimit rl = {4096, 4096};
     if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
@@ -735,6 +744,7 @@ START_TEST(test_clear_reports_failures)
     kiln_graph_free(g);
     drop_memory_caches();
     setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
     remove_dir(dir);
 }
 END_TEST
@@ -753,7 +763,7 @@ START_TEST(test_dangling_dir)
     kiln_graph *g = graph_rows(16);
     for (int k = 0; k < 2; k++) {
         use_dir(paths[k]);
-        kiln_cache_info info;
+        kiln_cache_info info = KILN_CACHE_INFO_INIT;
         ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
         ck_assert_msg(info.enabled == 0 && strstr(info.reason, why[k]), "%s: %d %s", paths[k],
                       info.enabled, info.reason);
@@ -768,6 +778,7 @@ START_TEST(test_dangling_dir)
     kiln_graph_free(g);
     drop_memory_caches();
     setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
     remove_dir(dir);
 }
 END_TEST
@@ -781,7 +792,8 @@ START_TEST(test_bad_size_cap)
     static const char *const bad[] = {"0", "-1", "abc", "12x", " 5", "1099511627776"};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         setenv("KILN_CACHE_SIZE_MB", bad[k], 1);
-        kiln_cache_info info;
+        ir_config_reload();
+        kiln_cache_info info = KILN_CACHE_INFO_INIT;
         ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
         ck_assert_msg(info.enabled == 0 && strstr(info.reason, "KILN_CACHE_SIZE_MB") &&
                           strstr(info.reason, bad[k]),
@@ -793,14 +805,17 @@ START_TEST(test_bad_size_cap)
         ck_assert_int_eq(count_files(dir, ".kobj", NULL, 0), 0);
     }
     setenv("KILN_CACHE_SIZE_MB", "", 1); /* empty: the default */
-    kiln_cache_info info;
+    ir_config_reload();
+    kiln_cache_info info = KILN_CACHE_INFO_INIT;
     ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
     ck_assert_int_eq(info.enabled, 1);
     ck_assert_uint_eq(info.max_bytes, (uint64_t)256 << 20);
     unsetenv("KILN_CACHE_SIZE_MB");
+    ir_config_reload();
     kiln_graph_free(g);
     drop_memory_caches();
     setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
     remove_dir(dir);
 }
 END_TEST
@@ -821,7 +836,7 @@ START_TEST(test_stale_temp_files)
     struct timespec old[2] = {{time(NULL) - 60, 0}, {time(NULL) - 60, 0}};
     ck_assert_int_eq(utimensat(AT_FDCWD, dead, old, 0), 0);
     ck_assert_int_eq(utimensat(AT_FDCWD, live, old, 0), 0);
-    kiln_cache_info info;
+    kiln_cache_info info = KILN_CACHE_INFO_INIT;
     ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
     ck_assert_uint_eq(info.temp_files, 2);
     ck_assert_uint_eq(info.temp_bytes, sizeof junk + 10);
@@ -836,6 +851,7 @@ START_TEST(test_stale_temp_files)
     ck_assert_int_eq(kiln_cache_trim(1, &removed), KILN_OK);
     ck_assert_int_eq(access(live, F_OK), 0);
     setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
     remove_dir(dir);
 }
 END_TEST
@@ -885,6 +901,7 @@ START_TEST(test_running_size)
     dir = make_dir();
     use_dir(dir);
     setenv("KILN_CACHE_SIZE_MB", "1", 1);
+    ir_config_reload();
     static unsigned char junk[400 << 10];
     for (int k = 0; k < 3; k++) {
         char path[4200];
@@ -897,7 +914,7 @@ START_TEST(test_running_size)
     drop_memory_caches();
     char *rep = compile_and_check(g, 1);
     ck_assert_msg(rep == NULL, "%s", rep);
-    kiln_cache_info info;
+    kiln_cache_info info = KILN_CACHE_INFO_INIT;
     ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
     ck_assert_uint_le(info.bytes, (uint64_t)7 << 17);
     ck_assert_uint_eq(info.entries, 3); /* the oldest junk went */
@@ -905,9 +922,11 @@ START_TEST(test_running_size)
     snprintf(oldest, sizeof oldest, "%s/%032x.kobj", dir, 0);
     ck_assert_int_eq(access(oldest, F_OK), -1);
     unsetenv("KILN_CACHE_SIZE_MB");
+    ir_config_reload();
     kiln_graph_free(g);
     drop_memory_caches();
     setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
     remove_dir(dir);
 }
 END_TEST
@@ -964,6 +983,7 @@ check_refused(mode_t mode, const char *needle, bool other_owner)
     kiln_graph_free(g);
     drop_memory_caches();
     setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
     remove_dir(dir);
 }
 
@@ -992,6 +1012,7 @@ START_TEST(test_off_and_option)
     ck_assert_uint_eq(s1.disk_misses + s1.disk_hits, s0.disk_misses + s0.disk_hits);
     ck_assert_int_eq(count_files(dir, ".kobj", NULL, 0), 0);
     setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
     kiln_cache_info info = KILN_CACHE_INFO_INIT;
     ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
     ck_assert_int_eq(info.enabled, 0);
@@ -1078,6 +1099,7 @@ START_TEST(test_trim_lru)
     kiln_graph_free(g);
     drop_memory_caches();
     setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
     remove_dir(dir);
 }
 END_TEST
@@ -1143,6 +1165,7 @@ other_rows(int t)
 START_TEST(test_single_flight_threads)
 {
     setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
     /* the kernels one compile makes */
     drop_memory_caches();
     kiln_stats s0 = stats();
@@ -1302,6 +1325,33 @@ START_TEST(test_lru_single_flight)
 }
 END_TEST
 
+/* The environment is read once (config.c): a variable set later changes nothing until
+ * ir_config_reload, and a snapshot taken before stays as it was. */
+START_TEST(test_environment_read_once)
+{
+    const ir_config *c0 = ir_config_get();
+    uint64_t cap0 = c0->cache_cap;
+    const char *was = getenv("KILN_CACHE_SIZE_MB");
+    char saved[64] = "";
+    if (was)
+        snprintf(saved, sizeof saved, "%s", was);
+    ck_assert_int_eq(setenv("KILN_CACHE_SIZE_MB", "7", 1), 0);
+    kiln_cache_info info = KILN_CACHE_INFO_INIT;
+    ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
+    ck_assert_uint_eq(info.max_bytes, cap0);
+    ir_config_reload();
+    ck_assert_int_eq(kiln_cache_info_get(&info), KILN_OK);
+    ck_assert_uint_eq(info.max_bytes, (uint64_t)7 << 20);
+    ck_assert_uint_eq(c0->cache_cap, cap0);
+    if (was)
+        setenv("KILN_CACHE_SIZE_MB", saved, 1);
+    else
+        unsetenv("KILN_CACHE_SIZE_MB");
+    ir_config_reload();
+    ck_assert_uint_eq(ir_config_get()->cache_cap, cap0);
+}
+END_TEST
+
 static Suite *
 cache_suite(void)
 {
@@ -1331,6 +1381,7 @@ cache_suite(void)
     tcase_add_test(disk, test_group_writable_dir_refused);
     tcase_add_test(disk, test_off_and_option);
     tcase_add_test(disk, test_trim_lru);
+    tcase_add_test(disk, test_environment_read_once);
     suite_add_tcase(s, disk);
     return s;
 }

@@ -1887,6 +1887,7 @@ child_misuse(const char *value, bool shape_first, char *buf, size_t n)
         close(fds[0]);
         dup2(fds[1], 2);
         setenv("KILN_ABORT_ON_MISUSE", value, 1);
+        ir_config_reload(); /* the library reads the environment once */
         kiln_device *d = kiln_device_new();
         if (shape_first) { /* a shape error is bad input, not misuse: never aborts */
             kiln_scope s = kiln_scope_begin(d);

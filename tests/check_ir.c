@@ -1883,6 +1883,7 @@ in_child(const char *env, void (*fn)(kiln_status), kiln_status code)
             setenv("KILN_ABORT_ON_MISUSE", env, 1);
         else
             unsetenv("KILN_ABORT_ON_MISUSE");
+        ir_config_reload(); /* the library reads the environment once */
         fn(code);
         _exit(kiln_errcode() == code ? 0 : 2);
     }

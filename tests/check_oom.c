@@ -356,6 +356,7 @@ START_TEST(test_from_disk_cache)
     char dir[] = "/tmp/kiln_oom_XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     ck_assert_int_eq(setenv("KILN_CACHE_DIR", dir, 1), 0);
+    ir_config_reload(); /* the library reads the environment once */
     static const char *const texts[] = {softmax_text, matmul_text, concat_gather_text};
     for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++) {
         /* fill the cache, then sweep compiles that load from it */
@@ -375,6 +376,7 @@ START_TEST(test_from_disk_cache)
     uint64_t removed;
     ck_assert_int_eq(kiln_cache_clear(&removed), KILN_OK);
     ck_assert_int_eq(setenv("KILN_CACHE_DIR", "off", 1), 0);
+    ir_config_reload();
     char path[64];
     snprintf(path, sizeof path, "%s/CACHEDIR.TAG", dir);
     unlink(path);

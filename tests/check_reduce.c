@@ -693,7 +693,7 @@ START_TEST(test_full_reduction_rank8)
     ts_bufs_for_inputs(g, &in);
     ts_rng r;
     ts_rng_seed(&r, base);
-    kiln_value_info xi;
+    kiln_value_info xi = KILN_VALUE_INFO_INIT;
     kiln_graph_input(g, 0, &xi);
     fill_uniform(&r, KILN_DTYPE_F32, in.buf[0], xi.count, -4, 4);
     bool which[1] = {true};
@@ -1737,7 +1737,7 @@ START_TEST(test_fusion_acyclic)
     ts_rng r;
     ts_rng_seed(&r, base_seed() + 0x720000 + (uint64_t)_i);
     for (int k = 0; k < in.n; k++) {
-        kiln_value_info vi;
+        kiln_value_info vi = KILN_VALUE_INFO_INIT;
         kiln_graph_input(g, k, &vi);
         if (vi.dtype == KILN_DTYPE_I64)
             for (size_t e = 0; e < vi.count; e++)

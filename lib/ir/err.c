@@ -84,8 +84,7 @@ ir_verror(kiln_status code, const char *fmt, va_list ap)
     if (h)
         h(code, tl_msg, atomic_load(&hook_user));
     if (is_misuse(code)) {
-        const char *e = getenv("KILN_ABORT_ON_MISUSE");
-        if (e && e[0] == '1') {
+        if (ir_config_get()->abort_on_misuse) {
             fprintf(stderr, "kiln: aborting on misuse (KILN_ABORT_ON_MISUSE=1): %s\n", tl_msg);
             abort();
         }

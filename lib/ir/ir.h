@@ -60,6 +60,29 @@ IR_HIDDEN kiln_status ir_abi_in(const char *api, const char *type, const void *s
  * stores and code in range, no unknown flag bits. */
 IR_HIDDEN kiln_status ir_options_read(const char *api, const kiln_options *o, kiln_options *out);
 
+/* ---- configuration from the environment (config.c: the table of every variable) ------
+ * Read once, at the first ir_config_get; ir_config_reload reads it again (tests, and
+ * kiln bench after its own setenv).  The snapshot is never modified; strings are "" when
+ * the variable is unset. */
+typedef struct ir_config {
+    bool abort_on_misuse;  /* KILN_ABORT_ON_MISUSE=1 */
+    int num_threads;       /* KILN_NUM_THREADS, 1..1024; 0: the online cores */
+    char cache_dir[4096];  /* KILN_CACHE_DIR ("off" turns the disk cache off) */
+    char xdg_cache_home[4096], home[4096];
+    uint64_t cache_cap;    /* KILN_CACHE_SIZE_MB in bytes; default 256 MiB; 0: the value is
+                            * not a whole number of MiB from 1 to 2^40 - 1 (the disk cache
+                            * is off then, saying why) */
+    char cache_size_mb[64]; /* KILN_CACHE_SIZE_MB as given (for that message) */
+    char dump[256];        /* KILN_DUMP */
+    char dump_dir[4096];   /* KILN_DUMP_DIR */
+    char test_perturb[64]; /* KILN_TEST_PERTURB (tests only) */
+    int test_vector_bits;  /* KILN_TEST_VECTOR_BITS: 256, 128, or 0 (tests only) */
+    bool vmath_portable;   /* KILN_VMATH_PORTABLE (tests only) */
+    const struct ir_config *prev; /* the snapshot a reload replaced */
+} ir_config;
+IR_HIDDEN const ir_config *ir_config_get(void);
+IR_HIDDEN void ir_config_reload(void);
+
 /* Bugs, never bad input: print and abort through the abort hook. */
 IR_HIDDEN _Noreturn void ir_bug(const char *file, int line, const char *what);
 #define IR_ASSERT(c) ((c) ? (void)0 : ir_bug(__FILE__, __LINE__, #c))

@@ -470,8 +470,7 @@ kiln_status
 jit_kernels_get(int n, const jit_kdesc *const *d, unsigned flags, jit_kernel **out, bool *hit)
 {
     /* perturbed test kernels (lower.c) must never be shared through a cache */
-    const char *pert = getenv("KILN_TEST_PERTURB");
-    if (pert && *pert)
+    if (*ir_config_get()->test_perturb)
         flags |= JIT_F_NOCACHE;
     for (int i = 0; i < n; i++) {
         out[i] = NULL;

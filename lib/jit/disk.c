@@ -192,9 +192,8 @@ void
 jit_disk_open(jit_disk *d, bool create)
 {
     memset(d, 0, sizeof *d);
-    const char *env = getenv("KILN_CACHE_DIR");
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    const char *home = getenv("HOME");
+    const ir_config *cfg = ir_config_get();
+    const char *env = cfg->cache_dir, *xdg = cfg->xdg_cache_home, *home = cfg->home;
     if (env && strcmp(env, "off") == 0) {
         snprintf(d->path, sizeof d->path, "off");
         off(d, "turned off (KILN_CACHE_DIR=off)%s", "", 0);
@@ -215,8 +214,8 @@ jit_disk_open(jit_disk *d, bool create)
         off(d, "the path is too long: %.200s", d->path, 0);
         return;
     }
-    const char *cap = getenv("KILN_CACHE_SIZE_MB");
-    if (cap && *cap && jit_disk_cap() == 0) {
+    const char *cap = ir_config_get()->cache_size_mb;
+    if (*cap && jit_disk_cap() == 0) {
         off(d, "KILN_CACHE_SIZE_MB=%.100s is not a whole number of MiB from 1 to 2^40 - 1",
             cap, 0);
         return;
@@ -597,15 +596,7 @@ jit_disk_store(const jit_disk *d, const uint8_t digest[32], const jit_buf *key, 
 uint64_t
 jit_disk_cap(void)
 {
-    const char *e = getenv("KILN_CACHE_SIZE_MB");
-    if (!e || !*e)
-        return (uint64_t)256 << 20;
-    char *end;
-    errno = 0;
-    unsigned long long mb = e[0] >= '0' && e[0] <= '9' ? strtoull(e, &end, 10) : 0;
-    if (mb == 0 || errno || *end != '\0' || mb >= (1ull << 40))
-        return 0; /* refused: jit_disk_open turns the cache off and says why */
-    return (uint64_t)mb << 20;
+    return ir_config_get()->cache_cap;
 }
 
 typedef struct dent {

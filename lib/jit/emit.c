@@ -327,8 +327,8 @@ jit_em_init(L *l, LLVMContextRef ctx, LLVMModuleRef mod)
     l->f32 = LLVMFloatTypeInContext(ctx);
     l->f64 = LLVMDoubleTypeInContext(ctx);
     l->ptr = LLVMPointerTypeInContext(ctx, 0);
-    const char *pert = getenv("KILN_TEST_PERTURB");
-    l->perturb = pert && *pert ? ir_op_from_name(pert, strlen(pert)) : -1;
+    const char *pert = ir_config_get()->test_perturb;
+    l->perturb = *pert ? ir_op_from_name(pert, strlen(pert)) : -1;
 }
 
 LLVMValueRef

@@ -101,9 +101,9 @@ detect(void)
         host.vector_bits = 128;
     /* Tests only: compile for narrower vectors than the host has (AVX2's 256 or SSE's
      * 128 bits, as on a machine without AVX-512), to exercise those paths here. */
-    const char *nb = getenv("KILN_TEST_VECTOR_BITS");
-    if (nb && (!strcmp(nb, "256") || !strcmp(nb, "128")) && atoi(nb) < host.vector_bits)
-        host.vector_bits = atoi(nb);
+    int nb = ir_config_get()->test_vector_bits;
+    if (nb && nb < host.vector_bits)
+        host.vector_bits = nb;
     unsigned major, minor, patch;
     LLVMGetVersion(&major, &minor, &patch);
     snprintf(version, sizeof version, "%u.%u.%u", major, minor, patch);

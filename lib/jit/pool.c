@@ -75,13 +75,8 @@ static void
 start(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    const char *e = getenv("KILN_NUM_THREADS");
-    if (e && *e) {
-        char *end;
-        long v = strtol(e, &end, 10);
-        if (*end == '\0' && v >= 1 && v <= 1024)
-            n = v;
-    }
+    if (ir_config_get()->num_threads > 0)
+        n = ir_config_get()->num_threads;
     if (n < 1)
         n = 1;
     nthreads = (int)n;

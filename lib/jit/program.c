@@ -104,8 +104,7 @@ compiled_release(compiled *c)
 static bool
 want_dumps(void)
 {
-    const char *e = getenv("KILN_DUMP");
-    return e && *e;
+    return ir_config_get()->dump[0] != '\0';
 }
 
 /* KILN_DUMP=graph,plan,llvm,opt,asm writes those dumps of every compiled program, into
@@ -113,8 +112,8 @@ want_dumps(void)
 static void
 dump_env(const kiln_program *p)
 {
-    const char *e = getenv("KILN_DUMP");
-    const char *dir = getenv("KILN_DUMP_DIR");
+    const char *e = ir_config_get()->dump;
+    const char *dir = ir_config_get()->dump_dir;
     for (int v = 0; v < KILN_VIEW_COUNT; v++) {
         const char *w = kiln_view_name((kiln_view)v);
         const char *hit = strstr(e, w);
@@ -123,7 +122,7 @@ dump_env(const kiln_program *p)
             continue;
         FILE *f = stderr;
         if (dir && *dir) {
-            char path[4096];
+            char path[sizeof ir_config_get()->dump_dir + 256];
             static const char *const modes[] = {"fused", "eager", "interp"};
             snprintf(path, sizeof path, "%s/%s-%016llx-%s.%s", dir, p->graph->name,
                      (unsigned long long)ir_graph_hash(p->graph, false), modes[p->mode], w);
@@ -225,7 +224,7 @@ program_new(const char *api, kiln_graph *g, const kiln_options *options, kiln_pr
     p->requested = mode;
     p->mode = mode;
     if (mode != KILN_MODE_INTERP) {
-        const char *pert = getenv("KILN_TEST_PERTURB"); /* test-only, see lower.c */
+        const char *pert = ir_config_get()->test_perturb; /* test-only, see lower.c */
         unsigned flags = (want_dumps() || (of & KILN_KEEP_DUMPS) ? JIT_F_DUMPS : 0) |
                          ((of & KILN_NO_CACHE) || (pert && *pert) ? JIT_F_NOCACHE : 0) |
                          (of & KILN_NO_DISK_CACHE ? JIT_F_NODISK : 0) |

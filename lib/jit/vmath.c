@@ -604,8 +604,7 @@ pow2i(em *e, val n)
 static bool
 host_has_avx512(void)
 {
-    const char *pv = getenv("KILN_VMATH_PORTABLE");
-    if (pv && *pv && strcmp(pv, "0") != 0)
+    if (ir_config_get()->vmath_portable)
         return false;
     const char *f = jit_host_info()->features;
     bool f512 = false, vl = false;

@@ -1307,6 +1307,7 @@ cmd_bench(int argc, char **argv)
         free(files);
         return CLI_FAIL;
     }
+    ir_config_reload(); /* the library reads the environment once: these two settings */
     const jit_host *h = jit_host_info();
     fprintf(stderr, "kiln bench: %d workload(s) on %s (%d-bit vectors), %d thread(s); probe...\n",
             n, h->cpu, h->vector_bits, jit_pool_threads());
