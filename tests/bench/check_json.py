@@ -62,19 +62,20 @@ for w in doc.get("workloads", []):
                 "probe_gbs", "fraction_of_bandwidth", "compile_cold_ms", "compile_disk_ms",
                 "compile_cached_us", "recapture_us", "probe_copy_best_gbs", "probe_copy_median_gbs",
                 "probe_triad_best_gbs", "probe_triad_median_gbs", "probe_stream_copy_best_gbs",
-                "probe_stream_copy_median_gbs", "probe_runs"):
+                "probe_stream_copy_median_gbs", "probe_read_best_gbs", "probe_read_median_gbs",
+                "fraction_of_read", "read_share", "probe_runs"):
         positive(need(w, key, where), f"{where}.{key}")
-    # the limit is the best run of copy, triad and the streaming copy (the best the machine
-    # can do), and probe_limit_kind names it; a best run is never slower than the median
-    kinds = ("copy", "triad", "stream_copy")
+    # the limit is the best run of copy, triad, the streaming copy and the read (the best the
+    # machine can do), and probe_limit_kind names it; a best run is never slower than the median
+    kinds = ("copy", "triad", "stream_copy", "read")
     pb = [w.get(f"probe_{k}_best_gbs", 0) for k in kinds]
     if w.get("probe_gbs") != max(pb):
-        problems.append(f"{where}: probe_gbs {w.get('probe_gbs')} is not the best of copy, triad "
-                        f"and the streaming copy {pb}")
+        problems.append(f"{where}: probe_gbs {w.get('probe_gbs')} is not the best of copy, triad, "
+                        f"the streaming copy and the read {pb}")
     lk = need(w, "probe_limit_kind", where)
     if lk not in kinds or w.get(f"probe_{lk}_best_gbs") != w.get("probe_gbs"):
         problems.append(f"{where}: probe_limit_kind {lk!r} does not name the limit's kernel")
-    for kind in ("copy", "triad", "stream_copy"):
+    for kind in kinds:
         if w.get(f"probe_{kind}_best_gbs", 0) < w.get(f"probe_{kind}_median_gbs", 0):
             problems.append(f"{where}: probe {kind}: best below median")
     if w.get("probe_runs", 0) < 5:
@@ -82,6 +83,9 @@ for w in doc.get("workloads", []):
     if "fraction_of_bandwidth" in w and "probe_gbs" in w and "fused_gbs" in w and w["probe_gbs"] > 0:
         if abs(w["fraction_of_bandwidth"] - w["fused_gbs"] / w["probe_gbs"]) > 1e-4 * w["fraction_of_bandwidth"]:
             problems.append(f"{where}: fraction_of_bandwidth is not fused_gbs / probe_gbs")
+    if w.get("probe_read_best_gbs", 0) > 0 and "fused_gbs" in w:
+        if abs(w["fraction_of_read"] - w["fused_gbs"] / w["probe_read_best_gbs"]) > 1e-4 * w["fraction_of_read"]:
+            problems.append(f"{where}: fraction_of_read is not fused_gbs / probe_read_best_gbs")
     # memory-bound workloads run from evicted caches unless --warm; small (per call) and
     # the compute-bound matmuls (more than 4 flops per byte: GFLOP/s) warm.  Scaled down,
     # mlp is a one-row matmul (x [1,1024] at --scale 256), memory-bound like gemv.

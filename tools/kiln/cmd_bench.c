@@ -269,11 +269,14 @@ time_program(kiln_program *p, const void *const *in, void *const *out, double bu
 }
 
 /* ---- the bandwidth probe ------------------------------------------------------------------------
- * The limit: the best run of three kernels, STREAM's copy (y = x * 1, 8 bytes per element)
+ * The limit: the best run of four kernels, STREAM's copy (y = x * 1, 8 bytes per element)
  * and triad (a = b + s*c, 12 bytes per element) compiled by kiln itself with ordinary
- * stores (KILN_STORES_CACHED), and the same copy with non-temporal stores
- * (KILN_STORES_STREAM), run on its thread pool over 2^25 floats per array (128 MiB each: far
- * beyond any last-level cache), at least 5 runs of each per call of probe_run.  The bytes
+ * stores (KILN_STORES_CACHED), the same copy with non-temporal stores
+ * (KILN_STORES_STREAM), and a read (s = sum(x), 4 bytes per element), run on its thread
+ * pool over 2^25 floats per array (128 MiB each: far beyond any last-level cache), at least
+ * 5 runs of each per call of probe_run.  A workload that only reads (gemv, decode: their
+ * weights) is also given as a fraction of the read's best: on the development machine a
+ * read streams about half the bytes per second that the streaming copy moves.  The bytes
  * counted are STREAM's: a store's read-for-ownership is not counted, as in STREAM.  That
  * makes the streaming copy the fastest on most machines (it really moves 8 bytes per
  * element where the ordinary copy moves 12), and a workload that streams its stores (chain
@@ -288,7 +291,7 @@ typedef struct probe_kind {
     int n;
 } probe_kind;
 
-enum { PROBE_COPY, PROBE_TRIAD, PROBE_NT_COPY, PROBE_KINDS };
+enum { PROBE_COPY, PROBE_TRIAD, PROBE_NT_COPY, PROBE_READ, PROBE_KINDS };
 
 typedef struct probe {
     probe_kind k[PROBE_KINDS];
@@ -305,7 +308,7 @@ typedef struct probe_figs {
     int limit_kind; /* which kernel's run is the limit */
 } probe_figs;
 
-static const char *const probe_names[PROBE_KINDS] = {"copy", "triad", "stream_copy"};
+static const char *const probe_names[PROBE_KINDS] = {"copy", "triad", "stream_copy", "read"};
 
 static kiln_status
 probe_compile(const char *text, kiln_stores stores, kiln_program **out)
@@ -324,7 +327,7 @@ probe_compile(const char *text, kiln_stores stores, kiln_program **out)
 static kiln_status
 probe_init(probe *pr)
 {
-    char copy[512], triad[512];
+    char copy[512], triad[512], rd[512];
     pr->n = (size_t)1 << 25;
     snprintf(copy, sizeof copy,
              "graph probe_copy(x: f32[%zu]) -> (y: f32[%zu]) {\n"
@@ -334,12 +337,17 @@ probe_init(probe *pr)
              "graph probe_triad(b: f32[%zu], c: f32[%zu]) -> (a: f32[%zu]) {\n"
              "  s = full(value=3) : f32[]\n  sc = mul(c, s)\n  a = add(b, sc)\n}\n",
              pr->n, pr->n, pr->n);
+    snprintf(rd, sizeof rd,
+             "graph probe_read(x: f32[%zu]) -> (s: f32[]) {\n  s = reduce_sum(x, axes=[0])\n}\n",
+             pr->n);
     pr->k[PROBE_COPY].bytes_per_elem = pr->k[PROBE_NT_COPY].bytes_per_elem = 8;
     pr->k[PROBE_TRIAD].bytes_per_elem = 12;
+    pr->k[PROBE_READ].bytes_per_elem = 4;
     kiln_status st;
     if ((st = probe_compile(copy, KILN_STORES_CACHED, &pr->k[PROBE_COPY].prog)) ||
         (st = probe_compile(triad, KILN_STORES_CACHED, &pr->k[PROBE_TRIAD].prog)) ||
-        (st = probe_compile(copy, KILN_STORES_STREAM, &pr->k[PROBE_NT_COPY].prog)))
+        (st = probe_compile(copy, KILN_STORES_STREAM, &pr->k[PROBE_NT_COPY].prog)) ||
+        (st = probe_compile(rd, KILN_STORES_CACHED, &pr->k[PROBE_READ].prog)))
         return st;
     pr->a = malloc(pr->n * 4);
     pr->b = malloc(pr->n * 4);
@@ -365,10 +373,12 @@ static kiln_status
 probe_run(probe *pr)
 {
     const void *in[2] = {pr->b, pr->c};
-    void *out[1] = {pr->a};
+    float sum;
+    void *out[1] = {pr->a}, *sout[1] = {&sum};
     for (int i = 0; i < PROBE_KINDS; i++) {
         probe_kind *k = &pr->k[i];
-        kiln_status st = time_samples(k->prog, in, out, 0.15, NULL, k->samples, PROBE_CAP, &k->n);
+        kiln_status st = time_samples(k->prog, in, i == PROBE_READ ? sout : out, 0.15, NULL,
+                                      k->samples, PROBE_CAP, &k->n);
         if (st)
             return st;
     }
@@ -629,6 +639,7 @@ typedef struct result {
     bool have_eager, have_interp;
     double compile_ms, disk_ms, recompile_us, recapture_us, probe_gbs;
     double first_run_ms; /* the first run of a program the program cache answered (median of 5) */
+    double read_share;   /* of the minimal traffic, the inputs' bytes */
     probe_figs probe;
     bool cold; /* timed runs from evicted caches (else warm: --warm, or not memory-bound) */
     double peak_gflops; /* compute-bound workloads: the FMA probe around them */
@@ -822,6 +833,9 @@ bench_one(const char *name, kiln_graph *g, const opts *o, probe *pr, evictor *ev
     r->ok = false;
     snprintf(r->shape, sizeof r->shape, "%s", ir_type_str(&g->nodes[g->inputs[0]].type, tb, sizeof tb));
     r->traffic = minimal_traffic(g);
+    r->read_share = 0;
+    for (int32_t i = 0; i < g->ninputs && r->traffic > 0; i++)
+        r->read_share += (double)ir_type_bytes(&g->nodes[g->inputs[i]].type) / r->traffic;
     r->flops = graph_flops(g);
     size_t nl = strlen(name);
     r->single = nl > 3 && !strcmp(name + nl - 3, "_1t");
@@ -1008,6 +1022,10 @@ print_table(FILE *f, const result *rs, int n, const opts *o)
                 r->recapture_us, err, r->ok ? "" : "  <-- FAIL");
         if (!strcmp(r->name, "small") || !strcmp(r->name, "matmul_small"))
             fprintf(f, "%-12s   per call: fused %.2f us\n", "", r->fused.median * 1e6);
+        if (r->cold && r->read_share >= 0.9 && r->probe.best_of[PROBE_READ] > 0)
+            fprintf(f, "%-12s   reads: %.0f%% of its traffic is input; %.2f of the read probe's "
+                       "best (%.2f GB/s)\n", "", 100 * r->read_share,
+                    gbs(r, &r->fused) / r->probe.best_of[PROBE_READ], r->probe.best_of[PROBE_READ]);
         if (r->first_run_ms > 1.2e3 * r->fused.median)
             fprintf(f, "%-12s   first run of a program from the cache: %.3f ms, %.2fx the median\n",
                     "", r->first_run_ms, r->first_run_ms / (r->fused.median * 1e3));
@@ -1023,16 +1041,17 @@ print_probes(FILE *f, const result *rs, int n)
 {
     fprintf(f, "\nbandwidth probe around each workload, GB/s as STREAM counts bytes, best / median "
                "of the runs (count):\n%-12s %-22s %-22s %7s   %s\n", "workload", "copy", "triad",
-            "limit", "streaming copy (non-temporal stores)");
+            "limit", "streaming copy (non-temporal stores)  read");
     for (int i = 0; i < n; i++) {
         const probe_figs *p = &rs[i].probe;
         if (!rs[i].fused.runs)
             continue;
-        char c[3][48];
+        char c[PROBE_KINDS][48];
         for (int k = 0; k < PROBE_KINDS; k++)
             snprintf(c[k], sizeof c[k], "%.2f / %.2f (%d)", p->best_of[k], p->median_of[k], p->runs[k]);
-        fprintf(f, "%-12s %-22s %-22s %7.2f   %-22s limit: %s\n", rs[i].name, c[PROBE_COPY],
-                c[PROBE_TRIAD], p->best, c[PROBE_NT_COPY], probe_names[p->limit_kind]);
+        fprintf(f, "%-12s %-22s %-22s %7.2f   %-22s %-22s limit: %s\n", rs[i].name,
+                c[PROBE_COPY], c[PROBE_TRIAD], p->best, c[PROBE_NT_COPY], c[PROBE_READ],
+                probe_names[p->limit_kind]);
     }
 }
 
@@ -1125,10 +1144,14 @@ write_json(const char *path, const result *rs, int n, const kiln_stats *ks, cons
                 ", \"probe_copy_best_gbs\": %.6g, \"probe_copy_median_gbs\": %.6g, "
                 "\"probe_triad_best_gbs\": %.6g, \"probe_triad_median_gbs\": %.6g, "
                 "\"probe_stream_copy_best_gbs\": %.6g, \"probe_stream_copy_median_gbs\": %.6g, "
+                "\"probe_read_best_gbs\": %.6g, \"probe_read_median_gbs\": %.6g, "
+                "\"fraction_of_read\": %.6g, \"read_share\": %.6g, "
                 "\"probe_runs\": %d, \"probe_limit_kind\": \"%s\"",
                 pf->best_of[PROBE_COPY], pf->median_of[PROBE_COPY], pf->best_of[PROBE_TRIAD],
                 pf->median_of[PROBE_TRIAD], pf->best_of[PROBE_NT_COPY], pf->median_of[PROBE_NT_COPY],
-                probe_min_runs(pf), probe_names[pf->limit_kind]);
+                pf->best_of[PROBE_READ], pf->median_of[PROBE_READ],
+                pf->best_of[PROBE_READ] > 0 ? gbs(r, &r->fused) / pf->best_of[PROBE_READ] : 0,
+                r->read_share, probe_min_runs(pf), probe_names[pf->limit_kind]);
         fprintf(f,
                 ", \"minimal_traffic_bytes\": %.17g, \"fused_gbs\": %.6g, \"probe_gbs\": %.6g, "
                 "\"fraction_of_bandwidth\": %.6g, \"flops\": %.17g, \"gflops\": %.6g, "
