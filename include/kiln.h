@@ -477,6 +477,22 @@ KILN_API kiln_status kiln_program_run(kiln_program *program, const void *const *
 /* NULL is a no-op (KILN_OK); a freed or foreign pointer is KILN_ERR_MISUSE (nothing is
  * freed). */
 KILN_API kiln_status kiln_program_free(kiln_program *program);
+
+/* kiln_program_hold_input: declare that input `input` of the program does not change from
+ * run to run (hold non-zero), or no longer (0).  A weight bound per run that a matmul with
+ * many rows reads (a prefill step's x @ W) is packed into the kernel's panel layout on
+ * every run; while W is held, the program packs it on the first run and keeps that copy,
+ * so later runs skip the work.  The copy is remade when a run passes another pointer for
+ * the input, or after kiln_program_input_changed (call it after writing new data at the
+ * same pointer).  Not calling it after such a write gives results computed from the old
+ * data where the copy was used (never a memory error: the copy is the program's own).
+ * Releasing frees the copies.  A matmul that reads B in place (few rows) keeps nothing;
+ * holding costs nothing there.  Concurrent runs of the program must pass the same pointer
+ * for a held input, and neither function may run while a run of the program is in flight.
+ * Errors: KILN_ERR_MISUSE, KILN_ERR_INVALID_ARG (input out of range), KILN_ERR_NOMEM
+ * (kiln_program_run: no room for a copy). */
+KILN_API kiln_status kiln_program_hold_input(kiln_program *program, int input, int hold);
+KILN_API kiln_status kiln_program_input_changed(kiln_program *program, int input);
 /* The captured graph (owned by the program; print it with kiln_graph_print — kiln dump
  * and kiln run accept what it prints).  NULL with KILN_ERR_MISUSE for a bad handle. */
 KILN_API const kiln_graph *kiln_program_graph(const kiln_program *program);
@@ -543,6 +559,8 @@ typedef struct kiln_stats {
     /* the temporaries blocks programs run in, one pool for the process (docs/jit.md,
      * "Running"): blocks allocated so far, and bytes held now (in use or free) */
     uint64_t workspace_allocs, workspace_bytes;
+    /* held inputs (kiln_program_hold_input): packed forms made from them so far */
+    uint64_t held_packs;
 } kiln_stats;
 #define KILN_STATS_INIT {.size = sizeof(kiln_stats)}
 /* Errors: KILN_ERR_INVALID_ARG (stats NULL, or stats->size smaller than the first field

@@ -78,6 +78,9 @@
  *  9. a decode loop: a decoder step captured through the tensor API with caches one row
  *     longer each step: no kernel compiled and no temporaries block allocated after the
  *     first step, outputs within the propagated bound.
+ * 10. held inputs (kiln_program_hold_input): a weight input packed once while held, again
+ *     after kiln_program_input_changed or for another pointer, stale (exactly the old
+ *     results) when its change is not said, per run again once released.
  *
  * Random inputs use the base seed 0x636f6e74 unless KILN_TEST_SEED overrides it.
  */
@@ -1324,6 +1327,100 @@ START_TEST(test_decode_loop)
 }
 END_TEST
 
+/* ---- 10. held inputs ---------------------------------------------------------------------- */
+
+/* A weight bound per run that a packed matmul reads ([64,300] @ [300,200] + bias, W an
+ * input), held (kiln_program_hold_input): packed on the first run only while the caller
+ * passes the same pointer (kiln_stats.held_packs); after new data at the same pointer and
+ * kiln_program_input_changed, the new results; without saying so, the old weight's results
+ * exactly (documented, the copy is the program's); another pointer repacks; released, the
+ * program packs per run again and holds nothing.  Every result against the reference. */
+static void
+held_check(kiln_program *p, const kiln_graph *g, ts_bufs *in, const void *w, const char *what)
+{
+    ts_bufs want = {0}, got = {0};
+    char *err = ts_run_mode(g, KILN_MODE_INTERP, in, &want, 0x5a);
+    ck_assert_msg(err == NULL, "%s", err);
+    kiln_value_info vi = KILN_VALUE_INFO_INIT;
+    kiln_graph_output(g, 0, &vi);
+    got.n = 1;
+    got.buf[0] = malloc(vi.bytes);
+    const void *ins[3] = {in->buf[0], w, in->buf[2]};
+    ck_assert_msg(kiln_program_run(p, ins, got.buf) == KILN_OK, "%s: %s", what, kiln_errmsg());
+    double *absum = NULL;
+    mcase c = {.name = "held", .ins = "x: $T[$M,$K], W: $T[$K,$N], c: $T[$N]", .a = "x", .b = "W",
+               .tail = "  y = add(h, c)\n", .ytype = "$T[$M,$N]", .sshape = "[$M,$N]",
+               .M = 64, .N = 200, .K = 300, .extra_n = 2};
+    ts_tol tol = case_tol(&c, F32, in, &absum);
+    ck_assert_msg(ts_compare(stderr, what, vi.dtype, vi.count, got.buf[0], want.buf[0], &tol) == 0,
+                  "%s: differs from the reference", what);
+    free(absum);
+    ts_bufs_free(&want);
+    ts_bufs_free(&got);
+}
+
+static uint64_t
+held_packs(void)
+{
+    kiln_stats s = KILN_STATS_INIT;
+    kiln_jit_stats(&s);
+    return s.held_packs;
+}
+
+START_TEST(test_held_input)
+{
+    mcase c = {.name = "held", .ins = "x: $T[$M,$K], W: $T[$K,$N], c: $T[$N]", .a = "x", .b = "W",
+               .tail = "  y = add(h, c)\n", .ytype = "$T[$M,$N]", .sshape = "[$M,$N]",
+               .M = 64, .N = 200, .K = 300, .extra_n = 2};
+    char *text = case_text(&c, F32);
+    kiln_graph *g = ts_parse(text);
+    ts_bufs in = {0};
+    ck_assert(make_inputs(g, base_seed() + 0xa0000, FILL_UNIFORM, &in));
+    kiln_options o = KILN_OPTIONS_INIT;
+    kiln_program *p = NULL;
+    ck_assert(kiln_program_compile(g, &o, &p) == KILN_OK);
+    ck_assert_int_eq(kiln_program_hold_input(p, 3, 1), KILN_ERR_INVALID_ARG);
+    ck_assert_int_eq(kiln_program_hold_input(p, 1, 1), KILN_OK);
+    uint64_t h0 = held_packs();
+    for (int r = 0; r < 3; r++)
+        held_check(p, g, &in, in.buf[1], "held, same pointer");
+    ck_assert_uint_eq(held_packs() - h0, 1);
+
+    /* the caller's old result, to compare a stale run with */
+    size_t wbytes = 300 * 200 * 4, ybytes = 64 * 200 * 4;
+    float *old_y = malloc(ybytes), *stale_y = malloc(ybytes);
+    const void *ins[3] = {in.buf[0], in.buf[1], in.buf[2]};
+    void *o1[1] = {old_y}, *o2[1] = {stale_y};
+    ck_assert(kiln_program_run(p, ins, o1) == KILN_OK);
+    /* new data at the same pointer, not said: the old weight's results, exactly */
+    float *w = in.buf[1];
+    for (size_t e = 0; e < wbytes / 4; e++)
+        w[e] = -w[e] * 0.5f;
+    ck_assert(kiln_program_run(p, ins, o2) == KILN_OK);
+    ck_assert(memcmp(old_y, stale_y, ybytes) == 0);
+    /* said: the new results */
+    ck_assert_int_eq(kiln_program_input_changed(p, 1), KILN_OK);
+    held_check(p, g, &in, in.buf[1], "held, input changed");
+    ck_assert_uint_eq(held_packs() - h0, 2);
+    /* another pointer: packed again from it */
+    float *w2 = malloc(wbytes);
+    memcpy(w2, w, wbytes);
+    held_check(p, g, &in, w2, "held, another pointer");
+    ck_assert_uint_eq(held_packs() - h0, 3);
+    /* released: packed per run, nothing kept */
+    ck_assert_int_eq(kiln_program_hold_input(p, 1, 0), KILN_OK);
+    held_check(p, g, &in, w2, "released");
+    ck_assert_uint_eq(held_packs() - h0, 3);
+    free(w2);
+    free(old_y);
+    free(stale_y);
+    kiln_program_free(p);
+    ts_bufs_free(&in);
+    kiln_graph_free(g);
+    free(text);
+}
+END_TEST
+
 static Suite *
 contract_suite(void)
 {
@@ -1363,6 +1460,7 @@ contract_suite(void)
     tcase_add_loop_test(tc, test_skinny, 0, (int)NELEM(skinny_cases));
     tcase_add_loop_test(tc, test_skinny_plan, 0, (int)NELEM(skinny_plans));
     tcase_add_test(tc, test_decode_loop);
+    tcase_add_test(tc, test_held_input);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -195,20 +195,34 @@ jit_contract_prepacked(void)
     return atomic_load(&prepacked);
 }
 
-kiln_status
-jit_contract_prepack(jit_step *s)
+size_t
+jit_contract_b_bytes(const jit_step *s)
 {
     cgeom g;
     geom(s, &g);
-    size_t n = bytes_b(s, &g);
+    return bytes_b(s, &g);
+}
+
+void
+jit_contract_pack_b(const jit_step *s, const void *b, void *dst)
+{
+    cgeom g;
+    geom(s, &g);
+    int64_t panels = g.np / g.nr;
+    for (int64_t x = 0; x < g.bcount; x++)
+        for (int64_t q = 0; q < panels; q++)
+            pack_panel(s, &g, 1, b, x, q,
+                       (char *)dst + ((size_t)(x * g.np + q * g.nr) * (size_t)s->mm_k) * g.es);
+}
+
+kiln_status
+jit_contract_prepack(jit_step *s)
+{
+    size_t n = jit_contract_b_bytes(s);
     s->mm_bpacked = ir_aligned_alloc(64, n ? n : 64);
     if (!s->mm_bpacked)
         return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory packing a constant matmul operand (%zu bytes)", n);
-    int64_t panels = g.np / g.nr;
-    for (int64_t b = 0; b < g.bcount; b++)
-        for (int64_t q = 0; q < panels; q++)
-            pack_panel(s, &g, 1, s->mm_loc[1].cdata, b, q,
-                       (char *)s->mm_bpacked + ((size_t)(b * g.np + q * g.nr) * (size_t)s->mm_k) * g.es);
+    jit_contract_pack_b(s, s->mm_loc[1].cdata, s->mm_bpacked);
     atomic_fetch_add(&prepacked, 1);
     return KILN_OK;
 }
@@ -295,7 +309,8 @@ l2_bytes(void)
 }
 
 kiln_status
-jit_contract_run(const jit_step *s, void *const *ptrs, const void *a, const void *b, void *temp)
+jit_contract_run(const jit_step *s, void *const *ptrs, const void *a, const void *b,
+                 const void *bpacked, void *temp)
 {
     crun r = {0};
     r.s = s;
@@ -305,8 +320,9 @@ jit_contract_run(const jit_step *s, void *const *ptrs, const void *a, const void
     r.abase = a;
     r.bbase = b;
     r.apack = (char *)temp + s->mm_pack_off;
-    r.pack_b = !s->mm_bpacked;
-    r.bpack = s->mm_bpacked ? s->mm_bpacked : r.apack + bytes_a(s, &r.g);
+    bpacked = s->mm_bpacked ? s->mm_bpacked : bpacked;
+    r.pack_b = !bpacked;
+    r.bpack = bpacked ? (char *)(uintptr_t)bpacked : r.apack + bytes_a(s, &r.g);
     r.cpart = bytes_c(s, &r.g) ? r.apack + bytes_a(s, &r.g) + (s->mm_bpacked ? 0 : bytes_b(s, &r.g)) : NULL;
     r.apanels = r.g.mp / r.g.mr;
     r.bpanels = r.g.np / r.g.nr;

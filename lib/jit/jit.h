@@ -555,7 +555,13 @@ IR_HIDDEN kiln_status jit_plan_build(const kiln_graph *g, kiln_mode mode, unsign
 IR_HIDDEN void jit_plan_free(jit_plan *p);
 /* Run: inputs/outputs as in kiln_program_run; temp is temp_bytes of 64-aligned memory. */
 IR_HIDDEN kiln_status jit_plan_run(const jit_plan *p, const void *const *inputs,
-                                   void *const *outputs, void *temp);
+                                   void *const *outputs, void *temp, const void *const *bpacked);
+/* Held inputs (kiln_program_hold_input): a CONTRACTION step whose B is an input can take B
+ * packed once by the program instead of on every run.  Bytes of step s's packed B (0: the
+ * step packs no B of an input); pack it from b into dst; bpacked[i] of jit_plan_run is step
+ * i's (NULL array or entry: pack as usual). */
+IR_HIDDEN size_t jit_contract_b_bytes(const jit_step *s);
+IR_HIDDEN void jit_contract_pack_b(const jit_step *s, const void *b, void *dst);
 /* The plan's dump (`kiln dump --plan`).  A plan built without JIT_F_EXPLAIN is explained by
  * planning g0 (the graph it was built from, in `mode` with `flags`) again with it, without
  * compiling: the same steps, deterministically. */

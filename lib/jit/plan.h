@@ -131,7 +131,7 @@ IR_HIDDEN void jit_explain_cluster(planner *p, int32_t c, const jit_step *s, FIL
 IR_HIDDEN size_t jit_contract_temp_bytes(const jit_step *s);
 IR_HIDDEN kiln_status jit_contract_prepack(jit_step *s);
 IR_HIDDEN kiln_status jit_contract_run(const jit_step *s, void *const *ptrs, const void *a,
-                                       const void *b, void *temp);
+                                       const void *b, const void *bpacked, void *temp);
 /* contract.c: SKINNY steps.  Whether contraction step s (of dtype t, described) reads B in
  * place, and with what form and tile rows; why (n bytes, for the plan dump; n = 0: not
  * written) either way.  No LLVM. */

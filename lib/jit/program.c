@@ -62,11 +62,26 @@ static const jit_lru_ops plan_ops = {key_equal, key_free, compiled_destroy};
 /* Plans are counted, not weighed: their kernels' code is weighed in the kernel cache. */
 static jit_lru plans = JIT_LRU_INIT(&plan_ops, PLAN_CACHE_LIMIT, SIZE_MAX);
 
+/* A held input's packed form for one contraction step (kiln_program_hold_input). */
+typedef struct held_b {
+    void *packed;
+    size_t bytes;
+    const void *src; /* the input pointer it was packed from */
+    bool valid;
+} held_b;
+
 struct kiln_program {
     kiln_graph *graph;
     kiln_mode requested;
     kiln_mode mode;
     compiled *comp;           /* NULL for INTERP */
+    /* held inputs: per input whether held; per step its packed B (NULL until an input is
+     * held) and the pointers a run passes to jit_plan_run; the lock guards them */
+    pthread_mutex_t hold_lock;
+    uint8_t *held;
+    held_b *hb;
+    const void **bp;
+    int nheld;
 };
 
 /* The live programs: a handle is checked here before anything reads through it. */
@@ -223,6 +238,7 @@ program_new(const char *api, kiln_graph *g, const kiln_options *options, kiln_pr
     p->graph = g;
     p->requested = mode;
     p->mode = mode;
+    pthread_mutex_init(&p->hold_lock, NULL);
     if (mode != KILN_MODE_INTERP) {
         const char *pert = ir_config_get()->test_perturb; /* test-only, see lower.c */
         unsigned flags = (want_dumps() || (of & KILN_KEEP_DUMPS) ? JIT_F_DUMPS : 0) |
@@ -324,6 +340,8 @@ kiln_capture_scope(kiln_device *device, kiln_capture_fn fn, void *user,
     return kiln_scope_end(s, 0, NULL, options, program);
 }
 
+static kiln_status held_prepare(kiln_program *p, const void *const *inputs);
+
 kiln_status
 kiln_program_run(kiln_program *p, const void *const *inputs, void *const *outputs)
 {
@@ -352,7 +370,15 @@ kiln_program_run(kiln_program *p, const void *const *inputs, void *const *output
     if (plan->temp_bytes && !(temp = jit_ws_take(plan->temp_bytes, &cap)))
         return ir_error(KILN_ERR_NOMEM, "%s: out of memory: %zu bytes of temporaries", api,
                         plan->temp_bytes);
-    st = jit_plan_run(plan, inputs, outputs, temp);
+    const void *const *bp = NULL;
+    if (p->nheld) {
+        pthread_mutex_lock(&p->hold_lock);
+        st = held_prepare(p, inputs);
+        pthread_mutex_unlock(&p->hold_lock);
+        bp = p->bp;
+    }
+    if (!st)
+        st = jit_plan_run(plan, inputs, outputs, temp, bp);
     jit_ws_give(temp, cap);
     return st;
 }
@@ -365,9 +391,125 @@ kiln_program_free(kiln_program *p)
     if (!ir_handle_remove(&live_programs, p))
         return ir_error(KILN_ERR_MISUSE, "kiln_program_free: invalid handle: not a live "
                                          "kiln_program (freed or foreign)");
+    if (p->hb)
+        for (int i = 0; i < p->comp->plan->nsteps; i++)
+            ir_free(p->hb[i].packed);
+    ir_free(p->hb);
+    ir_free(p->bp);
+    ir_free(p->held);
+    pthread_mutex_destroy(&p->hold_lock);
     compiled_release(p->comp);
     kiln_graph_free(p->graph);
     ir_handle_retire(&live_programs, p);
+    return KILN_OK;
+}
+
+/* The input whose B step s packs on every run (-1: none: not a packed contraction, or B is
+ * a constant, packed when the plan was built, or not an input). */
+static int
+step_b_input(const jit_step *s)
+{
+    if (s->kind != JIT_STEP_KERNEL || s->desc.kind != JIT_KERNEL_CONTRACTION || s->mm_bpacked ||
+        s->mm_loc[1].kind != JIT_LOC_INPUT || s->total == 0)
+        return -1;
+    return s->mm_loc[1].index;
+}
+
+kiln_status
+kiln_program_hold_input(kiln_program *p, int input, int hold)
+{
+    const char *api = "kiln_program_hold_input";
+    kiln_status st = program_check(p, api);
+    if (st)
+        return st;
+    if (input < 0 || input >= p->graph->ninputs)
+        return ir_error(KILN_ERR_INVALID_ARG, "%s: invalid argument: input %d (the program has %d)",
+                        api, input, (int)p->graph->ninputs);
+    if (!p->comp)
+        return KILN_OK; /* the interpreter derives nothing from its inputs */
+    const jit_plan *plan = p->comp->plan;
+    pthread_mutex_lock(&p->hold_lock);
+    if (!p->held) {
+        p->held = ir_calloc((size_t)p->graph->ninputs, 1);
+        p->hb = ir_calloc((size_t)plan->nsteps + 1, sizeof *p->hb);
+        p->bp = ir_calloc((size_t)plan->nsteps + 1, sizeof *p->bp);
+        if (!p->held || !p->hb || !p->bp) {
+            ir_free(p->held);
+            ir_free(p->hb);
+            ir_free(p->bp);
+            p->held = NULL;
+            p->hb = NULL;
+            p->bp = NULL;
+            pthread_mutex_unlock(&p->hold_lock);
+            return ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
+        }
+    }
+    hold = hold != 0;
+    if (p->held[input] != hold)
+        p->nheld += hold ? 1 : -1;
+    p->held[input] = (uint8_t)hold;
+    for (int i = 0; i < plan->nsteps; i++)
+        if (step_b_input(&plan->steps[i]) == input) {
+            p->hb[i].valid = false;
+            if (!hold) { /* released: the copy goes */
+                ir_free(p->hb[i].packed);
+                p->hb[i] = (held_b){0};
+            }
+        }
+    pthread_mutex_unlock(&p->hold_lock);
+    return KILN_OK;
+}
+
+kiln_status
+kiln_program_input_changed(kiln_program *p, int input)
+{
+    const char *api = "kiln_program_input_changed";
+    kiln_status st = program_check(p, api);
+    if (st)
+        return st;
+    if (input < 0 || input >= p->graph->ninputs)
+        return ir_error(KILN_ERR_INVALID_ARG, "%s: invalid argument: input %d (the program has %d)",
+                        api, input, (int)p->graph->ninputs);
+    pthread_mutex_lock(&p->hold_lock);
+    for (int i = 0; p->hb && i < p->comp->plan->nsteps; i++)
+        if (step_b_input(&p->comp->plan->steps[i]) == input)
+            p->hb[i].valid = false;
+    pthread_mutex_unlock(&p->hold_lock);
+    return KILN_OK;
+}
+
+static _Atomic uint64_t held_packs;
+
+/* Under the hold lock: every held input's packed B made (or kept) for this run's pointers;
+ * p->bp filled for jit_plan_run. */
+static kiln_status
+held_prepare(kiln_program *p, const void *const *inputs)
+{
+    const jit_plan *plan = p->comp->plan;
+    for (int i = 0; i < plan->nsteps; i++) {
+        const jit_step *s = &plan->steps[i];
+        int in = step_b_input(s);
+        held_b *h = &p->hb[i];
+        p->bp[i] = NULL;
+        if (in < 0 || !p->held[in])
+            continue;
+        if (!h->valid || h->src != inputs[in]) {
+            size_t n = jit_contract_b_bytes(s);
+            if (h->bytes < n) {
+                ir_free(h->packed);
+                h->bytes = 0;
+                if (!(h->packed = ir_aligned_alloc(64, n ? n : 64)))
+                    return ir_error(KILN_ERR_NOMEM, "kiln_program_run: out of memory packing held "
+                                                    "input %d (%zu bytes)", in, n);
+                h->bytes = n;
+            }
+            jit_contract_pack_b(s, inputs[in], h->packed);
+            h->src = inputs[in];
+            h->valid = true;
+            atomic_fetch_add(&held_packs, 1);
+        }
+        p->bp[i] = h->packed;
+    }
     return KILN_OK;
 }
 
@@ -480,6 +622,7 @@ kiln_jit_stats(kiln_stats *stats)
     s->threads = jit_pool_threads();
     s->weights_packed = jit_contract_prepacked();
     jit_ws_counters(&s->workspace_allocs, &s->workspace_bytes);
+    s->held_packs = atomic_load(&held_packs);
     return ir_abi_out("kiln_jit_stats", "kiln_stats", stats, &all, sizeof all,
                       offsetof(kiln_stats, kernel_compiles) + sizeof all.kernel_compiles);
 }

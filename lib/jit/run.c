@@ -243,7 +243,8 @@ resolve(const jit_loc *l, const void *const *inputs, void *const *outputs, void 
 }
 
 kiln_status
-jit_plan_run(const jit_plan *p, const void *const *inputs, void *const *outputs, void *temp)
+jit_plan_run(const jit_plan *p, const void *const *inputs, void *const *outputs, void *temp,
+             const void *const *bpacked)
 {
     for (int i = 0; i < p->nsteps; i++) {
         const jit_step *s = &p->steps[i];
@@ -288,7 +289,9 @@ jit_plan_run(const jit_plan *p, const void *const *inputs, void *const *outputs,
             const void *a = resolve(&s->mm_loc[0], inputs, outputs, temp),
                        *b = resolve(&s->mm_loc[1], inputs, outputs, temp);
             kiln_status st = s->desc.kind == JIT_KERNEL_SKINNY ? jit_skinny_run(s, ptrs, a, b)
-                                                               : jit_contract_run(s, ptrs, a, b, temp);
+                                                               : jit_contract_run(s, ptrs, a, b,
+                                                                                  bpacked ? bpacked[i] : NULL,
+                                                                                  temp);
             if (ptrs != ptr_small)
                 ir_free(ptrs);
             if (st)
