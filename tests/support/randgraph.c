@@ -801,6 +801,8 @@ gen_reduce(gen *G, ir_op op)
             if (ok & (1u << i))
                 c[n++] = i;
         at.axes = 1u << c[below(G, (uint64_t)n)];
+    } else if (G->o.full_reduce_pct > 0 && chance(G, (unsigned)G->o.full_reduce_pct)) {
+        at.axes = ok;
     } else {
         for (int i = 0; i < rank; i++)
             if ((ok & (1u << i)) && chance(G, 50))
@@ -842,12 +844,16 @@ gen_matmul(gen *G)
                      (size_t)(ra >= 2 ? m : 1) * (size_t)(rb >= 2 ? n : 1);
         if (count_of(&ta.shape) > G->o.max_elems || count_of(&tb.shape) > G->o.max_elems ||
             out > G->o.max_elems) {
-            /* Halve the largest size and retry. */
+            /* Halve the largest size and retry; the batch dims together, so that they
+             * still broadcast (equal, or one of them 1) */
             int64_t *big = &m;
             if (k > *big) big = &k;
             if (n > *big) big = &n;
-            if (ba > *big) big = &ba;
-            if (bb > *big) big = &bb;
+            if ((ba > bb ? ba : bb) > *big) {
+                ba = ba > 1 ? ba / 2 : ba;
+                bb = bb > 1 ? bb / 2 : bb;
+                continue;
+            }
             *big /= 2;
             continue;
         }
