@@ -2292,7 +2292,7 @@ END_TEST
 /* A zero-size value kept in the temporaries of a plan that has none (0 bytes): the runner
  * offset the NULL block (`(char *)NULL + 0`, undefined behaviour: UBSan in the ASan build
  * stops there; found by fuzz_graphs, issue 26: a reduction over no axes of an empty value,
- * kept for the op that reads it).  Fused and eager. */
+ * kept for the op that reads it; a matmul with an empty operand).  Fused and eager. */
 START_TEST(test_zero_size_temporaries)
 {
     static const char *const texts[] = {
@@ -2300,6 +2300,9 @@ START_TEST(test_zero_size_temporaries)
         "  m = reduce_max(x, axes=[], keepdim=false)\n  y = mul(m, x)\n}\n",
         "graph z(x: f32[2,0]) -> (y: f32[2,0]) {\n"
         "  m = reduce_sum(x, axes=[], keepdim=true)\n  y = sub(x, m)\n}\n",
+        /* a contraction with nothing to pack: K = 0 (zeros out), M = 0 */
+        "graph m(a: f32[3,0], b: f32[0,4]) -> (y: f32[3,4]) {\n  y = matmul(a, b)\n}\n",
+        "graph m(a: f32[0,5], b: f32[5,4]) -> (y: f32[0,4]) {\n  y = matmul(a, b)\n}\n",
     };
     for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++) {
         kiln_graph *g = ts_parse(texts[k]);
