@@ -304,11 +304,10 @@ jit_contract_run(const jit_step *s, void *const *ptrs, const void *a, const void
     r.ptrs = ptrs;
     r.abase = a;
     r.bbase = b;
-    /* no block (a plan of 0 bytes of temporaries): nothing to pack, an empty operand */
-    r.apack = temp ? (char *)temp + s->mm_pack_off : NULL;
+    r.apack = (char *)temp + s->mm_pack_off;
     r.pack_b = !s->mm_bpacked;
-    r.bpack = s->mm_bpacked ? s->mm_bpacked : temp ? r.apack + bytes_a(s, &r.g) : NULL;
-    r.cpart = temp && bytes_c(s, &r.g) ? r.apack + bytes_a(s, &r.g) + (s->mm_bpacked ? 0 : bytes_b(s, &r.g)) : NULL;
+    r.bpack = s->mm_bpacked ? s->mm_bpacked : r.apack + bytes_a(s, &r.g);
+    r.cpart = bytes_c(s, &r.g) ? r.apack + bytes_a(s, &r.g) + (s->mm_bpacked ? 0 : bytes_b(s, &r.g)) : NULL;
     r.apanels = r.g.mp / r.g.mr;
     r.bpanels = r.g.np / r.g.nr;
     int64_t macs = s->mm_batch * s->mm_m * s->mm_n * (s->mm_k ? s->mm_k : 1);

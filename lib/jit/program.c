@@ -370,7 +370,11 @@ kiln_program_run(kiln_program *p, const void *const *inputs, void *const *output
         if (mine)
             p->temp = temp;
     }
-    st = jit_plan_run(plan, inputs, outputs, temp);
+    /* A plan of 0 bytes of temporaries may still place zero-size values (an empty
+     * operand's packing) at offset 0 of its block: give it an empty one, not NULL, which
+     * the runner would offset (undefined behaviour, even by 0). */
+    static _Alignas(64) unsigned char no_temporaries[64];
+    st = jit_plan_run(plan, inputs, outputs, temp ? temp : no_temporaries);
     if (mine)
         atomic_flag_clear(&p->temp_busy);
     else

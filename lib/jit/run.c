@@ -237,7 +237,7 @@ resolve(const jit_loc *l, const void *const *inputs, void *const *outputs, void 
     case JIT_LOC_INPUT: return (void *)inputs[l->index];
     case JIT_LOC_OUTPUT: return outputs[l->index];
     case JIT_LOC_CONST: return (void *)l->cdata;
-    case JIT_LOC_TEMP: return temp ? (char *)temp + l->offset : NULL; /* none: 0 bytes */
+    case JIT_LOC_TEMP: return (char *)temp + l->offset;
     }
     return NULL;
 }
