@@ -735,11 +735,21 @@ gen_reduce_consumer(gen *G, ir_op op, int32_t x, int32_t r, uint32_t axes)
     bool fl = ir_dtype_is_float(tx.dtype);
     ir_op cop = fl ? fops[below(G, NELEM(fops))] : iops[below(G, NELEM(iops))];
     int32_t in[2] = {x, rv};
+    bool other = G->o.reduce_other_pct > 0 && chance(G, (unsigned)G->o.reduce_other_pct);
+    if (other && (in[0] = get_operand(G, &tx)) < 0)
+        return -1;
+    int32_t y = in[0];
     if (cop != IR_OP_SUB && cop != IR_OP_DIV && chance(G, 30)) {
         in[0] = rv;
-        in[1] = x;
+        in[1] = y;
     }
     int32_t c = add(G, cop, 2, in, NULL, NULL);
+    if (c >= 0 && other && chance(G, 50)) { /* a second reader of both */
+        int32_t in2[2] = {y, rv};
+        ir_op cop2 = fl ? fops[below(G, NELEM(fops))] : iops[below(G, NELEM(iops))];
+        if (add(G, cop2, 2, in2, NULL, NULL) < 0)
+            return -1;
+    }
     if (c < 0 || !chance(G, 50) || type_of(G, c)->dtype == KILN_DTYPE_BOOL)
         return c;
     /* The chain: the same axes (max -> sum, mean -> variance), another reduction op. */
