@@ -2309,6 +2309,32 @@ START_TEST(test_errors)
 END_TEST
 
 /* INTERP programs run the interpreter itself; the plan dump says so. */
+/* A zero-size value kept in the temporaries of a plan that has none (0 bytes): the runner
+ * offset the NULL block (`(char *)NULL + 0`, undefined behaviour: UBSan in the ASan build
+ * stops there; found by fuzz_graphs, issue 26: a reduction over no axes of an empty value,
+ * kept for the op that reads it; a matmul with an empty operand).  Fused and eager. */
+START_TEST(test_zero_size_temporaries)
+{
+    static const char *const texts[] = {
+        "graph z(x: i32[0,4,4,3]) -> (y: i32[0,4,4,3]) {\n"
+        "  m = reduce_max(x, axes=[], keepdim=false)\n  y = mul(m, x)\n}\n",
+        "graph z(x: f32[2,0]) -> (y: f32[2,0]) {\n"
+        "  m = reduce_sum(x, axes=[], keepdim=true)\n  y = sub(x, m)\n}\n",
+        /* a contraction with nothing to pack: K = 0 (zeros out), M = 0 */
+        "graph m(a: f32[3,0], b: f32[0,4]) -> (y: f32[3,4]) {\n  y = matmul(a, b)\n}\n",
+        "graph m(a: f32[0,5], b: f32[5,4]) -> (y: f32[0,4]) {\n  y = matmul(a, b)\n}\n",
+    };
+    for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++) {
+        kiln_graph *g = ts_parse(texts[k]);
+        ts_bufs in = {0};
+        ts_bufs_for_inputs(g, &in);
+        ts_check_fused_eager(g, &in, NULL, texts[k]);
+        ts_bufs_free(&in);
+        kiln_graph_free(g);
+    }
+}
+END_TEST
+
 START_TEST(test_interp_mode)
 {
     kiln_graph *g = parsef("graph i(x: f32[5]) -> (y: f32[5]) {\n  y = exp(x)\n}\n");
@@ -2373,6 +2399,7 @@ jit_suite(void)
     tcase_add_test(tc, test_compact_code);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_interp_mode);
+    tcase_add_test(tc, test_zero_size_temporaries);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -716,7 +716,7 @@ trim(const jit_disk *d, uint64_t cap, uint64_t to, trimmed *t)
         return;
     }
     uint64_t bytes = s.bytes + s.tmp_bytes;
-    if (bytes > cap) {
+    if (bytes > cap && s.count > 0) {
         qsort(s.v, (size_t)s.count, sizeof *s.v, older_first);
         for (int i = 0; i < s.count && bytes > to; i++) {
             char path[sizeof d->path + 80];

@@ -377,8 +377,12 @@ kiln_program_run(kiln_program *p, const void *const *inputs, void *const *output
         pthread_mutex_unlock(&p->hold_lock);
         bp = p->bp;
     }
+    /* A plan of 0 bytes of temporaries may still place zero-size values (an empty
+     * operand's packing) at offset 0 of its block: give it an empty one, not NULL, which
+     * the runner would offset (undefined behaviour, even by 0). */
+    static _Alignas(64) unsigned char no_temporaries[64];
     if (!st)
-        st = jit_plan_run(plan, inputs, outputs, temp, bp);
+        st = jit_plan_run(plan, inputs, outputs, temp ? temp : no_temporaries, bp);
     jit_ws_give(temp, cap);
     return st;
 }

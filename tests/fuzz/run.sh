@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # run.sh — build kiln's libFuzzer targets with clang and run each on its seed corpus for a
 # bounded time.   usage: tests/fuzz/run.sh [BUILD_DIR [SECONDS_PER_TARGET [TARGET ...]]]
-# Defaults: build-fuzz, 25 seconds, both targets (fuzz_parse_run fuzz_npy).  Exit 0 when no
+# Defaults: build-fuzz, 25 seconds, every target (fuzz_parse_run fuzz_npy fuzz_graphs).  Exit 0 when no
 # target found anything (or when clang with libFuzzer is not installed: then it says so and
 # skips), 1 when one did; the input that triggered it is kept as BUILD_DIR/artifacts/*.
 # KILN_FUZZ_CC names the compiler (default clang-19); KILN_FUZZ_JOBS the parallel build.
 # New inputs the fuzzer finds go to BUILD_DIR/corpus/TARGET, never into the seed corpus
 # (tests/fuzz/corpus/parse_run: .kiln text; tests/fuzz/corpus/npy: .npy images, named
-# without the extension, which .gitignore keeps out of the repository).
+# without the extension, which .gitignore keeps out of the repository;
+# tests/fuzz/corpus/graphs: generator parameters, and .kiln graphs).
 # Longer runs and more options: docs/fuzzing.md.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,7 +17,7 @@ build=${1:-build-fuzz}
 secs=${2:-25}
 shift $(( $# > 2 ? 2 : $# ))
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse_run fuzz_npy)
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse_run fuzz_npy fuzz_graphs)
 cc=${KILN_FUZZ_CC:-clang-19}
 
 if ! command -v "$cc" >/dev/null 2>&1; then

@@ -735,11 +735,21 @@ gen_reduce_consumer(gen *G, ir_op op, int32_t x, int32_t r, uint32_t axes)
     bool fl = ir_dtype_is_float(tx.dtype);
     ir_op cop = fl ? fops[below(G, NELEM(fops))] : iops[below(G, NELEM(iops))];
     int32_t in[2] = {x, rv};
+    bool other = G->o.reduce_other_pct > 0 && chance(G, (unsigned)G->o.reduce_other_pct);
+    if (other && (in[0] = get_operand(G, &tx)) < 0)
+        return -1;
+    int32_t y = in[0];
     if (cop != IR_OP_SUB && cop != IR_OP_DIV && chance(G, 30)) {
         in[0] = rv;
-        in[1] = x;
+        in[1] = y;
     }
     int32_t c = add(G, cop, 2, in, NULL, NULL);
+    if (c >= 0 && other && chance(G, 50)) { /* a second reader of both */
+        int32_t in2[2] = {y, rv};
+        ir_op cop2 = fl ? fops[below(G, NELEM(fops))] : iops[below(G, NELEM(iops))];
+        if (add(G, cop2, 2, in2, NULL, NULL) < 0)
+            return -1;
+    }
     if (c < 0 || !chance(G, 50) || type_of(G, c)->dtype == KILN_DTYPE_BOOL)
         return c;
     /* The chain: the same axes (max -> sum, mean -> variance), another reduction op. */
@@ -801,6 +811,8 @@ gen_reduce(gen *G, ir_op op)
             if (ok & (1u << i))
                 c[n++] = i;
         at.axes = 1u << c[below(G, (uint64_t)n)];
+    } else if (G->o.full_reduce_pct > 0 && chance(G, (unsigned)G->o.full_reduce_pct)) {
+        at.axes = ok;
     } else {
         for (int i = 0; i < rank; i++)
             if ((ok & (1u << i)) && chance(G, 50))
@@ -842,12 +854,16 @@ gen_matmul(gen *G)
                      (size_t)(ra >= 2 ? m : 1) * (size_t)(rb >= 2 ? n : 1);
         if (count_of(&ta.shape) > G->o.max_elems || count_of(&tb.shape) > G->o.max_elems ||
             out > G->o.max_elems) {
-            /* Halve the largest size and retry. */
+            /* Halve the largest size and retry; the batch dims together, so that they
+             * still broadcast (equal, or one of them 1) */
             int64_t *big = &m;
             if (k > *big) big = &k;
             if (n > *big) big = &n;
-            if (ba > *big) big = &ba;
-            if (bb > *big) big = &bb;
+            if ((ba > bb ? ba : bb) > *big) {
+                ba = ba > 1 ? ba / 2 : ba;
+                bb = bb > 1 ? bb / 2 : bb;
+                continue;
+            }
             *big /= 2;
             continue;
         }

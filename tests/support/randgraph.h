@@ -68,6 +68,16 @@ typedef struct ts_randgraph_opts {
                                   * nodes come on top of the drawn ones and ignore
                                   * `kinds`/`ops`.  Default 0 (then no draw is made, so
                                   * graphs of existing seeds do not change). */
+    int reduce_other_pct;        /* with reduce_consumer_pct: percent chance that the
+                                  * consumer combines the reduction with another value of
+                                  * its operand's type (an existing one when there is, such
+                                  * as a concat) instead of the operand, and half the time
+                                  * a second consumer reads the same two values.  Default
+                                  * 0: no draw, as above. */
+    int full_reduce_pct;         /* percent chance that a reduction (not argmax/argmin)
+                                  * reduces every axis it may, whatever the rank: a kernel
+                                  * space of one dim more than the value's (issue 26).
+                                  * Default 0: no draw, as above. */
 } ts_randgraph_opts;
 
 /* Fill *o with the defaults above.  Call it, then change what a test needs. */
