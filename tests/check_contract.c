@@ -1335,6 +1335,10 @@ END_TEST
  * kiln_program_input_changed, the new results; without saying so, the old weight's results
  * exactly (documented, the copy is the program's); another pointer repacks; released, the
  * program packs per run again and holds nothing.  Every result against the reference. */
+static const mcase held_case = {.name = "held", .ins = "x: $T[$M,$K], W: $T[$K,$N], c: $T[$N]",
+                                .a = "x", .b = "W", .tail = "  y = add(h, c)\n", .ytype = "$T[$M,$N]",
+                                .sshape = "[$M,$N]", .M = 64, .N = 200, .K = 300, .extra_n = 2};
+
 static void
 held_check(kiln_program *p, const kiln_graph *g, ts_bufs *in, const void *w, const char *what)
 {
@@ -1348,10 +1352,8 @@ held_check(kiln_program *p, const kiln_graph *g, ts_bufs *in, const void *w, con
     const void *ins[3] = {in->buf[0], w, in->buf[2]};
     ck_assert_msg(kiln_program_run(p, ins, got.buf) == KILN_OK, "%s: %s", what, kiln_errmsg());
     double *absum = NULL;
-    mcase c = {.name = "held", .ins = "x: $T[$M,$K], W: $T[$K,$N], c: $T[$N]", .a = "x", .b = "W",
-               .tail = "  y = add(h, c)\n", .ytype = "$T[$M,$N]", .sshape = "[$M,$N]",
-               .M = 64, .N = 200, .K = 300, .extra_n = 2};
-    ts_tol tol = case_tol(&c, F32, in, &absum);
+    const mcase *c = &held_case;
+    ts_tol tol = case_tol(c, F32, in, &absum);
     ck_assert_msg(ts_compare(stderr, what, vi.dtype, vi.count, got.buf[0], want.buf[0], &tol) == 0,
                   "%s: differs from the reference", what);
     free(absum);
@@ -1369,10 +1371,8 @@ held_packs(void)
 
 START_TEST(test_held_input)
 {
-    mcase c = {.name = "held", .ins = "x: $T[$M,$K], W: $T[$K,$N], c: $T[$N]", .a = "x", .b = "W",
-               .tail = "  y = add(h, c)\n", .ytype = "$T[$M,$N]", .sshape = "[$M,$N]",
-               .M = 64, .N = 200, .K = 300, .extra_n = 2};
-    char *text = case_text(&c, F32);
+    const mcase *c = &held_case;
+    char *text = case_text(c, F32);
     kiln_graph *g = ts_parse(text);
     ts_bufs in = {0};
     ck_assert(make_inputs(g, base_seed() + 0xa0000, FILL_UNIFORM, &in));

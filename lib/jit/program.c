@@ -419,16 +419,26 @@ step_b_input(const jit_step *s)
     return s->mm_loc[1].index;
 }
 
-kiln_status
-kiln_program_hold_input(kiln_program *p, int input, int hold)
+/* A live program and one of its inputs, or the error naming api. */
+static kiln_status
+input_check(const kiln_program *p, int input, const char *api)
 {
-    const char *api = "kiln_program_hold_input";
     kiln_status st = program_check(p, api);
     if (st)
         return st;
     if (input < 0 || input >= p->graph->ninputs)
         return ir_error(KILN_ERR_INVALID_ARG, "%s: invalid argument: input %d (the program has %d)",
                         api, input, (int)p->graph->ninputs);
+    return KILN_OK;
+}
+
+kiln_status
+kiln_program_hold_input(kiln_program *p, int input, int hold)
+{
+    const char *api = "kiln_program_hold_input";
+    kiln_status st = input_check(p, input, api);
+    if (st)
+        return st;
     if (!p->comp)
         return KILN_OK; /* the interpreter derives nothing from its inputs */
     const jit_plan *plan = p->comp->plan;
@@ -467,13 +477,9 @@ kiln_program_hold_input(kiln_program *p, int input, int hold)
 kiln_status
 kiln_program_input_changed(kiln_program *p, int input)
 {
-    const char *api = "kiln_program_input_changed";
-    kiln_status st = program_check(p, api);
+    kiln_status st = input_check(p, input, "kiln_program_input_changed");
     if (st)
         return st;
-    if (input < 0 || input >= p->graph->ninputs)
-        return ir_error(KILN_ERR_INVALID_ARG, "%s: invalid argument: input %d (the program has %d)",
-                        api, input, (int)p->graph->ninputs);
     pthread_mutex_lock(&p->hold_lock);
     for (int i = 0; p->hb && i < p->comp->plan->nsteps; i++)
         if (step_b_input(&p->comp->plan->steps[i]) == input)
