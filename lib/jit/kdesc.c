@@ -14,13 +14,15 @@
  * prefetching the next row's stores; format 6: the shorter f32 exp; format 7: a split
  * blockable columns kernel's last partial vector reduced whole; format 8: vector bodies'
  * positions through an opaque copy; format 9: the tier; format 10: the small code
- * model; format 11: the SKINNY kind's form and tile rows), so an upgrade never keeps running
- * the old code from the disk.
+ * model; format 11: the SKINNY kind's form and tile rows; format 12: a SKINNY rows call
+ * takes up to JIT_SKINNY_YBYTES of running sums, not 1024 columns: an older kernel given
+ * the wider calls would overflow its stack array), so an upgrade never keeps running the
+ * old code from the disk.
  * A CONTRACTION description needs nothing more: its tile follows from the dtype and the
  * vector width, which the disk key holds.  A SKINNY one adds how B is read and the rows of
  * its tile (its columns follow from those, the dtype and the vector width).
  *
- *   format 11 (9 and 10: the same without bform and tile_m; 1 to 8: without the tier):
+ *   format 11 and 12 (9 and 10: the same without bform and tile_m; 1 to 8: without the tier):
  *     i32 kind, rank, nred, lanes_kept, ninst, nloads, nstores
  *     ninst x { u8 kind, op, dtype, cls; i32 slot; i32 a[0..3); u8 value[8]; u8 value2[8] }
  *     nstores x i32 store index
