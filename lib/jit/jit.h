@@ -206,8 +206,8 @@ typedef struct jit_saux {
  * one core: 1024 columns 3.9-4.3 ms, 4096 columns 2.8-3.6). */
 #define JIT_SKINNY_YBYTES (32 << 10)
 IR_HIDDEN int64_t jit_skinny_cols(kiln_dtype t, int tile_m);
-/* The rows form's tile (rows x vectors), the dots form's (rows x columns) for a tile of
- * tile_m rows of dtype t on this host, and the most rows a tile may have. */
+/* (skinny.c) The rows form's tile (rows x vectors), the dots form's (rows x columns) for a
+ * tile of tile_m rows of dtype t on this host, and the most rows a tile may have. */
 IR_HIDDEN void jit_skinny_tile(kiln_dtype t, int tile_m, int bform, int *nv_or_nc);
 IR_HIDDEN int jit_skinny_max_rows(kiln_dtype t);
 
@@ -537,6 +537,12 @@ typedef struct jit_step {
     jit_loc from, to;
     size_t bytes;
 } jit_step;
+
+/* (skinny.c) Whether contraction step s (of dtype t, described) reads B in place (a
+ * SKINNY step), and with what form and tile rows; why (n bytes, for the plan dump; n = 0:
+ * not written) either way.  No LLVM. */
+IR_HIDDEN bool jit_skinny_choose(const jit_step *s, kiln_dtype t, int *bform, int *tile_m,
+                                 char *why, size_t n);
 
 typedef struct jit_plan {
     kiln_graph *g; /* the simplified graph the steps compute (owned) */

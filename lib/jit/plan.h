@@ -9,7 +9,9 @@
  *               found in the cache) once all descriptions exist
  *   run.c       running a plan's steps on the thread pool
  *   contract.c  running contraction (matmul) steps: packing, blocking; skinny ones (B read
- *               in place) and the cost model that chooses them
+ *               in place)
+ *   skinny.c    the SKINNY kind's facts without LLVM: the cost model that chooses it, its
+ *               tiles, the columns of a call
  */
 #ifndef KILN_JIT_PLAN_H
 #define KILN_JIT_PLAN_H
@@ -132,11 +134,7 @@ IR_HIDDEN size_t jit_contract_temp_bytes(const jit_step *s);
 IR_HIDDEN kiln_status jit_contract_prepack(jit_step *s);
 IR_HIDDEN kiln_status jit_contract_run(const jit_step *s, void *const *ptrs, const void *a,
                                        const void *b, const void *bpacked, void *temp);
-/* contract.c: SKINNY steps.  Whether contraction step s (of dtype t, described) reads B in
- * place, and with what form and tile rows; why (n bytes, for the plan dump; n = 0: not
- * written) either way.  No LLVM. */
-IR_HIDDEN bool jit_skinny_choose(const jit_step *s, kiln_dtype t, int *bform, int *tile_m,
-                                 char *why, size_t n);
+/* contract.c: running a SKINNY step. */
 IR_HIDDEN kiln_status jit_skinny_run(const jit_step *s, void *const *ptrs, const void *a,
                                      const void *b);
 

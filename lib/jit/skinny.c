@@ -1,0 +1,99 @@
+/* skinny.c — the SKINNY kernel kind's facts that need no LLVM: whether a contraction step
+ * reads B in place (the cost model), the register tile of each form, the rows a tile may
+ * have and the columns a rows-form call takes.  The planner (describe.c), the runner
+ * (contract.c) and the lowering (lower_skinny.c) all take them from here, so the three
+ * cannot disagree, and no planner file calls into an LLVM one for them.
+ */
+#include <stdio.h>
+
+#include "jit.h"
+
+/* The cost model.  Packing B costs a read and a write of B, and the packed kernel then reads
+ * the packed copy once per block of rows (once, for the few rows of a skinny matmul): about
+ * three passes over B, two of them at run time even for a constant B's kernel's callers
+ * (the copy is made once, but it doubles the weight's memory).  Reading B in place costs one
+ * pass over B per register tile of rows, per batch element that uses B.  So packing buys
+ * reuse only when B would be read more than once: more rows than one tile holds, or one B
+ * shared by several batch elements (x [b, 1, k] @ W).  Reading in place also needs B
+ * contiguous along N (rows form) or along K with A contiguous along K (dots form), and no
+ * conversion that packing would compute (a cast or scale of an operand folded into it). */
+bool
+jit_skinny_choose(const jit_step *s, kiln_dtype t, int *bform, int *tile_m, char *why, size_t n)
+{
+    int R = s->desc.rank;
+    int maxm = jit_skinny_max_rows(t);
+    int64_t bst_k = s->mm_st[1][R - 2], bst_n = s->mm_st[1][R - 1], ast_k = s->mm_st[0][R - 1];
+    int64_t uses = s->mm_shared[1] ? s->mm_batch : 1; /* batch elements reading one B */
+    for (int x = 0; x < 2; x++)
+        if (s->mm_src[x] != (uint8_t)t || s->mm_scale[x] != 1) {
+            if (n)
+                snprintf(why, n, "packing computes a cast or scale of %s", x ? "B" : "A");
+            return false;
+        }
+    if (s->mm_m > maxm || uses > 1) {
+        if (n)
+            snprintf(why, n, "packing B once buys reuse: in place, each element of B would be read "
+                 "%lld times (%lld rows, tiles of at most %d, %lld batch elements sharing B)",
+                 (long long)(((s->mm_m + maxm - 1) / maxm) * uses), (long long)s->mm_m, maxm,
+                 (long long)uses);
+        return false;
+    }
+    if (bst_n == 1 && s->mm_n > 1) {
+        *bform = JIT_SKINNY_ROWS;
+    } else if (bst_k == 1 && (ast_k == 1 || s->mm_k <= 1)) {
+        *bform = JIT_SKINNY_DOTS;
+    } else if (bst_n == 1) {
+        *bform = JIT_SKINNY_ROWS;
+    } else {
+        if (n)
+            snprintf(why, n, "B is contiguous along neither N nor K (A along K): packing gathers it");
+        return false;
+    }
+    int m = 1;
+    while (m < s->mm_m)
+        m *= 2;
+    *tile_m = m;
+    if (n)
+        snprintf(why, n, "B read in place, once (%lld row%s, one tile of %d: packing would buy no "
+             "reuse)", (long long)s->mm_m, s->mm_m == 1 ? "" : "s", m);
+    return true;
+}
+
+void
+jit_skinny_tile(kiln_dtype t, int tile_m, int bform, int *n)
+{
+    int bits = jit_host_info()->vector_bits;
+    int regs = bits == 512 ? 32 : 16;
+    int per = kiln_dtype_size(t) == 8 ? 2 : 1; /* registers per jit vector */
+    if (bform == JIT_SKINNY_ROWS) {
+        *n = per == 2 ? 1 : 2; /* vectors per row: tile_m * nv accumulators, nv loads of B */
+        return;
+    }
+    /* columns per group: tile_m * nc accumulators within half the registers, and the nc
+     * vectors of B and tile_m of A beside them */
+    int nc = regs / 2 / per / tile_m;
+    int cap = regs / 4 / per;
+    nc = nc < cap ? nc : cap;
+    *n = nc < 1 ? 1 : nc;
+}
+
+int64_t
+jit_skinny_cols(kiln_dtype t, int tile_m)
+{
+    int64_t w = jit_host_info()->vector_bits / 32;
+    int64_t c = JIT_SKINNY_YBYTES / ((int64_t)tile_m * (int64_t)kiln_dtype_size(t)) / w * w;
+    return c > w ? c : w;
+}
+
+int
+jit_skinny_max_rows(kiln_dtype t)
+{
+    int bits = jit_host_info()->vector_bits;
+    int regs = bits == 512 ? 32 : 16;
+    int per = kiln_dtype_size(t) == 8 ? 2 : 1;
+    int m = (regs - 8) / (2 * per);
+    int p = 1;
+    while (p * 2 <= m)
+        p *= 2;
+    return p;
+}
