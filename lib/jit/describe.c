@@ -329,10 +329,14 @@ jit_explain_cluster(planner *p, int32_t c, const jit_step *s, FILE *f)
         const ir_node *mm = &g->nodes[cl->members[0]];
         char ta[IR_TYPE_STR_MAX], tbb[IR_TYPE_STR_MAX], why[200];
         int mr, nrv, nr, bform, tm;
-        bool skinny = jit_skinny_choose(s, mm->type.dtype, &bform, &tm, why, sizeof why);
+        /* the choice is the description's (jit_describe_kernel); the cost model again for
+         * its reason only */
+        jit_skinny_choose(s, mm->type.dtype, &bform, &tm, why, sizeof why);
         jit_contract_tile(mm->type.dtype, &mr, &nrv, &nr);
-        if (skinny) {
+        if (s->desc.kind == JIT_KERNEL_SKINNY) {
             int n;
+            bform = s->desc.bform;
+            tm = s->desc.tile_m;
             jit_skinny_tile(mm->type.dtype, tm, bform, &n);
             fprintf(f, "skinny contraction kernel %s @ %s -> %s, %s: %s; %dx%d register tiles",
                     ir_type_str(&g->nodes[mm->in[0]].type, ta, sizeof ta),
@@ -638,7 +642,7 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
         st = kb_stream_stores(p, &k.load_node, stores.v, s);
     }
     if (cl->contract && !st) {
-        /* few rows: B read in place (contract.c's cost model; jit_explain_cluster says why) */
+        /* few rows: B read in place (skinny.c's cost model; jit_explain_cluster says why) */
         int bform, tm;
         if (jit_skinny_choose(s, p->g->nodes[cl->members[0]].type.dtype, &bform, &tm, NULL, 0)) {
             s->desc.kind = JIT_KERNEL_SKINNY;
