@@ -866,16 +866,72 @@ disk_scans(void)
     return c.scans;
 }
 
-/* A graph whose kernel holds the constant k: a distinct entry per k. */
+/* A graph whose kernel is distinct for each k (k + 1 multiplications: a constant's value
+ * alone would not do, it is a run-time argument of the kernel). */
 static kiln_graph *
 graph_const(int k)
 {
-    char text[256];
-    snprintf(text, sizeof text,
-             "graph k(x: f32[64]) -> (y: f32[64]) {\n  c = full(value=%d.5) : f32[64]\n"
-             "  y = mul(x, c)\n}\n", k);
+    char text[4096];
+    int n = snprintf(text, sizeof text,
+                     "graph k(x: f32[64]) -> (y: f32[64]) {\n  c = full(value=%d.5) : f32[64]\n"
+                     "  y0 = mul(x, c)\n", k);
+    for (int i = 1; i <= k; i++)
+        n += snprintf(text + n, sizeof text - (size_t)n, "  y%d = mul(y%d, c)\n", i, i - 1);
+    snprintf(text + n, sizeof text - (size_t)n, "  y = neg(y%d)\n}\n", k);
     return ts_parse(text);
 }
+
+/* Defect 9 of issue 26: a step-dependent scalar (a learning rate, a temperature, a position)
+ * captured as a constant.  1,000 graphs differing only in a `full` value, an arange's start
+ * and a pad's fill compile each kernel once and write one disk entry, and every one of them
+ * computes its own values (bit for bit against the interpreter: the ops are exact). */
+static kiln_graph *
+graph_scalar(int k)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "graph s(x: f32[40], i: i32[12]) -> (y: f32[40], a: i32[12], p: f32[44]) {\n"
+             "  c = full(value=%.17g) : f32[]\n"
+             "  m = mul(x, c)\n"
+             "  y = sub(m, c)\n"
+             "  r = arange(start=%d, delta=%d) : i32[12]\n"
+             "  a = add(r, i)\n"
+             "  p = pad(x, low=[3], high=[1], value=%.17g)\n"
+             "}\n",
+             (double)(float)(0.37 * k - 50), 1000 * k - 7, k % 5 - 2, (double)(float)(1.0 / (k + 1)));
+    return ts_parse(text);
+}
+
+START_TEST(test_scalar_arguments)
+{
+    char *dir = make_dir();
+    use_dir(dir);
+    kiln_graph *g = graph_scalar(0);
+    drop_memory_caches();
+    kiln_stats s0 = stats();
+    char *rep = compile_and_check(g, 1);
+    ck_assert_msg(rep == NULL, "%s", rep);
+    kiln_graph_free(g);
+    kiln_stats s1 = stats();
+    uint64_t kernels = s1.kernel_compiles - s0.kernel_compiles;
+    ck_assert_uint_ge(kernels, 1);
+    ck_assert_uint_eq(s1.disk_writes - s0.disk_writes, 1);
+    for (int k = 1; k < 1000; k++) {
+        g = graph_scalar(k);
+        rep = compile_and_check(g, (uint64_t)k);
+        ck_assert_msg(rep == NULL, "value set %d: %s", k, rep);
+        kiln_graph_free(g);
+    }
+    kiln_stats s2 = stats();
+    ck_assert_uint_eq(s2.kernel_compiles, s1.kernel_compiles);
+    ck_assert_uint_eq(s2.disk_writes, s1.disk_writes);
+    ck_assert_int_eq(count_files(dir, ".kobj", NULL, 0), 1);
+    drop_memory_caches();
+    setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
+    remove_dir(dir);
+}
+END_TEST
 
 /* Every write rescanned the whole directory to trim it: ~95 ms a write at 45,000 entries.
  * Writes below the cap scan it once per process (the first), and the cap still holds. */
@@ -1378,6 +1434,7 @@ cache_suite(void)
     tcase_add_test(disk, test_bad_size_cap);
     tcase_add_test(disk, test_stale_temp_files);
     tcase_add_test(disk, test_running_size);
+    tcase_add_test(disk, test_scalar_arguments);
     tcase_add_test(disk, test_group_writable_dir_refused);
     tcase_add_test(disk, test_off_and_option);
     tcase_add_test(disk, test_trim_lru);

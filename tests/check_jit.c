@@ -1683,6 +1683,130 @@ START_TEST(test_cache_hit_no_llvm)
 }
 END_TEST
 
+/* ---- scalar parameters (issue 26, defect 9) ---------------------------------------------
+ * A `full` value, a pad's fill and an arange's start and step are run-time arguments of the
+ * kernel, not constants in its code: graphs that differ only in them share every kernel.
+ * For each dtype, a graph reading one scalar in an elementwise kernel, a reduction's
+ * producer, a packed matmul's epilogue and packing (a scaled operand), a skinny matmul's
+ * epilogue, a pad and an arange, compiled for a list of special values: the first compiles,
+ * the others compile nothing, and every value's results match the interpreter (the ops are
+ * exact: the matmuls have K = 1). */
+static const char scalar_text[] =
+    "graph p(x: T[3,37], a: T[20,1], b: T[1,1], w: T[1,5]) -> (e: T[3,37], r: T[3,1], "
+    "m: T[20,5], t: T[20,5], s: T[1,5], q: T[3,41], g: T[9]) {\n"
+    "  c = full(value=V) : T[]\n"
+    "  e0 = mul(x, c)\n  e = add(e0, c)\n"
+    "  d = sub(x, c)\n  r = reduce_max(d, axes=[1], keepdim=true)\n"
+    "  m0 = matmul(a, w)\n  m = add(m0, c)\n"
+    "  a2 = mul(a, c)\n  t = matmul(a2, w)\n"
+    "  s0 = matmul(b, w)\n  s = mul(s0, c)\n"
+    "  q = pad(x, low=[0,3], high=[0,1], value=V)\n"
+    "  g = arange(start=V, delta=V) : T[9]\n"
+    "}\n";
+
+/* scalar_text with dtype t for every T and value v for every V. */
+static kiln_graph *
+scalar_graph(const char *t, const char *v)
+{
+    char text[2048];
+    size_t n = 0;
+    for (const char *c = scalar_text; *c && n + 64 < sizeof text; c++) {
+        const char *r = *c == 'T' ? t : *c == 'V' ? v : NULL;
+        if (r) {
+            memcpy(text + n, r, strlen(r));
+            n += strlen(r);
+        } else {
+            text[n++] = *c;
+        }
+    }
+    text[n] = 0;
+    return parsef("%s", text);
+}
+
+START_TEST(test_scalar_parameters)
+{
+    static const struct {
+        const char *dtype;
+        const char *values[8];
+    } cases[] = {
+        {"f32", {"0x1.8p+1", "-0", "0x1p-149", "inf", "-inf", "nan:0x7fc00123", "0x1.fffffep+127", "-0x1.99999ap-4"}},
+        {"f64", {"0x1.8p+1", "-0", "0x1p-1074", "-inf", "nan:0x7ff8000000000123", "-0x1.999999999999ap-4"}},
+        {"i32", {"7", "-2147483648", "-1", "0", "2147483647"}},
+        {"i64", {"5", "-9223372036854775808", "-1", "9223372036854775807"}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        bool fl = cases[c].dtype[0] == 'f';
+        rule rules[7];
+        for (int i = 0; i < 7; i++)
+            rules[i] = (rule){.nan = fl ? NAN_ANY : NAN_EXACT};
+        kiln_stats s0 = KILN_STATS_INIT, s1 = KILN_STATS_INIT;
+        for (int v = 0; v < 8 && cases[c].values[v]; v++) {
+            kiln_graph *g = scalar_graph(cases[c].dtype, cases[c].values[v]);
+            inputs in = {0};
+            inputs_random(g, 900 + (uint64_t)v, false, &in);
+            char ctx[64];
+            snprintf(ctx, sizeof ctx, "%s value %s", cases[c].dtype, cases[c].values[v]);
+            kiln_jit_stats(&s0);
+            check_both(g, &in, rules, ctx);
+            kiln_jit_stats(&s1);
+            if (v == 0)
+                ck_assert_uint_gt(s1.kernel_compiles, s0.kernel_compiles);
+            else
+                ck_assert_msg(s1.kernel_compiles == s0.kernel_compiles, "%s: %llu kernels compiled",
+                              ctx, (unsigned long long)(s1.kernel_compiles - s0.kernel_compiles));
+            inputs_free(&in);
+            kiln_graph_free(g);
+        }
+    }
+    /* bool: a `where` on a scalar condition */
+    for (int v = 0; v < 2; v++) {
+        kiln_graph *g = parsef("graph b(x: f32[50], y: f32[50]) -> (o: f32[50]) {\n"
+                               "  c = full(value=%s) : bool[]\n  o = where(c, x, y)\n}\n",
+                               v ? "false" : "true");
+        inputs in = {0};
+        inputs_random(g, 950, false, &in);
+        rule r = {.nan = NAN_EXACT};
+        kiln_stats s0 = KILN_STATS_INIT, s1 = KILN_STATS_INIT;
+        kiln_jit_stats(&s0);
+        check_both(g, &in, &r, v ? "bool false" : "bool true");
+        kiln_jit_stats(&s1);
+        if (v)
+            ck_assert_uint_eq(s1.kernel_compiles, s0.kernel_compiles);
+        inputs_free(&in);
+        kiln_graph_free(g);
+    }
+}
+END_TEST
+
+/* More scalars in one kernel than it takes as parameters (JIT_MAX_PARAMS): the rest are
+ * constants in its code, and every value still lands where it belongs. */
+START_TEST(test_scalar_parameters_overflow)
+{
+    enum { N = JIT_MAX_PARAMS + 8 };
+    for (int round = 0; round < 2; round++) {
+        char text[8192];
+        int n = snprintf(text, sizeof text, "graph o(x: f32[100]) -> (y: f32[100]) {\n  y0 = neg(x)\n");
+        for (int i = 1; i <= N; i++)
+            n += snprintf(text + n, sizeof text - (size_t)n,
+                          "  c%d = full(value=%d.25) : f32[]\n  y%d = add(y%d, c%d)\n", i,
+                          i == 1 ? 1000 * (round + 1) : i, i, i - 1, i);
+        snprintf(text + n, sizeof text - (size_t)n, "  y = neg(y%d)\n}\n", N);
+        kiln_graph *g = parsef("%s", text);
+        inputs in = {0};
+        inputs_random(g, 960, true, &in);
+        rule r = {.nan = NAN_ANY};
+        kiln_stats s0 = KILN_STATS_INIT, s1 = KILN_STATS_INIT;
+        kiln_jit_stats(&s0);
+        check_both(g, &in, &r, "more scalars than parameters");
+        kiln_jit_stats(&s1);
+        if (round) /* the first value is a parameter: the fused kernel is shared */
+            ck_assert_uint_eq(s1.kernel_compiles, s0.kernel_compiles);
+        inputs_free(&in);
+        kiln_graph_free(g);
+    }
+}
+END_TEST
+
 /* ---- 7. compile/free cycles do not grow memory ------------------------------------------- */
 
 static size_t
@@ -2391,6 +2515,8 @@ jit_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_threads_bit_identical);
     tcase_add_test(tc, test_cache_hit_no_llvm);
+    tcase_add_test(tc, test_scalar_parameters);
+    tcase_add_test(tc, test_scalar_parameters_overflow);
     tcase_add_test(tc, test_compile_free_cycles);
     tcase_add_test(tc, test_threads_share_programs);
     tcase_add_test(tc, test_reference_steps);

@@ -30,6 +30,11 @@ typedef struct kbuild {
     int64_t *load_off;
     int64_t *load_strides; /* slot * R */
     int32_t capload;
+    /* run-time scalars (jit_kdesc.nparams): their values, and the `full` node each holds
+     * (-1: a pad's fill, an arange's start or step) */
+    ir_scalar params[JIT_MAX_PARAMS];
+    int32_t param_node[JIT_MAX_PARAMS];
+    int nparams;
 } kbuild;
 
 static int32_t
@@ -52,6 +57,36 @@ kb_push(kbuild *k, const jit_kinst *in)
     }
     k->inst[k->ninst] = *in;
     return k->ninst++;
+}
+
+/* The scalar v of dtype t in every lane, the value of `full` node n (-1: of no node): a
+ * run-time parameter (one per node), so that graphs differing only in such a value share the
+ * kernel; a constant in the code once the kernel has JIT_MAX_PARAMS of them. */
+static int32_t
+kb_scalar(kbuild *k, int32_t n, kiln_dtype t, const ir_scalar *v)
+{
+    jit_kinst in = {0};
+    in.dtype = (uint8_t)t;
+    int j = 0;
+    while (j < k->nparams && !(n >= 0 && k->param_node[j] == n))
+        j++;
+    if (j == k->nparams && j < JIT_MAX_PARAMS) {
+        k->param_node[j] = n;
+        memset(&k->params[j], 0, sizeof k->params[j]);
+        if (ir_dtype_is_float(t))
+            memcpy(k->params[j].bytes, v->bytes, kiln_dtype_size(t));
+        else
+            k->params[j] = ir_scalar_from_i64(KILN_DTYPE_I64, ir_scalar_i64(t, v));
+        k->nparams++;
+    }
+    if (j < k->nparams) {
+        in.kind = JIT_PARAM;
+        in.slot = j;
+    } else {
+        in.kind = JIT_SPLAT;
+        in.value = *v;
+    }
+    return kb_push(k, &in);
 }
 
 /* Iteration-space strides of a value with element strides `vs` over shape `xs`, read by a
@@ -202,13 +237,12 @@ kb_indexing(kbuild *k, int32_t n)
     case IR_OP_ARANGE:
         in.kind = JIT_OP;
         in.op = IR_OP_ARANGE;
-        in.value = nd->at.start;
-        in.value2 = nd->at.delta;
+        if ((in.a[0] = kb_scalar(k, -1, nd->type.dtype, &nd->at.start)) < 0 ||
+            (in.a[1] = kb_scalar(k, -1, nd->type.dtype, &nd->at.delta)) < 0)
+            return -1;
         return kb_push(k, &in);
     case IR_OP_PAD: {
-        in.kind = JIT_SPLAT;
-        in.value = nd->at.value;
-        int32_t fill = kb_push(k, &in);
+        int32_t fill = kb_scalar(k, -1, nd->type.dtype, &nd->at.value);
         if (fill < 0)
             return -1;
         for (int i = 0; i < ns->rank; i++)
@@ -267,11 +301,7 @@ kb_value(kbuild *k, int32_t n, const ir_shape *cs, int ctx)
     nodeinfo *ni = &p->ni[n];
     int32_t r;
     if (ni->cls == C_FULL) {
-        jit_kinst in = {0};
-        in.kind = JIT_SPLAT;
-        in.dtype = (uint8_t)nd->type.dtype;
-        in.value = nd->at.value;
-        r = kb_push(k, &in);
+        r = kb_scalar(k, n, nd->type.dtype, &nd->at.value);
     } else if (ni->cls == C_ELEM && ni->cluster == k->c && nd->op == IR_OP_MATMUL) {
         /* the contraction's sum: its operands are packed, not loaded (describe_matmul) */
         jit_kinst in = {0};
@@ -566,6 +596,7 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
     s->desc.ninst = k.ninst;
     s->desc.nloads = k.load_node.n;
     s->desc.nstores = stores.n;
+    s->desc.nparams = k.nparams;
     s->desc.inst = k.inst;
     k.inst = NULL;
     s->desc.stores = ir_malloc(sizeof(int32_t) * (size_t)(stores.n ? stores.n : 1));
@@ -576,10 +607,14 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
     /* reductions: strides for every slot; elementwise: for the loads */
     size_t nst = (size_t)(k.red ? s->nslots : k.load_node.n);
     s->strides = ir_calloc((nst ? nst : 1) * (size_t)k.R, sizeof(int64_t));
-    if (!s->desc.stores || !s->slot || !s->slot_off || !s->strides || (k.red && !s->desc.store_cls)) {
+    s->params = k.nparams ? ir_malloc(sizeof(ir_scalar) * (size_t)k.nparams) : NULL;
+    if (!s->desc.stores || !s->slot || !s->slot_off || !s->strides || (k.red && !s->desc.store_cls) ||
+        (k.nparams && !s->params)) {
         st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
         goto done;
     }
+    if (k.nparams)
+        memcpy(s->params, k.params, sizeof(ir_scalar) * (size_t)k.nparams);
     s->total = 1;
     for (int d = 0; d < k.R; d++) {
         s->dims[d] = k.dims[d];

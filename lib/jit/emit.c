@@ -515,28 +515,59 @@ jit_em_stream_fence(L *l)
         LLVMBuildFence(l->b, LLVMAtomicOrderingSequentiallyConsistent, 0, "");
 }
 
+void
+jit_em_params(L *l, const jit_kdesc *d, LLVMValueRef pptrs)
+{
+    for (int32_t i = 0; i < d->ninst; i++) {
+        const jit_kinst *in = &d->inst[i];
+        if (in->kind != JIT_PARAM)
+            continue;
+        kiln_dtype t = (kiln_dtype)in->dtype;
+        LLVMValueRef p = jit_em_arg(l, l->ptr, pptrs, d->nloads + d->nstores + in->slot, "param");
+        LLVMValueRef v;
+        if (ir_dtype_is_float(t)) {
+            v = LLVMBuildLoad2(l->b, jit_em_scalar_type(l, t), p, "");
+        } else {
+            v = LLVMBuildLoad2(l->b, l->i64, p, "");
+            v = t == KILN_DTYPE_BOOL ? LLVMBuildICmp(l->b, LLVMIntNE, v, jit_em_i64(l, 0), "")
+                : t == KILN_DTYPE_I64 ? v
+                                      : LLVMBuildTrunc(l->b, v, jit_em_scalar_type(l, t), "");
+        }
+        /* splat here, in the entry block, so that every use is dominated */
+        l->param[in->slot] = jit_em_splat(l, v);
+    }
+}
+
 LLVMValueRef
 jit_em_inst(L *l, const jit_kdesc *d, const jit_kinst *in, LLVMValueRef *val)
 {
     kiln_dtype t = (kiln_dtype)in->dtype;
     if (in->kind == JIT_SPLAT)
         return jit_em_const_vec(l, t, &in->value);
+    if (in->kind == JIT_PARAM)
+        return l->param[in->slot];
     IR_ASSERT(in->kind == JIT_OP);
     if (in->op == IR_OP_ARANGE) {
         /* start + i*delta: floats in f64 rounded once, ints wrapping */
         IR_ASSERT(l->lin != NULL);
         LLVMValueRef i = LLVMBuildAdd(l->b, jit_em_splat(l, l->lin), jit_em_lane_ids(l), "");
+        LLVMValueRef st = val[in->a[0]], de = val[in->a[1]];
         if (ir_dtype_is_float(t)) {
             LLVMTypeRef vd = jit_em_vec(l, l->f64);
             LLVMValueRef fi = LLVMBuildSIToFP(l->b, i, vd, "");
-            LLVMValueRef st = fconst(l, vd, ir_scalar_f64(t, &in->value));
-            LLVMValueRef de = fconst(l, vd, ir_scalar_f64(t, &in->value2));
+            if (t == KILN_DTYPE_F32) {
+                st = LLVMBuildFPExt(l->b, st, vd, "");
+                de = LLVMBuildFPExt(l->b, de, vd, "");
+            }
             LLVMValueRef v = LLVMBuildFAdd(l->b, st, LLVMBuildFMul(l->b, fi, de, ""), "");
             return t == KILN_DTYPE_F32 ? LLVMBuildFPTrunc(l->b, v, jit_em_vec(l, l->f32), "") : v;
         }
         LLVMTypeRef vi = jit_em_vec(l, l->i64);
-        LLVMValueRef v = LLVMBuildAdd(l->b, iconst(l, vi, ir_scalar_i64(t, &in->value)),
-                                      LLVMBuildMul(l->b, i, iconst(l, vi, ir_scalar_i64(t, &in->value2)), ""), "");
+        if (t != KILN_DTYPE_I64) {
+            st = LLVMBuildSExt(l->b, st, vi, "");
+            de = LLVMBuildSExt(l->b, de, vi, "");
+        }
+        LLVMValueRef v = LLVMBuildAdd(l->b, st, LLVMBuildMul(l->b, i, de, ""), "");
         return t == KILN_DTYPE_I64 ? v : LLVMBuildTrunc(l->b, v, jit_em_vec(l, jit_em_scalar_type(l, t)), "");
     }
     LLVMValueRef a[3] = {NULL, NULL, NULL};

@@ -18,6 +18,8 @@ typedef struct jit_em {
     LLVMTypeRef i1, i8, i32, i64, f32, f64, ptr;
     int perturb; /* ir_op whose results are perturbed (KILN_TEST_PERTURB), or -1 */
     LLVMValueRef lin; /* elementwise: linear index of lane 0 (for arange), or NULL */
+    /* the kernel being built: its parameters, read and splat at its entry (jit_em_params) */
+    LLVMValueRef param[JIT_MAX_PARAMS];
 } jit_em;
 
 IR_HIDDEN void jit_em_init(jit_em *l, LLVMContextRef ctx, LLVMModuleRef mod);
@@ -45,7 +47,12 @@ IR_HIDDEN LLVMValueRef jit_em_lane_ids(jit_em *l);
  * types keep LLVM's code generation cheap. */
 IR_HIDDEN LLVMValueRef jit_em_first_lanes(jit_em *l, LLVMValueRef rest);
 IR_HIDDEN LLVMValueRef jit_em_all_true(jit_em *l);
-/* Instruction `in` (JIT_SPLAT or JIT_OP) of d, operands from val[]. */
+/* At the entry of a kernel of description d, with the builder in its entry block: read its
+ * parameters (d->nparams scalars at ptrs[nloads + nstores + j], pptrs the kernel's first
+ * argument), each splat to W lanes there, into l->param for jit_em_inst (uses anywhere in
+ * the kernel are dominated).  Every kind's lowering calls it. */
+IR_HIDDEN void jit_em_params(jit_em *l, const jit_kdesc *d, LLVMValueRef pptrs);
+/* Instruction `in` (JIT_SPLAT, JIT_PARAM or JIT_OP) of d, operands from val[]. */
 IR_HIDDEN LLVMValueRef jit_em_inst(jit_em *l, const jit_kdesc *d, const jit_kinst *in,
                                    LLVMValueRef *val);
 /* A load of W lanes of slot memory `base`: lane i reads element off + (c + i) * istride

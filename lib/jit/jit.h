@@ -85,7 +85,9 @@ typedef enum jit_kernel_kind {
 typedef enum jit_kind {
     JIT_LOAD,   /* value of load slot `slot` */
     JIT_SPLAT,  /* the scalar `value` in every lane */
-    JIT_OP,     /* ir op `op` of instructions a[0..nin) */
+    JIT_PARAM,  /* the scalar run-time argument `slot` in every lane (see jit_kdesc.nparams) */
+    JIT_OP,     /* ir op `op` of instructions a[0..nin); ARANGE: of a[0] (start) and a[1]
+                 * (delta), each a JIT_SPLAT or JIT_PARAM */
     JIT_REDUCE, /* REDUCTION: reduce op `op` of a[0] over the reduced dims, per kept element */
 } jit_kind;
 
@@ -126,13 +128,15 @@ typedef struct jit_kinst {
     uint8_t op;    /* ir_op (JIT_OP, JIT_REDUCE) */
     uint8_t dtype; /* result dtype */
     uint8_t cls;   /* jit_load_class [| JIT_ROWWISE] (JIT_LOAD) */
-    int32_t slot;  /* JIT_LOAD */
+    int32_t slot;  /* JIT_LOAD: the load slot; JIT_PARAM: the parameter */
     int32_t a[3];  /* JIT_OP operands: indices of earlier instructions */
-    ir_scalar value; /* JIT_SPLAT; ARANGE: start */
-    ir_scalar value2; /* ARANGE (a JIT_OP of the linear index): delta */
+    ir_scalar value; /* JIT_SPLAT */
 } jit_kinst;
 
 #define JIT_MAX_INST 4096
+/* Parameters per kernel (jit_kdesc.nparams); a kernel with more scalars keeps the rest as
+ * constants in its code (JIT_SPLAT). */
+#define JIT_MAX_PARAMS 32
 
 /* f32 sums and means in reduction kernels (rows) add this many elements per lane in f32,
  * then carry the block's sum in f64 (lower_reduce.c; the bound in docs/semantics.md). */
@@ -158,6 +162,13 @@ typedef struct jit_kdesc {
     int32_t lanes_kept; /* REDUCTION: 1 = vector lanes along the last kept dim ("columns"),
                          * 0 = along the last reduced dim ("rows") */
     int32_t ninst, nloads, nstores;
+    /* Scalars the kernel takes as run-time arguments, not as constants in its code: the
+     * graph's `full` values, pad fills and arange starts and steps (describe.c).  So graphs
+     * that differ only in such a value share one kernel.  Parameter j (at most
+     * JIT_MAX_PARAMS) is read once, at the kernel's entry, from ptrs[nloads + nstores + j]:
+     * 8 bytes holding an f32 or f64 of the instruction's dtype, or (integers and bool) an
+     * int64 of its value. */
+    int32_t nparams;
     jit_kinst *inst;    /* ninst */
     int32_t *stores;    /* nstores instruction indices, stored in this order */
     uint8_t *store_cls; /* nstores jit_store_class: REDUCTION; ELEMENTWISE (or NULL) */
@@ -268,7 +279,7 @@ IR_HIDDEN void jit_buf_u64(jit_buf *b, uint64_t v);
 IR_HIDDEN void jit_buf_str(jit_buf *b, const char *s); /* u32 length, then the bytes */
 IR_HIDDEN void jit_buf_free(jit_buf *b);
 /* The version of jit_kdesc_serialise's format: bump it with any change to what it writes. */
-#define JIT_KDESC_FORMAT 12
+#define JIT_KDESC_FORMAT 13
 /* Append description d, every field written explicitly (kdesc.c says how): the cache key of
  * a kernel.  A new field of jit_kdesc must be written here. */
 IR_HIDDEN void jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b);
@@ -502,9 +513,11 @@ typedef struct jit_step {
     jit_kdesc desc;
     jit_kernel *kernel;
     int nslots;
-    jit_loc *slot;       /* loads then stores */
+    jit_loc *slot;       /* loads, stores, then desc.nparams parameters (JIT_LOC_CONST
+                          * pointing into params) */
+    ir_scalar *params;   /* desc.nparams run-time scalars, as jit_kdesc says (owned) */
     int64_t *slot_off;   /* element offset into each slot's buffer */
-    int64_t *strides;    /* nloads * rank (REDUCTION: every slot) */
+    int64_t *strides;    /* nloads * rank (REDUCTION: (nloads + nstores) * rank) */
     int64_t *ext;        /* ELEMENTWISE: nloads * rank * 2, boxes and gather axes (or NULL) */
     int64_t dims[JIT_MAX_SPACE];
     int64_t total;       /* elements of the iteration space */

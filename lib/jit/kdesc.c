@@ -16,15 +16,17 @@
  * positions through an opaque copy; format 9: the tier; format 10: the small code
  * model; format 11: the SKINNY kind's form and tile rows; format 12: a SKINNY rows call
  * takes up to JIT_SKINNY_YBYTES of running sums, not 1024 columns: an older kernel given
- * the wider calls would overflow its stack array), so an upgrade never keeps running the
- * old code from the disk.
+ * the wider calls would overflow its stack array; format 13: scalar parameters, `full`
+ * values and arange's start and step read at run time instead of written into the code),
+ * so an upgrade never keeps running the old code from the disk.
  * A CONTRACTION description needs nothing more: its tile follows from the dtype and the
  * vector width, which the disk key holds.  A SKINNY one adds how B is read and the rows of
  * its tile (its columns follow from those, the dtype and the vector width).
  *
- *   format 11 and 12 (9 and 10: the same without bform and tile_m; 1 to 8: without the tier):
- *     i32 kind, rank, nred, lanes_kept, ninst, nloads, nstores
- *     ninst x { u8 kind, op, dtype, cls; i32 slot; i32 a[0..3); u8 value[8]; u8 value2[8] }
+ *   format 13 (11 and 12: without nparams, and with an arange's start and step in a u8
+ *   value2[8] after value; 9 and 10: also without bform and tile_m; 1 to 8: without the tier):
+ *     i32 kind, rank, nred, lanes_kept, ninst, nloads, nstores, nparams
+ *     ninst x { u8 kind, op, dtype, cls; i32 slot; i32 a[0..3); u8 value[8] }
  *     nstores x i32 store index
  *     u8 has_store_cls; then nstores x u8 store class when set
  *     u8 tier
@@ -111,6 +113,7 @@ jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b)
     jit_buf_u32(b, (uint32_t)d->ninst);
     jit_buf_u32(b, (uint32_t)d->nloads);
     jit_buf_u32(b, (uint32_t)d->nstores);
+    jit_buf_u32(b, (uint32_t)d->nparams);
     for (int32_t i = 0; i < d->ninst; i++) {
         const jit_kinst *in = &d->inst[i];
         jit_buf_u8(b, in->kind);
@@ -121,7 +124,6 @@ jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b)
         for (int k = 0; k < 3; k++)
             jit_buf_u32(b, (uint32_t)in->a[k]);
         jit_buf_put(b, in->value.bytes, sizeof in->value.bytes);
-        jit_buf_put(b, in->value2.bytes, sizeof in->value2.bytes);
     }
     for (int32_t k = 0; k < d->nstores; k++)
         jit_buf_u32(b, (uint32_t)d->stores[k]);

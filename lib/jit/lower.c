@@ -316,6 +316,7 @@ build_kernel(L *l, const jit_kdesc *d, const char *name)
     for (int j = 0; j < nslots; j++) {
         s.ptr[j] = jit_em_arg(l, l->ptr, pptrs, j, "");
     }
+    jit_em_params(l, d, pptrs);
     for (int k = 0; k < R; k++) {
         dims[k] = jit_em_arg(l, l->i64, pdims, k, "");
     }

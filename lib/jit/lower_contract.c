@@ -270,6 +270,7 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
     for (int j = 0; j < nslots; j++) {
         ptr[j] = jit_em_arg(l, l->ptr, pptrs, j, "");
     }
+    jit_em_params(l, d, pptrs);
     /* jit_caux, 8-byte fields: a, b, then k, batch, i0, i1, j0, j1, kstride, then c, then
      * ldc, kflags */
     LLVMValueRef ap0 = jit_em_arg(l, l->ptr, paux, 0, "a"), bp0 = jit_em_arg(l, l->ptr, paux, 1, "b");

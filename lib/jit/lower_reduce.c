@@ -378,7 +378,8 @@ analyse(const jit_kdesc *d, bool *uni, int *ph)
         ph[i] = 0;
         switch ((jit_kind)in->kind) {
         case JIT_LOAD: uni[i] = (in->cls & JIT_ROWWISE) != 0; break;
-        case JIT_SPLAT: uni[i] = true; break;
+        case JIT_SPLAT:
+        case JIT_PARAM: uni[i] = true; break;
         case JIT_OP:
             uni[i] = true;
             for (int k = 0; k < ir_ops[in->op].arity; k++) {
@@ -1408,11 +1409,12 @@ row_stores(rk *r)
 
 /* ---- the last pass one row behind --------------------------------------------------------- */
 
-/* The row-wise values a deferred pass can read: all but constants (an alloca each). */
+/* The row-wise values a deferred pass can read: all but constants and parameters (an
+ * alloca each). */
 static bool
 carried(rk *r, int32_t i)
 {
-    return r->uni[i] && r->d->inst[i].kind != JIT_SPLAT;
+    return r->uni[i] && r->d->inst[i].kind != JIT_SPLAT && r->d->inst[i].kind != JIT_PARAM;
 }
 
 /* The previous row's kbase, row-wise values (constants: this row's) and scratch row into
@@ -1921,6 +1923,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         r.ptr[j] = jit_em_arg(l, l->ptr, pptrs, j, "");
 
     }
+    jit_em_params(l, d, pptrs);
     for (int k = 0; k < r.R; k++) {
         r.dims[k] = jit_em_arg(l, l->i64, pdims, k, "");
     }

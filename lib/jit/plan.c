@@ -27,6 +27,7 @@ step_free(jit_step *s)
     ir_free(s->slot);
     ir_free(s->slot_off);
     ir_free(s->strides);
+    ir_free(s->params);
     ir_free(s->ext);
     kiln_graph_free(s->sub);
     ir_free(s->in);
@@ -280,6 +281,23 @@ loc_str(const jit_loc *l, char *buf, size_t n)
     return buf;
 }
 
+/* Parameter j of kernel step s: its dtype and value. */
+static const char *
+param_str(const jit_step *s, int j, char *buf, size_t n)
+{
+    kiln_dtype t = KILN_DTYPE_I64;
+    for (int32_t i = 0; i < s->desc.ninst; i++)
+        if (s->desc.inst[i].kind == JIT_PARAM && s->desc.inst[i].slot == j)
+            t = (kiln_dtype)s->desc.inst[i].dtype;
+    if (ir_dtype_is_float(t))
+        snprintf(buf, n, "%s %.*g", kiln_dtype_name(t), t == KILN_DTYPE_F32 ? 9 : 17,
+                 ir_scalar_f64(t, &s->params[j]));
+    else
+        snprintf(buf, n, "%s %lld", kiln_dtype_name(t),
+                 (long long)ir_scalar_i64(KILN_DTYPE_I64, &s->params[j]));
+    return buf;
+}
+
 kiln_status
 jit_plan_explained(const jit_plan *p, const kiln_graph *g0, kiln_mode mode, unsigned flags,
                    jit_plan **ex)
@@ -341,6 +359,9 @@ jit_plan_dump(const jit_plan *p, const kiln_graph *g0, kiln_mode mode, unsigned 
                         loc_str(&s->slot[k], b1, sizeof b1),
                         nt ? ", streaming (non-temporal stores: no later step reads it)" : "");
             }
+            for (int j = 0; j < s->desc.nparams; j++)
+                fprintf(f, "      param %d: %s (a run-time argument, not compiled in)\n", j,
+                        param_str(s, j, b1, sizeof b1));
         }
     }
     jit_plan_free(ex);

@@ -271,13 +271,16 @@ jit_plan_run(const jit_plan *p, const void *const *inputs, void *const *outputs,
         }
         if (s->total == 0 && s->desc.kind != JIT_KERNEL_REDUCTION)
             continue;
+        /* the slots, then the parameters (jit_kdesc.nparams) */
+        int nptrs = s->nslots + s->desc.nparams;
         void *ptr_small[MAX_SLOTS_ON_STACK];
-        void **ptrs = s->nslots <= MAX_SLOTS_ON_STACK ? ptr_small
-                                                       : ir_malloc(sizeof(void *) * (size_t)s->nslots);
+        void **ptrs = nptrs <= MAX_SLOTS_ON_STACK ? ptr_small : ir_malloc(sizeof(void *) * (size_t)nptrs);
         if (!ptrs)
             return ir_error(KILN_ERR_NOMEM, "kiln_program_run: out of memory");
         for (int k = 0; k < s->nslots; k++)
             ptrs[k] = resolve(&s->slot[k], inputs, outputs, temp);
+        for (int j = 0; j < s->desc.nparams; j++)
+            ptrs[s->nslots + j] = (void *)&s->params[j];
         /* load offsets are in elements of the load's dtype */
         for (int32_t j = 0; j < s->desc.ninst; j++) {
             const jit_kinst *in = &s->desc.inst[j];
