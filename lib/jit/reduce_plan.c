@@ -1,0 +1,393 @@
+/* reduce_plan.c — a REDUCTION kernel's schedule, computed from its description without LLVM
+ * (reduce_plan.h): phases, row-wise values, spills, the partials of split rows, and the
+ * passes that move between rows (lower_reduce.c's header explains the algorithm). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "reduce_plan.h"
+
+bool
+rp_is_arg(ir_op op)
+{
+    return op == IR_OP_ARGMAX || op == IR_OP_ARGMIN;
+}
+
+kiln_dtype
+rp_operand_dtype(const jit_kdesc *d, const jit_kinst *in)
+{
+    return (kiln_dtype)d->inst[in->a[0]].dtype;
+}
+
+size_t
+rp_acc_bytes(int W, const jit_kdesc *d, const jit_kinst *in)
+{
+    kiln_dtype t = (kiln_dtype)d->inst[in->a[0]].dtype;
+    size_t s = ir_dtype_is_float(t) && !rp_is_arg((ir_op)in->op) && in->op != IR_OP_REDUCE_MAX &&
+                       in->op != IR_OP_REDUCE_MIN
+                   ? 8
+                   : kiln_dtype_size(t);
+    return (size_t)W * (s + (rp_is_arg((ir_op)in->op) ? 8 : 0));
+}
+
+bool
+rp_blocked_sum(const jit_kdesc *d, const jit_kinst *in)
+{
+    return (in->op == IR_OP_REDUCE_SUM || in->op == IR_OP_REDUCE_MEAN) &&
+           rp_operand_dtype(d, in) == KILN_DTYPE_F32;
+}
+
+/* ---- spilling ---------------------------------------------------------------------------- */
+
+/* What recomputing instruction i costs (its cone down to loads and row-wise values), in
+ * rough vector-op units: vector math 20, divisions and square roots 4, the rest 1. */
+int
+rp_recompute_cost(const jit_kdesc *d, const bool *uni, int32_t i, int depth)
+{
+    const jit_kinst *in = &d->inst[i];
+    if (uni[i] || in->kind != JIT_OP || depth > 64)
+        return 0;
+    int c;
+    switch ((ir_op)in->op) {
+    case IR_OP_DIV: case IR_OP_REM: case IR_OP_SQRT: case IR_OP_RSQRT: case IR_OP_RECIP:
+        c = 4;
+        break;
+    default:
+        c = jit_math_available((ir_op)in->op) ? 20 : 1;
+        break;
+    }
+    for (int k = 0; k < ir_ops[in->op].arity && c < 1000; k++)
+        c += rp_recompute_cost(d, uni, in->a[k], depth + 1);
+    return c;
+}
+
+/* Phases and row-wise flags of every instruction (see the top of the file). */
+static int
+analyse(const jit_kdesc *d, bool *uni, int *ph)
+{
+    int nphases = 0;
+    for (int32_t i = 0; i < d->ninst; i++) {
+        const jit_kinst *in = &d->inst[i];
+        ph[i] = 0;
+        switch ((jit_kind)in->kind) {
+        case JIT_LOAD: uni[i] = (in->cls & JIT_ROWWISE) != 0; break;
+        case JIT_SPLAT:
+        case JIT_PARAM: uni[i] = true; break;
+        case JIT_OP:
+            uni[i] = true;
+            for (int k = 0; k < ir_ops[in->op].arity; k++) {
+                uni[i] &= uni[in->a[k]];
+                if (ph[in->a[k]] > ph[i])
+                    ph[i] = ph[in->a[k]];
+            }
+            break;
+        case JIT_REDUCE:
+            uni[i] = true;
+            ph[i] = ph[in->a[0]] + 1;
+            break;
+        }
+        if (ph[i] > nphases)
+            nphases = ph[i];
+    }
+    return nphases;
+}
+
+/* Does instruction i accumulate in pass p (a reduction whose operand has phase p)? */
+bool
+rp_reduces_in(const jit_kdesc *d, const int *ph, int32_t i, int p)
+{
+    return d->inst[i].kind == JIT_REDUCE && ph[d->inst[i].a[0]] == p;
+}
+
+/* Is store k one over the space, made in pass p? */
+bool
+rp_space_store_in(const jit_kdesc *d, const int *ph, int32_t k, int p)
+{
+    return d->store_cls[k] != JIT_ST_ROW && ph[d->stores[k]] == p;
+}
+
+/* Is all the work over the space in the first pass: every reduction reads it and every
+ * store over the space is made in it (what can be split into pieces of a row)? */
+bool
+rp_first_pass_only(const jit_kdesc *d, const int *ph)
+{
+    for (int32_t i = 0; i < d->ninst; i++)
+        if (d->inst[i].kind == JIT_REDUCE && !rp_reduces_in(d, ph, i, 0))
+            return false;
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (d->store_cls[k] != JIT_ST_ROW && !rp_space_store_in(d, ph, k, 0))
+            return false;
+    return true;
+}
+
+/* Does pass p have work: a reduction to accumulate or a store over the space? */
+bool
+rp_pass_needed_d(const jit_kdesc *d, const int *ph, int p)
+{
+    for (int32_t i = 0; i < d->ninst; i++)
+        if (rp_reduces_in(d, ph, i, p))
+            return true;
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (rp_space_store_in(d, ph, k, p))
+            return true;
+    return false;
+}
+
+/* Mark in need[] what pass p computes, from its roots down to loads, row-wise values and
+ * (below pass p) spilled values. */
+static void
+mark_need(const jit_kdesc *d, const bool *uni, const int *spill, const int *ph, int p,
+          int32_t i, bool *need)
+{
+    if (uni[i] || need[i])
+        return;
+    need[i] = true;
+    if (spill && spill[i] && ph[i] < p)
+        return;
+    const jit_kinst *in = &d->inst[i];
+    if (in->kind == JIT_OP)
+        for (int k = 0; k < ir_ops[in->op].arity; k++)
+            mark_need(d, uni, spill, ph, p, in->a[k], need);
+}
+
+void
+rp_pass_needs(const jit_kdesc *d, const bool *uni, const int *spill, const int *ph, int p, bool *need)
+{
+    memset(need, 0, sizeof(bool) * (size_t)d->ninst);
+    for (int32_t i = 0; i < d->ninst; i++)
+        if (rp_reduces_in(d, ph, i, p))
+            mark_need(d, uni, spill, ph, p, d->inst[i].a[0], need);
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (rp_space_store_in(d, ph, k, p))
+            mark_need(d, uni, spill, ph, p, d->stores[k], need);
+}
+
+/* Choose the spilled values: spill[i] = 1 + the byte offset, per reduced element, of i's
+ * scratch row (rows one after another in instruction order; 0: recomputed); *bytes, the
+ * bytes per element.  KILN_ERR_NOMEM when out of memory (never a plan without its spills:
+ * the runner would provide no scratch for the code that spills). */
+static kiln_status
+choose_spills(const jit_kdesc *d, const bool *uni, const int *ph, int nphases, int *spill,
+              size_t *bytes_out)
+{
+    size_t bytes = 0;
+    *bytes_out = 0;
+    if (d->kind != JIT_KERNEL_REDUCTION || d->lanes_kept || nphases < 2)
+        return KILN_OK;
+    bool *first = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
+    bool *later = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
+    bool *need = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
+    kiln_status st = KILN_OK;
+    if (!first || !later || !need) {
+        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory analysing a kernel");
+    } else {
+        for (int p = 0; p <= nphases; p++) {
+            rp_pass_needs(d, uni, NULL, ph, p, need);
+            for (int32_t i = 0; i < d->ninst; i++) {
+                if (need[i] && ph[i] == p)
+                    first[i] = true;
+                if (need[i] && ph[i] < p)
+                    later[i] = true;
+            }
+        }
+        for (int32_t i = 0; i < d->ninst; i++)
+            if (first[i] && later[i] && rp_recompute_cost(d, uni, i, 0) >= 6) {
+                spill[i] = (int)bytes + 1;
+                bytes += kiln_dtype_size((kiln_dtype)d->inst[i].dtype);
+            }
+    }
+    ir_free(first);
+    ir_free(later);
+    ir_free(need);
+    *bytes_out = bytes;
+    return st;
+}
+
+/* Rows kernels whose last pass only stores (softmax's e / s) and whose pass before it
+ * computes vector math (softmax's exp and sum) run the last pass one row behind: row t's
+ * last pass L goes into the loop of row t + 1's pass L - 1, the body of that pass first,
+ * then the deferred one's, at each position; the last row's after the rows loop.  The two
+ * then overlap in the core (softmax: the division of one row beside the exp of the next;
+ * the divider idles in one, the FMA pipes in the other) instead of running one after the
+ * other.  The results are the same bits: every element gets the same
+ * operations, only the order of independent rows' work changes.  Spilled values live in two
+ * scratch rows, used by alternate rows (row t's pass L - 1 writes one while row t - 1's
+ * deferred pass reads the other).  The first row of a call runs the deferred body on itself
+ * with zero row values and the other scratch row, a harmless result its own deferred pass
+ * overwrites later (outputs never overlap inputs or each other, kiln.h).  Conditions: rows,
+ * L >= 2, L - 1 is a pass with vector math, L reduces nothing and reads no spilled value of
+ * a pass before L - 1, no streaming stores (their heads and fences are per pass) and no
+ * pieces of long rows (partial_bytes 0).  Returns L, 0 when not deferred.  `need`: room for
+ * ninst flags (no allocation here: the runner's scratch size and the lowering must agree). */
+static int
+defer_of(const jit_kdesc *d, const bool *uni, const int *ph, const int *spill, int nphases,
+         size_t partial_bytes, bool *need)
+{
+    if (d->kind != JIT_KERNEL_REDUCTION || d->lanes_kept || partial_bytes)
+        return 0;
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (d->store_cls[k] == JIT_ST_STREAM)
+            return 0;
+    int L = 0;
+    for (int p = nphases; p >= 1 && !L; p--)
+        if (rp_pass_needed_d(d, ph, p))
+            L = p;
+    if (L < 2 || !rp_pass_needed_d(d, ph, L - 1))
+        return 0;
+    /* only behind a pass with vector math: layernorm's cheap passes (a sum of squares, then
+     * the normalisation) ran 30% slower merged (one core, caches cold), the rows of x, y,
+     * gamma and beta of two rows then all in use and all 4 KiB apart, in the same sets of
+     * L1, where softmax's exp pass took the division of the row before for nothing */
+    int cost = 0;
+    for (int32_t i = 0; i < d->ninst; i++)
+        if (rp_reduces_in(d, ph, i, L - 1))
+            cost += rp_recompute_cost(d, uni, d->inst[i].a[0], 0);
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (rp_space_store_in(d, ph, k, L - 1))
+            cost += rp_recompute_cost(d, uni, d->stores[k], 0);
+    if (cost < 20)
+        return 0;
+    rp_pass_needs(d, uni, spill, ph, L, need);
+    bool ok = true;
+    for (int32_t i = 0; i < d->ninst; i++)
+        ok = ok && !rp_reduces_in(d, ph, i, L) && !(need[i] && spill[i] && ph[i] < L - 1);
+    return ok ? L : 0;
+}
+
+/* Rows kernels whose first pass only takes a float max or min of the row (softmax's and
+ * logsumexp's) and whose second pass computes vector math run the first pass one row
+ * ahead: row t + 1's max goes into the loop of row t's exp pass, after that row's body at
+ * each position, so the load-bound max of one row overlaps the FMA-bound exp of the other
+ * (logsumexp on one core, rows of 1024 in L2: 5.65 -> 5.07 ns a vector).  The first row's
+ * max comes from a warm-up iteration of the rows loop (jit_lower_reduce), and the last
+ * row's iteration takes its own row's max again (the row after it does not exist), so pass
+ * 0 is emitted once, inside pass 1.  Same bits: every row's max is the same operations over
+ * the same elements.  Conditions: rows, no pieces, pass 0 reduces only float max/min (no
+ * f32 blocks, one accumulator set), the kernel stores nothing over the space and spills
+ * nothing, no row-wise load (pass 0's row values are then constants, the same for every
+ * row), and pass 1 has vector math (so it runs one vector per iteration).  Softmax is not
+ * ahead: with its output rows and scratch rows besides the two rows of x, all 4 KiB apart
+ * in the same sets of L1, it ran 20% slower from cold caches (one core, f32[4096,1024]:
+ * 2.0-2.2 ms with its last pass deferred alone, 2.6-3.9 ahead too), though faster in L2. */
+static bool
+ahead_of(const jit_kdesc *d, const bool *uni, const int *ph, const int *spill, int nphases,
+         size_t partial_bytes)
+{
+    if (d->kind != JIT_KERNEL_REDUCTION || d->lanes_kept || partial_bytes || nphases < 1 ||
+        !rp_pass_needed_d(d, ph, 0) || !rp_pass_needed_d(d, ph, 1))
+        return false;
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (d->store_cls[k] != JIT_ST_ROW)
+            return false;
+    int cost = 0;
+    for (int32_t i = 0; i < d->ninst; i++) {
+        const jit_kinst *in = &d->inst[i];
+        if (rp_reduces_in(d, ph, i, 0) &&
+            ((in->op != IR_OP_REDUCE_MAX && in->op != IR_OP_REDUCE_MIN) ||
+             !ir_dtype_is_float((kiln_dtype)d->inst[in->a[0]].dtype)))
+            return false;
+        if (spill[i] || (in->kind == JIT_LOAD && uni[i]))
+            return false;
+        if (rp_reduces_in(d, ph, i, 1))
+            cost += rp_recompute_cost(d, uni, in->a[0], 0);
+    }
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (rp_space_store_in(d, ph, k, 1))
+            cost += rp_recompute_cost(d, uni, d->stores[k], 0);
+    return cost >= 20;
+}
+
+/* Bytes of one piece's accumulators (jit_reduce_scratch), from the phases. */
+static size_t
+partial_of(const jit_kdesc *d, const int *ph)
+{
+    if (d->kind != JIT_KERNEL_REDUCTION)
+        return 0;
+    int W = jit_host_info()->vector_bits / 32;
+    size_t bytes = 0;
+    /* each piece reduces, and stores, its own range of the row */
+    bool ok = rp_first_pass_only(d, ph);
+    for (int32_t k = 0; d->lanes_kept && k < d->nstores; k++)
+        ok &= d->store_cls[k] == JIT_ST_ROW; /* cols: as cols_blockable */
+    if (ok)
+        for (int32_t i = 0; i < d->ninst; i++)
+            if (d->inst[i].kind == JIT_REDUCE)
+                bytes += rp_acc_bytes(W, d, &d->inst[i]);
+    return bytes;
+}
+
+void
+rplan_free(rplan *a)
+{
+    ir_free(a->uni);
+    ir_free(a->ph);
+    ir_free(a->spill);
+    memset(a, 0, sizeof *a);
+}
+
+/* KILN_ERR_NOMEM (with *a freed) when out of memory. */
+kiln_status
+rplan_make(const jit_kdesc *d, rplan *a)
+{
+    memset(a, 0, sizeof *a);
+    size_t ni = (size_t)d->ninst + 1;
+    a->uni = ir_calloc(ni, sizeof(bool));
+    a->ph = ir_calloc(ni, sizeof(int));
+    a->spill = ir_calloc(ni, sizeof(int));
+    bool *need = ir_calloc(ni, sizeof(bool));
+    if (!a->uni || !a->ph || !a->spill || !need) {
+        ir_free(need);
+        rplan_free(a);
+        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory analysing a kernel");
+    }
+    a->nphases = analyse(d, a->uni, a->ph);
+    kiln_status st = choose_spills(d, a->uni, a->ph, a->nphases, a->spill, &a->srow);
+    if (st) {
+        ir_free(need);
+        rplan_free(a);
+        return st;
+    }
+    a->partial = partial_of(d, a->ph);
+    a->defer = defer_of(d, a->uni, a->ph, a->spill, a->nphases, a->partial, need);
+    a->ahead = ahead_of(d, a->uni, a->ph, a->spill, a->nphases, a->partial);
+    ir_free(need);
+    return KILN_OK;
+}
+
+/* The scratch of plan a: one piece's accumulators, and the spill bytes per reduced element
+ * (deferred: two scratch rows). */
+void
+rplan_scratch(const rplan *a, size_t *partial, size_t *spill)
+{
+    *partial = a->partial;
+    *spill = a->defer ? 2 * a->srow : a->srow;
+}
+
+kiln_status
+jit_reduce_scratch(jit_kdesc *d)
+{
+    d->partial_bytes = d->spill_bytes = 0;
+    if (d->kind != JIT_KERNEL_REDUCTION)
+        return KILN_OK;
+    rplan a;
+    kiln_status st = rplan_make(d, &a);
+    if (st)
+        return st;
+    rplan_scratch(&a, &d->partial_bytes, &d->spill_bytes);
+    rplan_free(&a);
+    return KILN_OK;
+}
+
+void
+jit_reduce_passes(const jit_kdesc *d, int *passes, int *deferred, bool *ahead)
+{
+    *passes = *deferred = 0;
+    *ahead = false;
+    rplan a;
+    if (d->kind != JIT_KERNEL_REDUCTION || d->lanes_kept || rplan_make(d, &a))
+        return;
+    for (int p = 0; p <= a.nphases; p++)
+        *passes += rp_pass_needed_d(d, a.ph, p);
+    *deferred = a.defer;
+    *ahead = a.ahead;
+    rplan_free(&a);
+}

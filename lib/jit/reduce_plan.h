@@ -1,0 +1,42 @@
+/* reduce_plan.h — the schedule of a REDUCTION kernel, from its description alone, with no
+ * LLVM (reduce_plan.c): each instruction's phase and whether it is row-wise, the values
+ * spilled to scratch rows, the bytes of a piece's accumulators, and the passes that run one
+ * row behind or ahead.  The planner asks it (jit_reduce_scratch, jit_reduce_passes) and the
+ * lowering emits from it (lower_reduce.c), so the two cannot disagree.  The algorithm is in
+ * lower_reduce.c's header. */
+#ifndef KILN_JIT_REDUCE_PLAN_H
+#define KILN_JIT_REDUCE_PLAN_H
+
+#include "jit.h"
+
+/* What the lowering and the runner's and the dump's questions about a description all
+ * start from, computed in one place so that they cannot disagree (the runner sizes the
+ * scratch rows the lowering spills into): phases, row-wise flags, spills, the pieces'
+ * bytes and the passes that move between rows. */
+typedef struct rplan {
+    bool *uni;  /* per inst: one value per row */
+    int *ph;    /* per inst: phase */
+    int *spill; /* per inst: choose_spills */
+    int nphases;
+    size_t srow;    /* bytes per reduced element of one scratch row */
+    size_t partial; /* partial_of */
+    int defer;      /* defer_of */
+    bool ahead;     /* ahead_of */
+} rplan;
+
+IR_HIDDEN size_t rp_acc_bytes(int W, const jit_kdesc *d, const jit_kinst *in);
+IR_HIDDEN bool rp_blocked_sum(const jit_kdesc *d, const jit_kinst *in);
+IR_HIDDEN bool rp_first_pass_only(const jit_kdesc *d, const int *ph);
+IR_HIDDEN bool rp_is_arg(ir_op op);
+IR_HIDDEN kiln_dtype rp_operand_dtype(const jit_kdesc *d, const jit_kinst *in);
+IR_HIDDEN bool rp_pass_needed_d(const jit_kdesc *d, const int *ph, int p);
+IR_HIDDEN void rp_pass_needs(const jit_kdesc *d, const bool *uni, const int *spill, const int *ph,
+                             int p, bool *need);
+IR_HIDDEN int rp_recompute_cost(const jit_kdesc *d, const bool *uni, int32_t i, int depth);
+IR_HIDDEN bool rp_reduces_in(const jit_kdesc *d, const int *ph, int32_t i, int p);
+IR_HIDDEN void rplan_free(rplan *a);
+IR_HIDDEN kiln_status rplan_make(const jit_kdesc *d, rplan *a);
+IR_HIDDEN void rplan_scratch(const rplan *a, size_t *partial, size_t *spill);
+IR_HIDDEN bool rp_space_store_in(const jit_kdesc *d, const int *ph, int32_t k, int p);
+
+#endif /* KILN_JIT_REDUCE_PLAN_H */
