@@ -15,12 +15,8 @@ LLVMTypeRef
 rk_acc_scalar(rk *r, const jit_kinst *in)
 {
     kiln_dtype t = rp_operand_dtype(r->d, in);
-    switch ((ir_op)in->op) {
-    case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MEAN: case IR_OP_REDUCE_PROD:
-        return ir_dtype_is_float(t) ? r->l->f64 : jit_em_scalar_type(r->l, t);
-    default:
-        return jit_em_scalar_type(r->l, t);
-    }
+    return ir_dtype_is_float(t) && rp_algebra_of((ir_op)in->op)->wide ? r->l->f64
+                                                                      : jit_em_scalar_type(r->l, t);
 }
 
 /* The start of an f32 block: -0.0, so a block of -0.0 terms sums to -0.0 as the reference. */
@@ -47,8 +43,8 @@ rk_block_identity(jit_em *l)
 bool
 rk_fast_extreme(const rk *r, const jit_kinst *in)
 {
-    return !r->cols && (in->op == IR_OP_REDUCE_MAX || in->op == IR_OP_REDUCE_MIN) &&
-           ir_dtype_is_float(rp_operand_dtype(r->d, in));
+    rp_combine c = rp_algebra_of((ir_op)in->op)->combine;
+    return !r->cols && (c == RP_MAX || c == RP_MIN) && ir_dtype_is_float(rp_operand_dtype(r->d, in));
 }
 
 LLVMTypeRef
@@ -63,7 +59,7 @@ rk_bits_identity(rk *r, const jit_kinst *in)
 {
     LLVMTypeRef it = rk_bits_type(r, in);
     unsigned long long top = 1ull << (LLVMGetIntTypeWidth(it) - 1);
-    return jit_em_splat(r->l, LLVMConstInt(it, in->op == IR_OP_REDUCE_MAX ? top : top - 1, 0));
+    return jit_em_splat(r->l, LLVMConstInt(it, rp_algebra_of((ir_op)in->op)->combine == RP_MAX ? top : top - 1, 0));
 }
 
 /* One vector into the three accumulators of a fast max/min (v: masked lanes already the
@@ -73,7 +69,7 @@ rk_fast_extreme_step(rk *r, const jit_kinst *in, int32_t i, LLVMValueRef v)
 {
     jit_em *l = r->l;
     LLVMBuilderRef b = l->b;
-    bool mx = in->op == IR_OP_REDUCE_MAX;
+    bool mx = rp_algebra_of((ir_op)in->op)->combine == RP_MAX;
     LLVMTypeRef at = LLVMTypeOf(v), nt = jit_em_vec(l, l->i1),
                 bt = jit_em_vec(l, rk_bits_type(r, in));
     LLVMValueRef a = LLVMBuildLoad2(b, at, r->acc[i], "");
@@ -93,7 +89,7 @@ rk_fast_extreme_value(rk *r, const jit_kinst *in, int32_t i, int u, LLVMValueRef
 {
     jit_em *l = r->l;
     LLVMBuilderRef b = l->b;
-    bool mx = in->op == IR_OP_REDUCE_MAX;
+    bool mx = rp_algebra_of((ir_op)in->op)->combine == RP_MAX;
     LLVMTypeRef st = rk_acc_scalar(r, in), nt = jit_em_vec(l, l->i1),
                 bt = jit_em_vec(l, rk_bits_type(r, in));
     LLVMValueRef n = LLVMBuildLoad2(b, nt, r->accnanset[u][i], "");
@@ -116,24 +112,25 @@ rk_identity(rk *r, const jit_kinst *in)
     jit_em *l = r->l;
     LLVMTypeRef st = rk_acc_scalar(r, in), vt = jit_em_vec(l, st);
     bool fl = ir_dtype_is_float(rp_operand_dtype(r->d, in));
-    LLVMValueRef c;
-    switch ((ir_op)in->op) {
-    case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MEAN:
+    LLVMValueRef c = NULL;
+    switch (rp_algebra_of((ir_op)in->op)->combine) {
+    case RP_ADD:
         /* -0.0: a sum of one element is that element exactly (-0.0 included) */
         c = fl ? LLVMConstReal(st, -0.0) : LLVMConstInt(st, 0, 0);
         break;
-    case IR_OP_REDUCE_PROD:
+    case RP_MUL:
         c = fl ? LLVMConstReal(st, 1.0) : LLVMConstInt(st, 1, 0);
         break;
-    case IR_OP_REDUCE_MAX:
+    case RP_MAX:
         c = fl ? LLVMConstReal(st, -1.0 / 0.0)
                : LLVMConstInt(st, (unsigned long long)1 << (LLVMGetIntTypeWidth(st) - 1), 0);
         break;
-    case IR_OP_REDUCE_MIN:
+    case RP_MIN:
         c = fl ? LLVMConstReal(st, 1.0 / 0.0)
                : LLVMConstInt(st, ((unsigned long long)1 << (LLVMGetIntTypeWidth(st) - 1)) - 1, 0);
         break;
-    default:
+    case RP_ARGMAX: case RP_ARGMIN:
+        /* any value: the index -1 marks the pair empty (arg_takes) */
         c = LLVMConstNull(st);
         break;
     }
@@ -180,26 +177,25 @@ rk_combine(rk *r, const jit_kinst *in, LLVMValueRef *av, LLVMValueRef *ai, LLVMV
     jit_em *l = r->l;
     LLVMBuilderRef b = l->b;
     bool fl = ir_dtype_is_float(rp_operand_dtype(r->d, in));
-    switch ((ir_op)in->op) {
-    case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MEAN:
+    rp_combine c = rp_algebra_of((ir_op)in->op)->combine;
+    switch (c) {
+    case RP_ADD:
         *av = fl ? LLVMBuildFAdd(b, *av, bv, "") : LLVMBuildAdd(b, *av, bv, "");
         return;
-    case IR_OP_REDUCE_PROD:
+    case RP_MUL:
         *av = fl ? LLVMBuildFMul(b, *av, bv, "") : LLVMBuildMul(b, *av, bv, "");
         return;
-    case IR_OP_REDUCE_MAX:
+    case RP_MAX:
         *av = jit_em_intr2(l, fl ? "llvm.maximum" : "llvm.smax", *av, bv);
         return;
-    case IR_OP_REDUCE_MIN:
+    case RP_MIN:
         *av = jit_em_intr2(l, fl ? "llvm.minimum" : "llvm.smin", *av, bv);
         return;
-    case IR_OP_ARGMAX: case IR_OP_ARGMIN: {
-        LLVMValueRef take = arg_takes(r, in->op == IR_OP_ARGMAX, fl, *av, *ai, bv, bi);
+    case RP_ARGMAX: case RP_ARGMIN: {
+        LLVMValueRef take = arg_takes(r, c == RP_ARGMAX, fl, *av, *ai, bv, bi);
         *av = LLVMBuildSelect(b, take, bv, *av, "");
         *ai = LLVMBuildSelect(b, take, bi, *ai, "");
         return;
     }
-    default:
-        IR_ASSERT(!"combine: not a reduction");
     }
 }

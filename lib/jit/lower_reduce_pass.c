@@ -688,10 +688,11 @@ rk_finish_reduces(rk *r, int p)
         } else {
             v = a;
             bool fl = ir_dtype_is_float(ot);
-            if (fl && (in->op == IR_OP_REDUCE_SUM || in->op == IR_OP_REDUCE_MEAN)) {
+            const rp_algebra *alg = rp_algebra_of((ir_op)in->op);
+            if (fl && alg->combine == RP_ADD) {
                 LLVMValueRef cnt = jit_em_splat(l, LLVMBuildSIToFP(b, r->count, l->f64, ""));
                 LLVMValueRef empty = LLVMBuildICmp(b, LLVMIntEQ, r->count, jit_em_i64(l, 0), "");
-                if (in->op == IR_OP_REDUCE_MEAN) {
+                if (alg->mean) {
                     /* the empty mean is the quiet NaN the reference gives (+NaN; x86's
                      * 0/0 would be -NaN) */
                     v = LLVMBuildFDiv(b, v, cnt, "");

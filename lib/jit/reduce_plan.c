@@ -6,10 +6,35 @@
 
 #include "reduce_plan.h"
 
+static const rp_algebra algebra[IR_OP_COUNT] = {
+    [IR_OP_REDUCE_SUM] = {.reduce = true, .combine = RP_ADD, .wide = true},
+    [IR_OP_REDUCE_MEAN] = {.reduce = true, .combine = RP_ADD, .wide = true, .mean = true},
+    [IR_OP_REDUCE_PROD] = {.reduce = true, .combine = RP_MUL, .wide = true},
+    [IR_OP_REDUCE_MAX] = {.reduce = true, .combine = RP_MAX},
+    [IR_OP_REDUCE_MIN] = {.reduce = true, .combine = RP_MIN},
+    [IR_OP_ARGMAX] = {.reduce = true, .combine = RP_ARGMAX},
+    [IR_OP_ARGMIN] = {.reduce = true, .combine = RP_ARGMIN},
+};
+/* Every reduce op of ops.def has a row: the count of its REDUCE rows is the table's. */
+#define OP(E, name, arity, kind, trule, attrs, meaning) +(IR_KIND_##kind == IR_KIND_REDUCE)
+enum { REDUCE_OPS = 0
+#include "ops.def"
+};
+#undef OP
+_Static_assert(REDUCE_OPS == 7, "a reduce op of ops.def without a row in reduce_plan.c's algebra");
+
+const rp_algebra *
+rp_algebra_of(ir_op op)
+{
+    IR_ASSERT((unsigned)op < IR_OP_COUNT && algebra[op].reduce);
+    return &algebra[op];
+}
+
 bool
 rp_is_arg(ir_op op)
 {
-    return op == IR_OP_ARGMAX || op == IR_OP_ARGMIN;
+    rp_combine c = rp_algebra_of(op)->combine;
+    return c == RP_ARGMAX || c == RP_ARGMIN;
 }
 
 kiln_dtype
@@ -22,18 +47,14 @@ size_t
 rp_acc_bytes(int W, const jit_kdesc *d, const jit_kinst *in)
 {
     kiln_dtype t = (kiln_dtype)d->inst[in->a[0]].dtype;
-    size_t s = ir_dtype_is_float(t) && !rp_is_arg((ir_op)in->op) && in->op != IR_OP_REDUCE_MAX &&
-                       in->op != IR_OP_REDUCE_MIN
-                   ? 8
-                   : kiln_dtype_size(t);
+    size_t s = ir_dtype_is_float(t) && rp_algebra_of((ir_op)in->op)->wide ? 8 : kiln_dtype_size(t);
     return (size_t)W * (s + (rp_is_arg((ir_op)in->op) ? 8 : 0));
 }
 
 bool
 rp_blocked_sum(const jit_kdesc *d, const jit_kinst *in)
 {
-    return (in->op == IR_OP_REDUCE_SUM || in->op == IR_OP_REDUCE_MEAN) &&
-           rp_operand_dtype(d, in) == KILN_DTYPE_F32;
+    return rp_algebra_of((ir_op)in->op)->combine == RP_ADD && rp_operand_dtype(d, in) == KILN_DTYPE_F32;
 }
 
 /* ---- spilling ---------------------------------------------------------------------------- */
@@ -282,7 +303,8 @@ ahead_of(const jit_kdesc *d, const bool *uni, const int *ph, const int *spill, i
     for (int32_t i = 0; i < d->ninst; i++) {
         const jit_kinst *in = &d->inst[i];
         if (rp_reduces_in(d, ph, i, 0) &&
-            ((in->op != IR_OP_REDUCE_MAX && in->op != IR_OP_REDUCE_MIN) ||
+            ((rp_algebra_of((ir_op)in->op)->combine != RP_MAX &&
+              rp_algebra_of((ir_op)in->op)->combine != RP_MIN) ||
              !ir_dtype_is_float((kiln_dtype)d->inst[in->a[0]].dtype)))
             return false;
         if (spill[i] || (in->kind == JIT_LOAD && uni[i]))

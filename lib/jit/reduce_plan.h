@@ -9,6 +9,26 @@
 
 #include "jit.h"
 
+/* The accumulator algebra of a reduce op: one row per reduce op of ops.def in reduce_plan.c's
+ * table (a reduce op added there without a row fails the build), read by the lowering for
+ * the accumulator's type, identity and combine, and by the schedule for its size. */
+typedef enum rp_combine {
+    RP_ADD,    /* identity -0.0 (a sum of one element is that element, -0.0 included), 0 */
+    RP_MUL,    /* identity 1 */
+    RP_MAX,    /* -inf, INT_MIN; llvm.maximum (NaN wins, -0 < +0), smax */
+    RP_MIN,    /* +inf, INT_MAX; llvm.minimum, smin */
+    RP_ARGMAX, /* (value, index) pairs, index -1 empty: the first largest, the first NaN */
+    RP_ARGMIN, /* the first smallest, the first NaN */
+} rp_combine;
+typedef struct rp_algebra {
+    bool reduce;        /* a row of the table: the op is a reduction */
+    rp_combine combine;
+    bool wide;          /* float operands accumulate in f64 (integers in their own type) */
+    bool mean;          /* finished as the sum over the count (NaN when empty) */
+} rp_algebra;
+/* Row `op` of the table; IR_ASSERT that op is a reduction. */
+IR_HIDDEN const rp_algebra *rp_algebra_of(ir_op op);
+
 /* What the lowering and the runner's and the dump's questions about a description all
  * start from, computed in one place so that they cannot disagree (the runner sizes the
  * scratch rows the lowering spills into): phases, row-wise flags, spills, the pieces'
