@@ -309,9 +309,11 @@ l2_bytes(void)
 }
 
 kiln_status
-jit_contract_run(const jit_step *s, void *const *ptrs, const void *a, const void *b,
-                 const void *bpacked, void *temp)
+jit_contract_run(const jit_step *s, void *const *ptrs, const jit_run_args *args)
 {
+    const void *a = jit_loc_resolve(&s->mm_loc[0], args), *b = jit_loc_resolve(&s->mm_loc[1], args),
+               *bpacked = args->bpacked;
+    void *temp = args->temp;
     crun r = {0};
     r.s = s;
     geom(s, &r.g);
@@ -400,8 +402,9 @@ skinny_task(void *ctx, int64_t i)
 }
 
 kiln_status
-jit_skinny_run(const jit_step *s, void *const *ptrs, const void *a, const void *b)
+jit_skinny_run(const jit_step *s, void *const *ptrs, const jit_run_args *args)
 {
+    const void *a = jit_loc_resolve(&s->mm_loc[0], args), *b = jit_loc_resolve(&s->mm_loc[1], args);
     srun r;
     r.s = s;
     r.fn = jit_kernel_entry(s->kernel);

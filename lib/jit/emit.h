@@ -95,6 +95,8 @@ IR_HIDDEN LLVMValueRef jit_em_head_lanes(jit_em *l, LLVMValueRef ptr, LLVMValueR
  * streaming kernel returns, so the pool's join publishes its results. */
 IR_HIDDEN void jit_em_stream_fence(jit_em *l);
 
+/* The emitter of each kind (kinds.def's `lower`).  Elementwise kernels (lower.c). */
+IR_HIDDEN kiln_status jit_lower_elementwise(jit_em *l, const jit_kdesc *d, const char *name);
 /* Reduction kernels (lower_reduce.c). */
 IR_HIDDEN kiln_status jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name);
 /* Contraction kernels (lower_contract.c). */

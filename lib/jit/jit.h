@@ -24,7 +24,7 @@ typedef struct jit_host {
 IR_HIDDEN const jit_host *jit_host_info(void);
 
 /* ---- kernels ---------------------------------------------------------------------------
- * A kernel has a kind; each kind has its own size-free description (jit_kdesc, the
+ * A kernel has a kind (one row of kinds.def); each kind has its own size-free description (jit_kdesc, the
  * kernel cache key once serialised by jit_kdesc_serialise, which must write every field
  * a new kind adds; unused fields are zero), its own lowering file and its own rule for
  * splitting work:
@@ -76,10 +76,9 @@ IR_HIDDEN const jit_host *jit_host_info(void);
  * batch element, every row of it (at most the description's tile_m) and a block of columns,
  * and A and B in place with their strides. */
 typedef enum jit_kernel_kind {
-    JIT_KERNEL_ELEMENTWISE,
-    JIT_KERNEL_REDUCTION,
-    JIT_KERNEL_CONTRACTION,
-    JIT_KERNEL_SKINNY,
+#define KIND(E, name, lower, run) JIT_KERNEL_##E,
+#include "kinds.def"
+#undef KIND
 } jit_kernel_kind;
 
 typedef enum jit_kind {

@@ -260,8 +260,8 @@ loop_full(L *l, const jit_kdesc *d, kstate *s, const rowloop *r)
     LLVMAddIncoming(c, cin, cbb, 3);
 }
 
-static kiln_status
-build_kernel(L *l, const jit_kdesc *d, const char *name)
+kiln_status
+jit_lower_elementwise(L *l, const jit_kdesc *d, const char *name)
 {
     LLVMBuilderRef b = l->b;
     LLVMTypeRef params[6] = {l->ptr, l->ptr, l->ptr, l->i64, l->i64, l->ptr};
@@ -446,10 +446,10 @@ jit_module_lower(int n, const jit_kdesc *const *d, const char *const *names, boo
     for (int i = 0; i < n && !st; i++) {
         IR_ASSERT((d[i]->tier == JIT_TIER_COMPACT) == m->u.compact);
         switch ((jit_kernel_kind)d[i]->kind) { /* every kind, no default (-Werror=switch) */
-        case JIT_KERNEL_ELEMENTWISE: st = build_kernel(&l, d[i], names[i]); break;
-        case JIT_KERNEL_REDUCTION: st = jit_lower_reduce(&l, d[i], names[i]); break;
-        case JIT_KERNEL_CONTRACTION: st = jit_lower_contract(&l, d[i], names[i]); break;
-        case JIT_KERNEL_SKINNY: st = jit_lower_skinny(&l, d[i], names[i]); break;
+#define KIND(E, name_, lower, run)                                                              \
+    case JIT_KERNEL_##E: st = lower(&l, d[i], names[i]); break;
+#include "kinds.def"
+#undef KIND
         }
     }
     if (m->u.compact)

@@ -129,9 +129,12 @@ run_col_split(const jit_step *s, krun *r, int threads)
     return KILN_OK;
 }
 
-static kiln_status
-run_reduction(const jit_step *s, void *const *ptrs)
+kiln_status
+jit_run_reduction(const jit_step *s, void *const *ptrs, const jit_run_args *a)
 {
+    (void)a;
+    if (s->rows == 0)
+        return KILN_OK;
     krun r = {0};
     r.fn = jit_kernel_entry(s->kernel);
     r.ptrs = ptrs;
@@ -230,28 +233,44 @@ split_elementwise(const jit_step *s, void *const *ptrs, krun *r)
     }
 }
 
-static void *
-resolve(const jit_loc *l, const void *const *inputs, void *const *outputs, void *temp)
+void *
+jit_loc_resolve(const jit_loc *l, const jit_run_args *a)
 {
     switch (l->kind) {
-    case JIT_LOC_INPUT: return (void *)inputs[l->index];
-    case JIT_LOC_OUTPUT: return outputs[l->index];
+    case JIT_LOC_INPUT: return (void *)a->inputs[l->index];
+    case JIT_LOC_OUTPUT: return a->outputs[l->index];
     case JIT_LOC_CONST: return (void *)l->cdata;
-    case JIT_LOC_TEMP: return (char *)temp + l->offset;
+    case JIT_LOC_TEMP: return (char *)a->temp + l->offset;
     }
     return NULL;
+}
+
+kiln_status
+jit_run_elementwise(const jit_step *s, void *const *ptrs, const jit_run_args *a)
+{
+    (void)a;
+    krun r = {0};
+    r.fn = jit_kernel_entry(s->kernel);
+    r.ptrs = ptrs;
+    r.strides = s->strides;
+    r.dims = s->dims;
+    r.total = s->total;
+    r.ext = s->ext;
+    split_elementwise(s, ptrs, &r);
+    jit_pool_run(run_chunk, &r, (r.total + r.shift + r.chunk - 1) / r.chunk);
+    return KILN_OK;
 }
 
 kiln_status
 jit_plan_run(const jit_plan *p, const void *const *inputs, void *const *outputs, void *temp,
              const void *const *bpacked)
 {
+    jit_run_args args = {.inputs = inputs, .outputs = outputs, .temp = temp};
     for (int i = 0; i < p->nsteps; i++) {
         const jit_step *s = &p->steps[i];
         if (s->kind == JIT_STEP_COPY) {
             if (s->bytes)
-                memcpy(resolve(&s->to, inputs, outputs, temp),
-                       resolve(&s->from, inputs, outputs, temp), s->bytes);
+                memcpy(jit_loc_resolve(&s->to, &args), jit_loc_resolve(&s->from, &args), s->bytes);
             continue;
         }
         if (s->kind == JIT_STEP_REF) {
@@ -260,8 +279,8 @@ jit_plan_run(const jit_plan *p, const void *const *inputs, void *const *outputs,
             if (!ins)
                 return ir_error(KILN_ERR_NOMEM, "kiln_program_run: out of memory");
             for (int k = 0; k < s->nin; k++)
-                ins[k] = resolve(&s->in[k], inputs, outputs, temp);
-            void *out[1] = {resolve(&s->out, inputs, outputs, temp)};
+                ins[k] = jit_loc_resolve(&s->in[k], &args);
+            void *out[1] = {jit_loc_resolve(&s->out, &args)};
             kiln_status st = ir_interpret(s->sub, ins, out);
             if (ins != ins_small)
                 ir_free(ins);
@@ -278,7 +297,7 @@ jit_plan_run(const jit_plan *p, const void *const *inputs, void *const *outputs,
         if (!ptrs)
             return ir_error(KILN_ERR_NOMEM, "kiln_program_run: out of memory");
         for (int k = 0; k < s->nslots; k++)
-            ptrs[k] = resolve(&s->slot[k], inputs, outputs, temp);
+            ptrs[k] = jit_loc_resolve(&s->slot[k], &args);
         for (int j = 0; j < s->desc.nparams; j++)
             ptrs[s->nslots + j] = (void *)&s->params[j];
         /* load offsets are in elements of the load's dtype */
@@ -288,39 +307,18 @@ jit_plan_run(const jit_plan *p, const void *const *inputs, void *const *outputs,
                 ptrs[in->slot] = (char *)ptrs[in->slot] +
                                  s->slot_off[in->slot] * (int64_t)kiln_dtype_size((kiln_dtype)in->dtype);
         }
-        if (s->desc.kind == JIT_KERNEL_CONTRACTION || s->desc.kind == JIT_KERNEL_SKINNY) {
-            const void *a = resolve(&s->mm_loc[0], inputs, outputs, temp),
-                       *b = resolve(&s->mm_loc[1], inputs, outputs, temp);
-            kiln_status st = s->desc.kind == JIT_KERNEL_SKINNY ? jit_skinny_run(s, ptrs, a, b)
-                                                               : jit_contract_run(s, ptrs, a, b,
-                                                                                  bpacked ? bpacked[i] : NULL,
-                                                                                  temp);
-            if (ptrs != ptr_small)
-                ir_free(ptrs);
-            if (st)
-                return st;
-            continue;
+        args.bpacked = bpacked ? bpacked[i] : NULL;
+        kiln_status st = KILN_OK;
+        switch ((jit_kernel_kind)s->desc.kind) { /* every kind, no default (-Werror=switch) */
+#define KIND(E, name, lower, run)                                                               \
+    case JIT_KERNEL_##E: st = run(s, ptrs, &args); break;
+#include "kinds.def"
+#undef KIND
         }
-        if (s->desc.kind == JIT_KERNEL_REDUCTION) {
-            kiln_status st = s->rows > 0 ? run_reduction(s, ptrs) : KILN_OK;
-            if (ptrs != ptr_small)
-                ir_free(ptrs);
-            if (st)
-                return st;
-            continue;
-        }
-        krun r = {0};
-        r.fn = jit_kernel_entry(s->kernel);
-        r.ptrs = ptrs;
-        r.strides = s->strides;
-        r.dims = s->dims;
-        r.total = s->total;
-        r.ext = s->ext;
-        split_elementwise(s, ptrs, &r);
-        jit_pool_run(run_chunk, &r, (r.total + r.shift + r.chunk - 1) / r.chunk);
         if (ptrs != ptr_small)
             ir_free(ptrs);
+        if (st)
+            return st;
     }
     return KILN_OK;
 }
-
