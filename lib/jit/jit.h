@@ -498,6 +498,29 @@ typedef struct jit_loc {
     const void *cdata; /* CONST */
 } jit_loc;
 
+/* A run's buffers (jit_plan_run's arguments), for a kernel step's runner (kinds.def's `run`:
+ * run(step, its slots' pointers then its parameters, args)); bpacked: the step's held
+ * packed B, or NULL. */
+typedef struct jit_run_args {
+    const void *const *inputs;
+    void *const *outputs;
+    void *temp;
+    const void *bpacked;
+} jit_run_args;
+
+/* Where location l is in this run. */
+static inline void *
+jit_loc_resolve(const jit_loc *l, const jit_run_args *a)
+{
+    switch (l->kind) {
+    case JIT_LOC_INPUT: return (void *)a->inputs[l->index];
+    case JIT_LOC_OUTPUT: return a->outputs[l->index];
+    case JIT_LOC_CONST: return (void *)l->cdata;
+    case JIT_LOC_TEMP: return (char *)a->temp + l->offset;
+    }
+    return NULL;
+}
+
 /* A kernel's iteration space has at most one dim more than a graph's rank: a reduction of
  * every axis of a rank-IR_MAX_RANK value puts a kept dim of size 1 in front of them
  * (describe.c's kb_space).  Every array over a kernel's space dims is this long. */

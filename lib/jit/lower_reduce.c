@@ -1,5 +1,5 @@
 /* lower_reduce.c — the REDUCTION kernel kind: one LLVM function per description (its
- * other files: lower_reduce.h).
+ * other files: reduce_emit.h).
  *
  * The iteration space is kept dims x reduced dims (jit.h).  A kernel computes, for each
  * kept element (a "row"), every JIT_REDUCE of its instruction list and everything that
@@ -47,7 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lower_reduce.h"
+#include "reduce_emit.h"
 
 /* ---- the last pass one row behind --------------------------------------------------------- */
 

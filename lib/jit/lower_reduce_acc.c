@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lower_reduce.h"
+#include "reduce_emit.h"
 
 /* ---- accumulators ------------------------------------------------------------------------ */
 

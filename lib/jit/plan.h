@@ -127,18 +127,8 @@ IR_HIDDEN kiln_status jit_describe_kernel(planner *p, int32_t c, jit_step *s);
 IR_HIDDEN kiln_status jit_describe_ref(planner *p, int32_t r, jit_step *s);
 IR_HIDDEN void jit_explain_cluster(planner *p, int32_t c, const jit_step *s, FILE *f);
 
-/* Running a kernel step (kinds.def's `run`): its slots' pointers ptrs (then its
- * parameters), and the run's buffers (jit_plan_run's arguments; bpacked: this step's held
- * packed B, or NULL). */
-typedef struct jit_run_args {
-    const void *const *inputs;
-    void *const *outputs;
-    void *temp;
-    const void *bpacked;
-} jit_run_args;
-/* Where location l is in this run (run.c). */
-IR_HIDDEN void *jit_loc_resolve(const jit_loc *l, const jit_run_args *a);
-/* run.c: ELEMENTWISE and REDUCTION steps. */
+/* Running a kernel step (kinds.def's `run`, jit_run_args in jit.h).  run.c: ELEMENTWISE
+ * and REDUCTION steps. */
 IR_HIDDEN kiln_status jit_run_elementwise(const jit_step *s, void *const *ptrs, const jit_run_args *a);
 IR_HIDDEN kiln_status jit_run_reduction(const jit_step *s, void *const *ptrs, const jit_run_args *a);
 /* contract.c: running contraction steps.  Bytes of temporaries a run packs into (at

@@ -233,18 +233,6 @@ split_elementwise(const jit_step *s, void *const *ptrs, krun *r)
     }
 }
 
-void *
-jit_loc_resolve(const jit_loc *l, const jit_run_args *a)
-{
-    switch (l->kind) {
-    case JIT_LOC_INPUT: return (void *)a->inputs[l->index];
-    case JIT_LOC_OUTPUT: return a->outputs[l->index];
-    case JIT_LOC_CONST: return (void *)l->cdata;
-    case JIT_LOC_TEMP: return (char *)a->temp + l->offset;
-    }
-    return NULL;
-}
-
 kiln_status
 jit_run_elementwise(const jit_step *s, void *const *ptrs, const jit_run_args *a)
 {

@@ -1,4 +1,4 @@
-/* lower_reduce.h — the REDUCTION kind's emitter, shared by its files: the state of one
+/* reduce_emit.h — the REDUCTION kind's emitter, shared by its files: the state of one
  * kernel being emitted (rk), counted loops, and the functions each file gives the others.
  *   lower_reduce.c       the kernel function, one row (rows) or tile (cols) at a time, the
  *                        last pass one row behind, the columns' blocks; the algorithm
@@ -7,8 +7,8 @@
  *   lower_reduce_acc.c   the accumulator algebra: identities and combines per reduce op
  *   reduce_plan.c        the schedule (no LLVM; reduce_plan.h)
  * Only lib/jit includes this (it names LLVM types). */
-#ifndef KILN_JIT_LOWER_REDUCE_H
-#define KILN_JIT_LOWER_REDUCE_H
+#ifndef KILN_JIT_REDUCE_EMIT_H
+#define KILN_JIT_REDUCE_EMIT_H
 
 #include "emit.h"
 #include "reduce_plan.h"
@@ -133,4 +133,4 @@ IR_HIDDEN void rk_store_partial(rk *r, LLVMValueRef base);
 IR_HIDDEN void rk_use_set(rk *r, int u);
 IR_HIDDEN LLVMValueRef rk_zeroed_row_value(rk *r, int32_t i);
 
-#endif /* KILN_JIT_LOWER_REDUCE_H */
+#endif /* KILN_JIT_REDUCE_EMIT_H */
