@@ -1,7 +1,9 @@
 /* simplify.c — before planning: dead-code elimination (nodes no output needs), common
- * subexpressions (same op, operands and attributes), and folding of elementwise ops whose
+ * subexpressions (same op, operands and attributes), folding of elementwise ops whose
  * operands are all `full` (the result is a `full` computed by the reference interpreter,
- * so folding never changes a value). */
+ * so folding never changes a value), and a skinny matmul of a concatenated B split into
+ * one matmul per part (split_concat_matmul), so that no concat is copied on its way to a
+ * matmul that reads B in place. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +63,96 @@ fold(const kiln_graph *ng, const ir_node *old, const int32_t *in, ir_scalar *val
     return st;
 }
 
+/* A matmul whose rows per batch element fit a skinny kernel's tile (skinny.c: B read in
+ * place, once) and whose B is a concat along K or N of its parts (through one permute, as
+ * q @ permute(concat(k_past, k_new)) in a decoder's attention): the matmul of each part in
+ * place of the concat, which would be stored (a view needs a buffer) and read again.
+ *   along N: concat(a @ b_0, a @ b_1, ...) over the last axis;
+ *   along K: a[..., k_0 : k_0 + K_0] @ b_0 + a[..., k_1 : ...] @ b_1 + ..., in part order
+ *   (the sum over K in parts; within the propagated bound, and exact where the whole is).
+ * Adds the nodes to ng and returns the result's id; -1 when the rule does not apply (or on
+ * error, with *st set).  x, y: the matmul's operands in ng. */
+static int32_t
+split_concat_matmul(kiln_graph *ng, const ir_node *mm, int32_t x, int32_t y, kiln_status *st)
+{
+    const ir_node *a = &ng->nodes[x], *b = &ng->nodes[y];
+    int ra = a->type.shape.rank, rb = b->type.shape.rank;
+    if (ra < 2 || rb < 2 || a->type.shape.dims[ra - 2] > jit_skinny_max_rows(mm->type.dtype))
+        return -1;
+    const ir_node *perm = NULL, *cat = b;
+    if (b->op == IR_OP_PERMUTE) {
+        perm = b;
+        cat = &ng->nodes[b->in[0]];
+    }
+    if (cat->op != IR_OP_CONCAT || cat->nin < 2)
+        return -1;
+    int ax = cat->at.axis; /* its axis in B */
+    if (perm)
+        for (int j = 0; j < rb; j++)
+            if (perm->at.perm[j] == cat->at.axis)
+                ax = j;
+    if (ax != rb - 1 && ax != rb - 2)
+        return -1;
+    int32_t cat_id = perm ? perm->in[0] : y, nparts = cat->nin;
+    ir_attrs pat = perm ? perm->at : (ir_attrs){0};
+    int32_t acc = -1, parts[IR_MAX_RANK > 16 ? IR_MAX_RANK : 16];
+    if (nparts > (int32_t)(sizeof parts / sizeof parts[0]))
+        return -1;
+    int64_t k0 = 0;
+    for (int32_t q = 0; q < nparts; q++) {
+        int32_t part = ng->nodes[cat_id].in[q];
+        int64_t ext = ng->nodes[part].type.shape.dims[ng->nodes[cat_id].at.axis];
+        if (perm)
+            part = ir_graph_add_node(ng, "kiln_jit", IR_OP_PERMUTE, 1, &part, &pat, NULL, NULL);
+        if (part < 0)
+            goto fail;
+        int32_t ops[2] = {x, part};
+        if (ax == rb - 2) {
+            /* a's K range of this part */
+            const ir_shape *as = &ng->nodes[x].type.shape;
+            ir_attrs sl = {0};
+            for (int i = 0; i < ra; i++) {
+                sl.begin[i] = 0;
+                sl.stop[i] = as->dims[i];
+                sl.step[i] = 1;
+            }
+            sl.begin[ra - 1] = k0;
+            sl.stop[ra - 1] = k0 + ext;
+            ops[0] = ir_graph_add_node(ng, "kiln_jit", IR_OP_SLICE, 1, &x, &sl, NULL, NULL);
+            if (ops[0] < 0)
+                goto fail;
+        }
+        k0 += ext;
+        int32_t m = ir_graph_add_node(ng, "kiln_jit", IR_OP_MATMUL, 2, ops, NULL, NULL, NULL);
+        if (m < 0)
+            goto fail;
+        if (ax == rb - 1) {
+            parts[q] = m;
+        } else if (acc < 0) {
+            acc = m;
+        } else {
+            int32_t s[2] = {acc, m};
+            if ((acc = ir_graph_add_node(ng, "kiln_jit", IR_OP_ADD, 2, s, NULL, NULL, NULL)) < 0)
+                goto fail;
+        }
+    }
+    if (ax == rb - 1) {
+        ir_attrs ca = {0};
+        ca.axis = mm->type.shape.rank - 1;
+        acc = ir_graph_add_node(ng, "kiln_jit", IR_OP_CONCAT, nparts, parts, &ca, NULL, NULL);
+        if (acc < 0)
+            goto fail;
+    }
+    if (!ir_type_equal(&ng->nodes[acc].type, &mm->type)) {
+        *st = ir_error(KILN_ERR_INTERNAL, "kiln_jit: internal error: a split matmul's type");
+        return -1;
+    }
+    return acc;
+fail:
+    *st = kiln_errcode();
+    return -1;
+}
+
 kiln_status
 jit_simplify(const kiln_graph *g, kiln_graph **out, char **log)
 {
@@ -80,7 +172,7 @@ jit_simplify(const kiln_graph *g, kiln_graph **out, char **log)
     size_t loglen = 0;
     FILE *lf = open_memstream(&logbuf, &loglen);
     kiln_graph *ng = ir_graph_new(g->name);
-    int dead = 0, merged = 0, folded = 0;
+    int dead = 0, merged = 0, folded = 0, split = 0;
     if (!live || !map || !tab || !lf || !ng || !ir_graph_reserve(ng, g->nnodes)) {
         st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory simplifying");
         goto done;
@@ -149,6 +241,16 @@ jit_simplify(const kiln_graph *g, kiln_graph **out, char **log)
             continue;
         }
         int32_t id;
+        id = nd->op == IR_OP_MATMUL ? split_concat_matmul(ng, nd, ins[0], ins[1], &st) : -1;
+        if (id >= 0) {
+            map[i] = id;
+            split++;
+            fprintf(lf, "  split %%%d matmul over the parts of the concat it reads as B (one "
+                        "matmul each, B read in place)\n", (int)i);
+            continue;
+        }
+        if (st)
+            goto done;
         if (all_full) {
             ir_attrs at = {0};
             if ((st = fold(ng, nd, ins, &at.value)))
@@ -172,8 +274,22 @@ jit_simplify(const kiln_graph *g, kiln_graph **out, char **log)
     for (int32_t i = 0; i < g->noutputs; i++)
         if ((st = ir_graph_add_output(ng, g->outputs[i].name, map[g->outputs[i].node])))
             goto done;
-    fprintf(lf, "simplify: %d dead, %d merged, %d folded; %d -> %d nodes\n", dead, merged,
-            folded, (int)g->nnodes, (int)ng->nnodes);
+    fprintf(lf, "simplify: %d dead, %d merged, %d folded", dead, merged, folded);
+    if (split)
+        fprintf(lf, ", %d matmuls split", split);
+    fprintf(lf, "; %d -> %d nodes\n", (int)g->nnodes, (int)ng->nnodes);
+    if (split) {
+        /* again, for the concats the splits left without a reader */
+        kiln_graph *ng2;
+        char *log2;
+        if ((st = jit_simplify(ng, &ng2, &log2)))
+            goto done;
+        fprintf(lf, "again, over the split graph (its node numbers):\n");
+        fputs(log2, lf);
+        free(log2);
+        kiln_graph_free(ng);
+        ng = ng2;
+    }
 done:
     if (lf)
         fclose(lf);
