@@ -259,7 +259,7 @@ IR_HIDDEN void jit_reduce_passes(const jit_kdesc *d, int *passes, int *deferred,
 
 /* Can the JIT compute this op in a kernel (for these operand dtypes)? */
 IR_HIDDEN bool jit_op_is_lowerable(const kiln_graph *g, const ir_node *nd);
-/* Does vmath provide this (transcendental) op? (lower.c) */
+/* Does vmath provide this (transcendental) op? (emit.c) */
 IR_HIDDEN bool jit_math_available(ir_op op);
 /* The documented max error in ULP of a vector-math op for a float dtype (0: exact). */
 IR_HIDDEN double jit_math_ulp_bound(ir_op op, kiln_dtype dtype);
@@ -438,7 +438,7 @@ typedef struct jit_cache_stats {
 } jit_cache_stats;
 IR_HIDDEN void jit_cache_counters(jit_cache_stats *s);
 
-/* Compiling modules (lower.c), in three steps so that modules are code-generated in
+/* Compiling modules (module.c), in three steps so that modules are code-generated in
  * parallel and only linking is serialised:
  *   jit_module_lower: n descriptions become one new LLVM module (an LLVM context of its
  *     own), function i named names[i] (kept: they must live until jit_module_link); with

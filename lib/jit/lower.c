@@ -1,6 +1,5 @@
 /* lower.c — the ELEMENTWISE kernel kind: one LLVM function per description (see jit.h for
- * the signature), and jit_module_lower, which lowers descriptions of every kind into one
- * module; jit_modules_generate and jit_module_link compile such modules.
+ * the signature; module.c puts the kernels of every kind into modules and compiles them).
  *
  *   rows:  the iteration space is walked row by row (the last dim is the row); a row's
  *          load offsets come from its outer indices and the run-time strides;
@@ -23,8 +22,6 @@
 #include <llvm-c/Core.h>
 
 #include "emit.h"
-#include "llvm.h"
-#include "vmath.h"
 
 typedef jit_em L;
 
@@ -415,125 +412,4 @@ jit_lower_elementwise(L *l, const jit_kdesc *d, const char *name)
     if (mem != stack)
         ir_free(mem);
     return KILN_OK;
-}
-
-/* One module being compiled: its unit, what it keeps for the caller, its kernels' names. */
-struct jit_module {
-    jit_unit u;
-    jit_dumps dm;
-    bool dumps;
-    int n;
-    const char *const *names;
-};
-
-kiln_status
-jit_module_lower(int n, const jit_kdesc *const *d, const char *const *names, bool dumps,
-                 bool want_obj, jit_module **out)
-{
-    *out = NULL;
-    jit_module *m = ir_calloc(1, sizeof *m);
-    if (!m)
-        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
-    kiln_status st = jit_unit_new(&m->u, names[0]);
-    if (st) {
-        ir_free(m);
-        return st;
-    }
-    /* one tier per module (cache.c groups them so): it sets the code generator's level */
-    m->u.compact = n > 0 && d[0]->tier == JIT_TIER_COMPACT;
-    L l;
-    jit_em_init(&l, m->u.ctx, m->u.mod);
-    for (int i = 0; i < n && !st; i++) {
-        IR_ASSERT((d[i]->tier == JIT_TIER_COMPACT) == m->u.compact);
-        switch ((jit_kernel_kind)d[i]->kind) { /* every kind, no default (-Werror=switch) */
-#define KIND(E, name_, lower, run)                                                              \
-    case JIT_KERNEL_##E: st = lower(&l, d[i], names[i]); break;
-#include "kinds.def"
-#undef KIND
-        }
-    }
-    if (m->u.compact)
-        jit_vm_outline(m->u.mod);
-    LLVMDisposeBuilder(l.b);
-    if (st) {
-        jit_module_free(m);
-        return st;
-    }
-    m->dumps = dumps;
-    m->dm.want_llvm = m->dm.want_opt = m->dm.want_asm = dumps;
-    m->dm.want_obj = want_obj;
-    m->n = n;
-    m->names = names;
-    *out = m;
-    return KILN_OK;
-}
-
-static void
-generate_one(void *ctx, int64_t i)
-{
-    jit_module *const *m = ctx;
-    jit_unit_generate(&m[i]->u, &m[i]->dm);
-}
-
-void
-jit_modules_generate(int n, jit_module *const *m)
-{
-    jit_pool_run(generate_one, (void *)m, n);
-}
-
-kiln_status
-jit_module_link(jit_module *m, jit_kernel_fn *fn, void **code, char **dumps, void **obj,
-                size_t *obj_len)
-{
-    int n = m->n;
-    void *small[16];
-    void **addr = n <= 16 ? small : ir_calloc((size_t)n, sizeof(void *));
-    kiln_status st;
-    jit_code *c = NULL;
-    if (!addr) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
-        jit_unit_dispose(&m->u);
-    } else {
-        st = jit_unit_link(&m->u, n, m->names, addr, &c);
-    }
-    if (obj) {
-        *obj = st ? NULL : m->dm.obj;
-        *obj_len = st ? 0 : m->dm.obj_len;
-        if (!st)
-            m->dm.obj = NULL;
-    }
-    if (dumps) {
-        dumps[0] = m->dm.llvm;
-        dumps[1] = m->dm.opt;
-        dumps[2] = m->dm.asm_text;
-        m->dm.llvm = m->dm.opt = m->dm.asm_text = NULL;
-    }
-    if (!st) {
-        for (int i = 0; i < n; i++)
-            memcpy(&fn[i], &addr[i], sizeof *fn); /* object to function pointer, as dlsym */
-        *code = c;
-    }
-    if (addr && addr != small)
-        ir_free(addr);
-    jit_module_free(m);
-    return st;
-}
-
-void
-jit_module_free(jit_module *m)
-{
-    if (!m)
-        return;
-    jit_unit_dispose(&m->u);
-    free(m->dm.llvm);
-    free(m->dm.opt);
-    free(m->dm.asm_text);
-    free(m->dm.obj);
-    ir_free(m);
-}
-
-void
-jit_lower_free_code(void *code)
-{
-    jit_code_free(code);
 }
