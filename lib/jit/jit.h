@@ -154,6 +154,8 @@ typedef enum jit_tier {
     JIT_TIER_COMPACT,
 } jit_tier;
 
+struct rplan; /* reduce_plan.h */
+
 typedef struct jit_kdesc {
     int32_t kind;       /* jit_kernel_kind */
     int32_t rank;       /* >= 1 (REDUCTION: >= 2) */
@@ -175,9 +177,14 @@ typedef struct jit_kdesc {
     /* SKINNY: how B is read (jit_skinny_form) and the rows of the register tile (a power of
      * two, at least the rows of A per batch element); 0 for other kinds */
     int32_t bform, tile_m;
-    /* REDUCTION: the scratch its runner provides (jit_reduce_scratch sets both, once, in
-     * the describe pass; the lowering checks its code needs exactly these).  They follow
-     * from the fields above, so they are not part of the serialised key. */
+    /* REDUCTION: its schedule (reduce_plan.h: each instruction's phase and whether it is
+     * row-wise, the values spilled to scratch rows, a piece's accumulator bytes, the passes
+     * run one row behind or ahead), made once, without LLVM, by jit_reduce_schedule in the
+     * describe pass; the lowering emits it and `kiln dump --plan` prints it; serialised into
+     * the key (kdesc.c), so a change in how schedules are made changes the keys.  Owned
+     * (jit_reduce_schedule_free); NULL for other kinds. */
+    struct rplan *rsched;
+    /* REDUCTION: the scratch its runner provides, from rsched (jit_reduce_schedule). */
     size_t partial_bytes, spill_bytes;
 } jit_kdesc;
 
@@ -231,31 +238,33 @@ IR_HIDDEN uint64_t jit_contract_prepacked(void);
  * one long row `begin`): reduce sub-rows [sub_begin, sub_end) (the reduced dims but the
  * last) x [in_begin, in_end) (the last), write the accumulators to `partial`.  mode 2:
  * rows [begin, end), accumulators from `npieces` consecutive partials per row (row r's
- * at partial + r * npieces * the partial bytes of jit_reduce_scratch), combined in order. */
+ * at partial + r * npieces * the partial bytes of jit_reduce_schedule), combined in order. */
 typedef struct jit_raux {
     int64_t mode;
     int64_t sub_begin, sub_end, in_begin, in_end;
     int64_t npieces;
     void *partial;
     /* mode 0 and 2, "rows" kernels that spill: per call, room for one row's spilled values
-     * (jit_reduce_scratch's spill bytes per reduced element) */
+     * (jit_reduce_schedule's spill bytes per reduced element) */
     void *scratch;
 } jit_raux;
-/* The scratch a reduction kernel's runner provides, into d->partial_bytes and
- * d->spill_bytes, from the one analysis the lowering uses; computed once, and the lowering
- * fails (KILN_ERR_INTERNAL) rather than emit code for other sizes.  partial_bytes: bytes of
- * one piece's accumulators, 0 when the kernel cannot be split (a reduction reads another's
- * result, or it stores values over the whole space); spill_bytes: bytes per reduced
- * element a "rows" kernel spills (values too costly to recompute in a later pass, an exp
- * for softmax's final pass, written to a scratch row in the pass that first computes them
- * and read back later; two rows' worth when its last pass runs one row behind).  0 and 0
- * for other kinds.  KILN_ERR_NOMEM when out of memory. */
-IR_HIDDEN kiln_status jit_reduce_scratch(jit_kdesc *d);
-/* For `kiln dump --plan`: the passes a "rows" kernel makes over each row, the pass that
- * runs one row behind, inside the next row's pass before it (0: none; lower_reduce.c,
- * defer_of), and whether pass 0 runs one row ahead, inside the previous row's pass 1
- * (ahead_of); 0 and false for other kernels. */
-IR_HIDDEN void jit_reduce_passes(const jit_kdesc *d, int *passes, int *deferred, bool *ahead);
+/* A reduction description's schedule (reduce_plan.c), made once: d->rsched, and from it the
+ * scratch its runner provides, d->partial_bytes and d->spill_bytes.  partial_bytes: bytes
+ * of one piece's accumulators, 0 when the kernel cannot be split (a reduction reads
+ * another's result, or it stores values over the whole space); spill_bytes: bytes per
+ * reduced element a "rows" kernel spills (values too costly to recompute in a later pass,
+ * an exp for softmax's final pass, written to a scratch row in the pass that first computes
+ * them and read back later; two rows' worth when its last pass runs one row behind).  The
+ * lowering emits exactly that schedule, so it and the runner cannot disagree.  Nothing for
+ * other kinds.  KILN_ERR_NOMEM when out of memory (nothing made). */
+IR_HIDDEN kiln_status jit_reduce_schedule(jit_kdesc *d);
+IR_HIDDEN void jit_reduce_schedule_free(jit_kdesc *d);
+/* For `kiln dump --plan`, from d->rsched: the passes a "rows" kernel makes over each row,
+ * the pass that runs one row behind, inside the next row's pass before it (0: none;
+ * defer_of), whether pass 0 runs one row ahead, inside the previous row's pass 1
+ * (ahead_of), and the values spilled to scratch rows; 0 and false for other kernels. */
+IR_HIDDEN void jit_reduce_passes(const jit_kdesc *d, int *passes, int *deferred, bool *ahead,
+                                 int *spilled);
 
 /* Can the JIT compute this op in a kernel (for these operand dtypes)? */
 IR_HIDDEN bool jit_op_is_lowerable(const kiln_graph *g, const ir_node *nd);
@@ -278,7 +287,7 @@ IR_HIDDEN void jit_buf_u64(jit_buf *b, uint64_t v);
 IR_HIDDEN void jit_buf_str(jit_buf *b, const char *s); /* u32 length, then the bytes */
 IR_HIDDEN void jit_buf_free(jit_buf *b);
 /* The version of jit_kdesc_serialise's format: bump it with any change to what it writes. */
-#define JIT_KDESC_FORMAT 13
+#define JIT_KDESC_FORMAT 14
 /* Append description d, every field written explicitly (kdesc.c says how): the cache key of
  * a kernel.  A new field of jit_kdesc must be written here. */
 IR_HIDDEN void jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b);

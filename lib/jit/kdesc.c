@@ -17,24 +17,29 @@
  * model; format 11: the SKINNY kind's form and tile rows; format 12: a SKINNY rows call
  * takes up to JIT_SKINNY_YBYTES of running sums, not 1024 columns: an older kernel given
  * the wider calls would overflow its stack array; format 13: scalar parameters, `full`
- * values and arange's start and step read at run time instead of written into the code),
+ * values and arange's start and step read at run time instead of written into the code;
+ * format 14: a reduction's schedule in the key, so that a change in how schedules are made
+ * changes the keys by itself),
  * so an upgrade never keeps running the old code from the disk.
  * A CONTRACTION description needs nothing more: its tile follows from the dtype and the
  * vector width, which the disk key holds.  A SKINNY one adds how B is read and the rows of
  * its tile (its columns follow from those, the dtype and the vector width).
  *
- *   format 13 (11 and 12: without nparams, and with an arange's start and step in a u8
- *   value2[8] after value; 9 and 10: also without bform and tile_m; 1 to 8: without the tier):
+ *   format 14 (13: without the schedule; 11 and 12: also without nparams, and with an
+ *   arange's start and step in a u8 value2[8] after value; 9 and 10: also without bform and
+ *   tile_m; 1 to 8: without the tier):
  *     i32 kind, rank, nred, lanes_kept, ninst, nloads, nstores, nparams
  *     ninst x { u8 kind, op, dtype, cls; i32 slot; i32 a[0..3); u8 value[8] }
  *     nstores x i32 store index
  *     u8 has_store_cls; then nstores x u8 store class when set
  *     u8 tier
  *     i32 bform, tile_m
+ *     u8 has_schedule (REDUCTION: jit_kdesc.rsched); then i32 nphases, defer; u8 ahead;
+ *       u64 srow, partial; ninst x { u8 uni; i32 phase, spill }
  */
 #include <string.h>
 
-#include "jit.h"
+#include "reduce_plan.h"
 
 bool
 jit_buf_put(jit_buf *b, const void *p, size_t n)
@@ -133,4 +138,18 @@ jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b)
     jit_buf_u8(b, (unsigned)d->tier);
     jit_buf_u32(b, (uint32_t)d->bform);
     jit_buf_u32(b, (uint32_t)d->tile_m);
+    const rplan *a = d->rsched;
+    jit_buf_u8(b, a != NULL);
+    if (!a)
+        return;
+    jit_buf_u32(b, (uint32_t)a->nphases);
+    jit_buf_u32(b, (uint32_t)a->defer);
+    jit_buf_u8(b, a->ahead);
+    jit_buf_u64(b, (uint64_t)a->srow);
+    jit_buf_u64(b, (uint64_t)a->partial);
+    for (int32_t i = 0; i < d->ninst; i++) {
+        jit_buf_u8(b, a->uni[i]);
+        jit_buf_u32(b, (uint32_t)a->ph[i]);
+        jit_buf_u32(b, (uint32_t)a->spill[i]);
+    }
 }

@@ -358,29 +358,21 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     IR_ASSERT(r.nk >= 1 && d->nred >= 1);
     size_t ni = (size_t)d->ninst + 1, ns = (size_t)r.nslots + 1;
     /* phases, row-wise values, spills, what moves between rows */
-    rplan plan;
-    kiln_status st = rplan_make(d, &plan);
-    if (st)
-        return st;
-    /* the runner provides the scratch the describe pass computed (jit_reduce_scratch) and
-     * no more: code spilling into rows it does not provide would write past them */
-    size_t want_partial, want_spill;
-    rplan_scratch(&plan, &want_partial, &want_spill);
-    if (want_partial != d->partial_bytes || want_spill != d->spill_bytes) {
-        rplan_free(&plan);
-        return ir_error(KILN_ERR_INTERNAL,
-                        "kiln_jit: internal error: reduction kernel %s needs %zu partial and %zu "
-                        "spill bytes, its description provides %zu and %zu",
-                        name, want_partial, want_spill, d->partial_bytes, d->spill_bytes);
-    }
-    r.uni = plan.uni;
-    r.ph = plan.ph;
-    r.spill = plan.spill;
-    r.nphases = plan.nphases;
-    r.partial_bytes = plan.partial;
-    r.defer = plan.defer;
-    r.ahead = plan.ahead;
-    size_t srow = plan.srow;
+    /* the schedule the describe pass made (jit_reduce_schedule), from which the runner's
+     * scratch was sized too: code spilling into rows it does not provide cannot happen */
+    const rplan *plan = d->rsched;
+    if (!plan)
+        return ir_error(KILN_ERR_INTERNAL, "kiln_jit: internal error: reduction kernel %s has no "
+                                           "schedule", name);
+    kiln_status st = KILN_OK;
+    r.uni = plan->uni;
+    r.ph = plan->ph;
+    r.spill = plan->spill;
+    r.nphases = plan->nphases;
+    r.partial_bytes = plan->partial;
+    r.defer = plan->defer;
+    r.ahead = plan->ahead;
+    size_t srow = plan->srow;
     r.ptr = ir_calloc(ns, sizeof(LLVMValueRef));
     r.dims = ir_calloc((size_t)r.R, sizeof(LLVMValueRef));
     r.kbase = ir_calloc(ns, sizeof(LLVMValueRef));
@@ -689,7 +681,6 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         jit_em_stream_fence(l);
     LLVMBuildRetVoid(b);
 done:
-    rplan_free(&plan);
     ir_free(r.ptr);
     ir_free(r.dims);
     ir_free(r.kbase);

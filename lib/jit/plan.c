@@ -23,6 +23,7 @@ step_free(jit_step *s)
     ir_free(s->desc.inst);
     ir_free(s->desc.stores);
     ir_free(s->desc.store_cls);
+    jit_reduce_schedule_free(&s->desc);
     jit_kernel_release(s->kernel);
     ir_free(s->slot);
     ir_free(s->slot_off);
@@ -340,9 +341,9 @@ jit_plan_dump(const jit_plan *p, const kiln_graph *g0, kiln_mode mode, unsigned 
             fprintf(f, "      %lld elements, rank %d, %d loads, %d stores, %d instructions\n",
                     (long long)s->total, (int)s->desc.rank, (int)s->desc.nloads,
                     (int)s->desc.nstores, (int)s->desc.ninst);
-            int passes, deferred;
+            int passes, deferred, spilled;
             bool ahead;
-            jit_reduce_passes(&s->desc, &passes, &deferred, &ahead);
+            jit_reduce_passes(&s->desc, &passes, &deferred, &ahead, &spilled);
             if (passes > 1) {
                 fprintf(f, "      %d passes over each row", passes);
                 if (ahead)
@@ -350,8 +351,15 @@ jit_plan_dump(const jit_plan *p, const kiln_graph *g0, kiln_mode mode, unsigned 
                 if (deferred)
                     fprintf(f, "; pass %d runs one row behind, in the next row's pass %d",
                             deferred, deferred - 1);
+                if (spilled)
+                    fprintf(f, "; %d value%s kept in a scratch row for a later pass",
+                            spilled, spilled > 1 ? "s" : "");
                 fputc('\n', f);
             }
+            if (s->desc.partial_bytes)
+                fprintf(f, "      a long row is reduced in pieces on several threads (%zu bytes "
+                           "of accumulators a piece), combined in order\n",
+                        s->desc.partial_bytes);
             for (int k = 0; k < s->nslots; k++) {
                 int j = k - s->desc.nloads;
                 bool nt = j >= 0 && s->desc.store_cls && s->desc.store_cls[j] == JIT_ST_STREAM;

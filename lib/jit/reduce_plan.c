@@ -385,31 +385,47 @@ rplan_scratch(const rplan *a, size_t *partial, size_t *spill)
 }
 
 kiln_status
-jit_reduce_scratch(jit_kdesc *d)
+jit_reduce_schedule(jit_kdesc *d)
 {
     d->partial_bytes = d->spill_bytes = 0;
     if (d->kind != JIT_KERNEL_REDUCTION)
         return KILN_OK;
-    rplan a;
-    kiln_status st = rplan_make(d, &a);
-    if (st)
+    rplan *a = ir_malloc(sizeof *a);
+    if (!a)
+        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory analysing a kernel");
+    kiln_status st = rplan_make(d, a);
+    if (st) {
+        ir_free(a);
         return st;
-    rplan_scratch(&a, &d->partial_bytes, &d->spill_bytes);
-    rplan_free(&a);
+    }
+    jit_reduce_schedule_free(d);
+    d->rsched = a;
+    rplan_scratch(a, &d->partial_bytes, &d->spill_bytes);
     return KILN_OK;
 }
 
 void
-jit_reduce_passes(const jit_kdesc *d, int *passes, int *deferred, bool *ahead)
+jit_reduce_schedule_free(jit_kdesc *d)
 {
-    *passes = *deferred = 0;
+    if (d->rsched) {
+        rplan_free(d->rsched);
+        ir_free(d->rsched);
+        d->rsched = NULL;
+    }
+}
+
+void
+jit_reduce_passes(const jit_kdesc *d, int *passes, int *deferred, bool *ahead, int *spilled)
+{
+    *passes = *deferred = *spilled = 0;
     *ahead = false;
-    rplan a;
-    if (d->kind != JIT_KERNEL_REDUCTION || d->lanes_kept || rplan_make(d, &a))
+    const rplan *a = d->rsched;
+    if (d->kind != JIT_KERNEL_REDUCTION || d->lanes_kept || !a)
         return;
-    for (int p = 0; p <= a.nphases; p++)
-        *passes += rp_pass_needed_d(d, a.ph, p);
-    *deferred = a.defer;
-    *ahead = a.ahead;
-    rplan_free(&a);
+    for (int p = 0; p <= a->nphases; p++)
+        *passes += rp_pass_needed_d(d, a->ph, p);
+    for (int32_t i = 0; i < d->ninst; i++)
+        *spilled += a->spill[i] != 0;
+    *deferred = a->defer;
+    *ahead = a->ahead;
 }

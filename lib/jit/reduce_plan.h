@@ -1,9 +1,10 @@
 /* reduce_plan.h — the schedule of a REDUCTION kernel, from its description alone, with no
  * LLVM (reduce_plan.c): each instruction's phase and whether it is row-wise, the values
  * spilled to scratch rows, the bytes of a piece's accumulators, and the passes that run one
- * row behind or ahead.  The planner asks it (jit_reduce_scratch, jit_reduce_passes) and the
- * lowering emits from it (lower_reduce.c), so the two cannot disagree.  The algorithm is in
- * lower_reduce.c's header. */
+ * row behind or ahead.  The describe pass makes it once (jit_reduce_schedule: the
+ * description's rsched), the runner's scratch is sized from it, the lowering emits it
+ * (lower_reduce.c) and the dump prints it (jit_reduce_passes), so none can disagree.  The
+ * algorithm is in lower_reduce.c's header. */
 #ifndef KILN_JIT_REDUCE_PLAN_H
 #define KILN_JIT_REDUCE_PLAN_H
 
