@@ -129,18 +129,26 @@ run_col_split(const jit_step *s, krun *r, int threads)
     return KILN_OK;
 }
 
+/* The state of a run of kernel step s over `total` units (elements, rows). */
+static krun
+krun_of(const jit_step *s, void *const *ptrs, int64_t total)
+{
+    krun r = {0};
+    r.fn = jit_kernel_entry(s->kernel);
+    r.ptrs = ptrs;
+    r.strides = s->strides;
+    r.dims = s->dims;
+    r.total = total;
+    return r;
+}
+
 kiln_status
 jit_run_reduction(const jit_step *s, void *const *ptrs, const jit_run_args *a)
 {
     (void)a;
     if (s->rows == 0)
         return KILN_OK;
-    krun r = {0};
-    r.fn = jit_kernel_entry(s->kernel);
-    r.ptrs = ptrs;
-    r.strides = s->strides;
-    r.dims = s->dims;
-    r.total = s->rows;
+    krun r = krun_of(s, ptrs, s->rows);
     size_t bytes = (size_t)s->rows * (size_t)s->rlen * (s->bytes_per_elem ? s->bytes_per_elem : 1);
     int threads = bytes < SMALL_BYTES ? 1 : jit_pool_threads();
     if (s->desc.lanes_kept && s->desc.partial_bytes && s->rlen >= COL_SPLIT_MIN && bytes >= SMALL_BYTES)
@@ -237,12 +245,7 @@ kiln_status
 jit_run_elementwise(const jit_step *s, void *const *ptrs, const jit_run_args *a)
 {
     (void)a;
-    krun r = {0};
-    r.fn = jit_kernel_entry(s->kernel);
-    r.ptrs = ptrs;
-    r.strides = s->strides;
-    r.dims = s->dims;
-    r.total = s->total;
+    krun r = krun_of(s, ptrs, s->total);
     r.ext = s->ext;
     split_elementwise(s, ptrs, &r);
     jit_pool_run(run_chunk, &r, (r.total + r.shift + r.chunk - 1) / r.chunk);
