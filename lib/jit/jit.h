@@ -537,49 +537,57 @@ jit_loc_resolve(const jit_loc *l, const jit_run_args *a)
 
 typedef enum jit_step_kind { JIT_STEP_KERNEL, JIT_STEP_REF, JIT_STEP_COPY } jit_step_kind;
 
+/* A step: one of three kinds, each with its own fields (an anonymous union: the fields of
+ * one kind are named directly, and only the step's kind's may be read). */
 typedef struct jit_step {
     jit_step_kind kind;
     char *explain; /* what the step computes and why its boundary is there */
-    /* KERNEL */
-    jit_kdesc desc;
-    jit_kernel *kernel;
-    int nslots;
-    jit_loc *slot;       /* loads, stores, then desc.nparams parameters (JIT_LOC_CONST
-                          * pointing into params) */
-    ir_scalar *params;   /* desc.nparams run-time scalars, as jit_kdesc says (owned) */
-    int64_t *slot_off;   /* element offset into each slot's buffer */
-    int64_t *strides;    /* nloads * rank (REDUCTION: (nloads + nstores) * rank) */
-    int64_t *ext;        /* ELEMENTWISE: nloads * rank * 2, boxes and gather axes (or NULL) */
-    int64_t dims[JIT_MAX_SPACE];
-    int64_t total;       /* elements of the iteration space */
-    size_t bytes_per_elem; /* bytes moved per element (for chunking) */
-    /* KERNEL of kind REDUCTION: kept elements, reduced elements per row and the size of
-     * the last reduced dim (its scratch: desc.partial_bytes and desc.spill_bytes) */
-    int64_t rows, rlen, rinner;
-    /* KERNEL of kind CONTRACTION: operands A [.., M, K] and B [.., K, N] read through views:
-     * mm_st[x] holds R strides, the space's batch dims (0 where x broadcasts) then x's two
-     * matrix dims; shared: x is the same matrix for every batch element (packed once).  A
-     * constant B is packed when the plan is built (mm_bpacked, owned); the others into the
-     * temporaries block at mm_pack_off on every run. */
-    jit_loc mm_loc[2];
-    int64_t mm_off[2];
-    int64_t mm_st[2][IR_MAX_RANK];
-    int64_t mm_m, mm_n, mm_k, mm_batch;
-    bool mm_shared[2];
-    /* packing converts: an operand that is a cast (from mm_src[x], a kiln_dtype) or a
-     * product with a scalar (mm_scale[x], else 1) of the buffer it reads */
-    uint8_t mm_src[2];
-    double mm_scale[2];
-    void *mm_bpacked;
-    size_t mm_pack_off;
-    /* REF */
-    kiln_graph *sub;     /* one-op graph: inputs = operands */
-    int nin;
-    jit_loc *in;
-    jit_loc out;
-    /* COPY */
-    jit_loc from, to;
-    size_t bytes;
+    union {
+        struct { /* KERNEL: a description (with its schedule) and where it runs */
+            jit_kdesc desc;
+            jit_kernel *kernel;
+            int nslots;
+            jit_loc *slot;       /* loads then stores (nloads + nstores) */
+            ir_scalar *params;   /* desc.nparams run-time scalars, as jit_kdesc says (owned);
+                                  * the runner passes them after the slots */
+            int64_t *slot_off;   /* element offset into each slot's buffer */
+            int64_t *strides;    /* nloads * rank (REDUCTION: (nloads + nstores) * rank) */
+            int64_t *ext;        /* ELEMENTWISE: nloads * rank * 2, boxes and gather axes
+                                  * (or NULL) */
+            int64_t dims[JIT_MAX_SPACE];
+            int64_t total;       /* elements of the iteration space */
+            size_t bytes_per_elem; /* bytes moved per element (for chunking) */
+            /* REDUCTION: kept elements, reduced elements per row and the size of the last
+             * reduced dim (its scratch: desc.partial_bytes and desc.spill_bytes) */
+            int64_t rows, rlen, rinner;
+            /* CONTRACTION and SKINNY: operands A [.., M, K] and B [.., K, N] read through
+             * views: mm_st[x] holds R strides, the space's batch dims (0 where x broadcasts)
+             * then x's two matrix dims; shared: x is the same matrix for every batch element
+             * (packed once).  A constant B is packed when the plan is built (mm_bpacked,
+             * owned); the others into the temporaries block at mm_pack_off on every run. */
+            jit_loc mm_loc[2];
+            int64_t mm_off[2];
+            int64_t mm_st[2][IR_MAX_RANK];
+            int64_t mm_m, mm_n, mm_k, mm_batch;
+            bool mm_shared[2];
+            /* packing converts: an operand that is a cast (from mm_src[x], a kiln_dtype) or
+             * a product with a scalar (mm_scale[x], else 1) of the buffer it reads */
+            uint8_t mm_src[2];
+            double mm_scale[2];
+            void *mm_bpacked;
+            size_t mm_pack_off;
+        };
+        struct { /* REF: one op run by the reference interpreter */
+            kiln_graph *sub;     /* one-op graph: inputs = operands */
+            int nin;
+            jit_loc *in;
+            jit_loc out;
+        };
+        struct { /* COPY: a memcpy */
+            jit_loc from, to;
+            size_t bytes;
+        };
+    };
 } jit_step;
 
 /* (skinny.c) Whether contraction step s (of dtype t, described) reads B in place (a

@@ -20,19 +20,27 @@ static void
 step_free(jit_step *s)
 {
     free(s->explain);
-    ir_free(s->desc.inst);
-    ir_free(s->desc.stores);
-    ir_free(s->desc.store_cls);
-    jit_reduce_schedule_free(&s->desc);
-    jit_kernel_release(s->kernel);
-    ir_free(s->slot);
-    ir_free(s->slot_off);
-    ir_free(s->strides);
-    ir_free(s->params);
-    ir_free(s->ext);
-    kiln_graph_free(s->sub);
-    ir_free(s->in);
-    free(s->mm_bpacked);
+    switch (s->kind) {
+    case JIT_STEP_KERNEL:
+        ir_free(s->desc.inst);
+        ir_free(s->desc.stores);
+        ir_free(s->desc.store_cls);
+        jit_reduce_schedule_free(&s->desc);
+        jit_kernel_release(s->kernel);
+        ir_free(s->slot);
+        ir_free(s->slot_off);
+        ir_free(s->strides);
+        ir_free(s->params);
+        ir_free(s->ext);
+        free(s->mm_bpacked);
+        break;
+    case JIT_STEP_REF:
+        kiln_graph_free(s->sub);
+        ir_free(s->in);
+        break;
+    case JIT_STEP_COPY:
+        break;
+    }
 }
 
 void
