@@ -1064,7 +1064,7 @@ plan_steps(kiln_program *p)
  * last layer summed in groups of 10 into 15 outputs.  Its ops join their operands' kernels,
  * so unbounded they would make kernels of hundreds of ops holding hundreds of values until
  * the end of the body (LLVM's time grows faster than linearly with them).  The planner
- * ends a kernel at its bound on such values (lib/jit/plan.h), names that bound in the plan,
+ * ends a kernel at its bound on such values (lib/jit/planner.h), names that bound in the plan,
  * and the result still matches the interpreter bit for bit, fused and eager. */
 START_TEST(test_wide_graph_bounded)
 {

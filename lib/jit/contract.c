@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "plan.h"
+#include "planner.h"
 
 /* Work below this many multiply-adds stays on the caller's thread. */
 #define SMALL_MACS ((int64_t)1 << 18)

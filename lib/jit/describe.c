@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan.h"
+#include "planner.h"
 
 /* ---- kernel descriptions ---------------------------------------------------------------- */
 

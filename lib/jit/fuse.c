@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan.h"
+#include "planner.h"
 
 static bool
 is_view_op(ir_op op)

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan.h"
+#include "planner.h"
 
 static void
 step_free(jit_step *s)

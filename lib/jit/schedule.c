@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan.h"
+#include "planner.h"
 
 /* The step that produces node n's buffer (-1: an input or a constant). */
 static int32_t

@@ -1,4 +1,4 @@
-/* plan.h — the planner's passes share these (lib/jit only).
+/* planner.h — the planner's passes share these (lib/jit only).
  *
  *   fuse.c      classify every node, cluster them into kernels, decide what is stored
  *   schedule.c  order the steps, place every stored value (caller's outputs, one packed
@@ -13,8 +13,8 @@
  *   skinny.c    the SKINNY kind's facts without LLVM: the cost model that chooses it, its
  *               tiles, the columns of a call
  */
-#ifndef KILN_JIT_PLAN_H
-#define KILN_JIT_PLAN_H
+#ifndef KILN_JIT_PLANNER_H
+#define KILN_JIT_PLANNER_H
 
 #include <stdio.h>
 
@@ -140,4 +140,4 @@ IR_HIDDEN kiln_status jit_contract_run(const jit_step *s, void *const *ptrs, con
 /* contract.c: running a SKINNY step. */
 IR_HIDDEN kiln_status jit_skinny_run(const jit_step *s, void *const *ptrs, const jit_run_args *a);
 
-#endif /* KILN_JIT_PLAN_H */
+#endif /* KILN_JIT_PLANNER_H */
