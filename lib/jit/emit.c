@@ -341,6 +341,15 @@ jit_em_lane_ids(L *l)
 }
 
 LLVMValueRef
+jit_em_clamp_lanes(L *l, LLVMValueRef rest)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMValueRef zero = jit_em_i64(l, 0), w = jit_em_i64(l, l->W);
+    rest = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, rest, zero, ""), zero, rest, "");
+    return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, rest, w, ""), w, rest, "");
+}
+
+LLVMValueRef
 jit_em_first_lanes(L *l, LLVMValueRef rest)
 {
     LLVMValueRef lanes[64];

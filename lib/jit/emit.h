@@ -46,6 +46,9 @@ IR_HIDDEN LLVMValueRef jit_em_lane_ids(jit_em *l);
 /* The first `rest` lanes (0 <= rest <= W, an i64), compared in i32 lanes: legal vector
  * types keep LLVM's code generation cheap. */
 IR_HIDDEN LLVMValueRef jit_em_first_lanes(jit_em *l, LLVMValueRef rest);
+/* The lanes of a vector that `rest` (an i64: elements left, any value) leaves: clamp(rest,
+ * 0, W), for jit_em_first_lanes. */
+IR_HIDDEN LLVMValueRef jit_em_clamp_lanes(jit_em *l, LLVMValueRef rest);
 IR_HIDDEN LLVMValueRef jit_em_all_true(jit_em *l);
 /* At the entry of a kernel of description d, with the builder in its entry block: read its
  * parameters (d->nparams scalars at ptrs[nloads + nstores + j], pptrs the kernel's first

@@ -381,11 +381,8 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
     LLVMValueRef obase = LLVMBuildAdd(b, obatch, LLVMBuildMul(b, row, N, ""), "");
     LLVMValueRef accv = LLVMBuildLoad2(b, cs.vt, LLVMBuildGEP2(b, cs.vt, tile, &q, 1, ""), "");
     LLVMSetAlignment(accv, cs.valign);
-    /* lanes left in this vector: clamp(J1 - c, 0, W) */
-    LLVMValueRef restv = LLVMBuildSub(b, J1, c, "");
-    LLVMValueRef zero0 = jit_em_i64(l, 0), Wc = jit_em_i64(l, l->W);
-    restv = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, restv, zero0, ""), zero0, restv, "");
-    restv = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, restv, Wc, ""), Wc, restv, "");
+    /* lanes left in this vector */
+    LLVMValueRef restv = jit_em_clamp_lanes(l, LLVMBuildSub(b, J1, c, ""));
     jit_contract_epilogue(l, d, mi, accv, ptr, off, sm, istride, row, obase, c,
                           jit_em_first_lanes(l, restv), val);
     LLVMValueRef q2 = jit_em_opaque(l, LLVMBuildAdd(b, q, jit_em_i64(l, 1), ""));

@@ -105,15 +105,6 @@ loop_end(sk *k, sloop *lp)
 }
 
 static LLVMValueRef
-clamp_lanes(L *l, LLVMValueRef rest)
-{
-    LLVMBuilderRef b = l->b;
-    LLVMValueRef zero = jit_em_i64(l, 0), w = jit_em_i64(l, l->W);
-    rest = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, rest, zero, ""), zero, rest, "");
-    return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, rest, w, ""), w, rest, "");
-}
-
-static LLVMValueRef
 vload(sk *k, LLVMValueRef base, LLVMValueRef idx, unsigned align)
 {
     LLVMValueRef v = LLVMBuildLoad2(k->l->b, k->vt, LLVMBuildGEP2(k->l->b, k->st, base, &idx, 1, ""), "");
@@ -178,7 +169,7 @@ rows_pass(sk *k, int nv, LLVMValueRef y, LLVMValueRef ncols, LLVMValueRef p0, LL
     LLVMValueRef mk[8];
     for (int v = 0; v < nv; v++) {
         LLVMValueRef rest = LLVMBuildSub(l->b, ncols, LLVMBuildAdd(l->b, cg.iv, jit_em_i64(l, (int64_t)v * l->W), ""), "");
-        mk[v] = jit_em_first_lanes(l, clamp_lanes(l, rest));
+        mk[v] = jit_em_first_lanes(l, jit_em_clamp_lanes(l, rest));
     }
     rows_steps(k, nv, y, cg.iv, mk, kp.iv, np, arow, ak, bj, bs);
     loop_end(k, &cg);
@@ -296,7 +287,7 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
         LLVMValueRef row = LLVMBuildUDiv(b, q.iv, nvec, "row");
         LLVMValueRef c = LLVMBuildMul(b, LLVMBuildURem(b, q.iv, nvec, ""), jit_em_i64(l, l->W), "");
         LLVMValueRef accv = vload(&k, y, LLVMBuildAdd(b, LLVMBuildMul(b, row, jit_em_i64(l, k.cols), ""), c, ""), va);
-        LLVMValueRef mask = jit_em_first_lanes(l, clamp_lanes(l, LLVMBuildSub(b, ncols, c, "")));
+        LLVMValueRef mask = jit_em_first_lanes(l, jit_em_clamp_lanes(l, LLVMBuildSub(b, ncols, c, "")));
         LLVMValueRef obase = LLVMBuildAdd(b, obatch, LLVMBuildMul(b, row, N, ""), "");
         jit_contract_epilogue(l, d, mi, accv, ptr, off, sm, istride, row, obase,
                               LLVMBuildAdd(b, J0, c, ""), mask, val);
@@ -348,7 +339,7 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
         LLVMBasicBlockRef from = LLVMGetInsertBlock(b);
         LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, rest, jit_em_i64(l, 0), ""), tail, sums);
         LLVMPositionBuilderAtEnd(b, tail);
-        LLVMValueRef mask = jit_em_first_lanes(l, clamp_lanes(l, rest)), tacc[MAX_ACC];
+        LLVMValueRef mask = jit_em_first_lanes(l, jit_em_clamp_lanes(l, rest)), tacc[MAX_ACC];
         for (int r = 0; r < k.tm; r++)
             av[r] = jit_em_load(l, t, JIT_CONTIG, arow[r], kp.iv, jit_em_i64(l, 0), NULL, mask);
         for (int cc = 0; cc < nc; cc++)
@@ -376,7 +367,7 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
             }
         loop_end(&k, &g);
         /* the epilogue of the W columns, row by row */
-        LLVMValueRef cmask = jit_em_first_lanes(l, clamp_lanes(l, LLVMBuildSub(b, J1, c0.iv, "")));
+        LLVMValueRef cmask = jit_em_first_lanes(l, jit_em_clamp_lanes(l, LLVMBuildSub(b, J1, c0.iv, "")));
         sloop rl;
         loop_begin(&k, &rl, jit_em_i64(l, 0), M, 1, false, "epi");
         LLVMValueRef accv = vload(&k, y, LLVMBuildMul(b, rl.iv, jit_em_i64(l, l->W), ""), va);
