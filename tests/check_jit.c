@@ -11,7 +11,7 @@
  *    interpreter quiets a signalling NaN that the hardware keeps (the NAN_* rules below
  *    say which, and why).  Every non-NaN value is compared bit for bit, -0.0 included.
  *  - Transcendental ops compiled by vmath (jit_math_available) are held to vmath's ULP
- *    bound against a long double reference (ref_math, tools/kiln/refmath.c); while they
+ *    bound against a long double reference (ref_math, lib/check/refmath.c); while they
  *    run as reference steps they must match the interpreter exactly.
  *
  * Output buffers are pre-filled with a poison pattern and followed by a guard area, so an
@@ -551,7 +551,7 @@ ulp_bound(ir_op op, kiln_dtype t)
 }
 
 /* Reference outputs of one-op graph g (all operands the output's shape): the exact values
- * of tools/kiln/refmath.c (long double, formulas rewritten without cancellation), the
+ * of lib/check/refmath.c (long double, formulas rewritten without cancellation), the
  * ones `kiln check --ulp` measures against, rounded to the output dtype.  Not the
  * interpreter: it evaluates ops.def's formulas literally in double, the spec's value but
  * not accurate to an ULP where the formula cancels (gelu(-7) in f32). */
@@ -1233,7 +1233,7 @@ exact_ops(bool *ops)
  * within the op's ULP bound, grows through later ops (a cancelling subtraction, a
  * comparison or cast that flips, a NaN from a domain edge), so no one tolerance fits a
  * whole random graph.  Such an output is held element by element to the bound `kiln
- * check` propagates through the graph (tools/kiln/errbound.h, ts_bounds_for), which is
+ * check` propagates through the graph (lib/check/errbound.h, ts_bounds_for), which is
  * infinite, and the element not compared, where nothing survives; those ops are held to
  * their own bound one op at a time in test 1, and bounded outputs must also agree between
  * FUSED and EAGER (check_modes_agree).  Everything else must be exact (NaN payloads
