@@ -142,6 +142,12 @@ typedef struct kiln_graph kiln_graph;
  * names line:column and what was expected), KILN_ERR_VERIFY / ERR_SHAPE / ERR_DTYPE /
  * ERR_OVERFLOW (rule broken), KILN_ERR_NOMEM, KILN_ERR_INVALID_ARG (NULL text or out). */
 KILN_API kiln_status kiln_graph_parse(const char *text, size_t len, kiln_graph **out);
+/* kiln_graph_parse_named: kiln_graph_parse with `source` naming the text in messages, as a
+ * file name does: "kiln_graph_parse: parse error: model.kiln:3:14: expected ')', got '}'"
+ * (kiln_graph_parse says "<input>"; so does a NULL source).  The name is not kept.  Errors
+ * and ownership as kiln_graph_parse; thread-safe. */
+KILN_API kiln_status kiln_graph_parse_named(const char *text, size_t len, const char *source,
+                                            kiln_graph **out);
 
 /* kiln_graph_free: frees the graph and its constant data.  NULL is a no-op (KILN_OK); a
  * freed or foreign pointer is KILN_ERR_MISUSE (nothing is freed).  Every function below

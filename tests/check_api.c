@@ -1,4 +1,6 @@
-/* check_api.c — the public header against the op table (lib/ir/ops.def).
+/* check_api.c — the public header against the op table (lib/ir/ops.def), and the public
+ * functions the kiln command needs beside the tensor API (a parse that names its source,
+ * the host description).
  *
  * Every op of the table has its kiln_<name> entry point in kiln.h: the table below is built
  * from ops.def, so an op added to the table without a declaration in kiln.h fails this
@@ -81,6 +83,39 @@ START_TEST(test_header_declares_only_table_ops)
 }
 END_TEST
 
+/* kiln_graph_parse_named: the source's name in the message, the graph the same as
+ * kiln_graph_parse's, the argument errors of kiln_graph_parse. */
+START_TEST(test_parse_named)
+{
+    static const char good[] = "graph g(x: f32[4]) -> (y: f32[4]) {\n  y = exp(x)\n}\n";
+    static const char bad[] = "graph g(x: f32[4]) -> (y: f32[4]) {\n  y = exp(x\n}\n";
+    kiln_graph *a = NULL, *b = NULL;
+    ck_assert_int_eq(kiln_graph_parse_named(good, sizeof good - 1, "model.kiln", &a), KILN_OK);
+    ck_assert_int_eq(kiln_graph_parse(good, sizeof good - 1, &b), KILN_OK);
+    ck_assert_int_eq(kiln_graph_equal(a, b), 1);
+    ck_assert_int_eq(kiln_graph_free(a), KILN_OK);
+    ck_assert_int_eq(kiln_graph_free(b), KILN_OK);
+
+    a = (kiln_graph *)&b; /* set to NULL on failure */
+    ck_assert_int_eq(kiln_graph_parse_named(bad, sizeof bad - 1, "model.kiln", &a),
+                     KILN_ERR_PARSE);
+    ck_assert_ptr_null(a);
+    ck_assert_int_eq(kiln_errcode(), KILN_ERR_PARSE);
+    ck_assert_str_eq(kiln_errmsg(), "kiln_graph_parse: parse error: model.kiln:3:1: "
+                                    "expected ')', got '}'");
+    ck_assert_int_eq(kiln_graph_parse_named(bad, sizeof bad - 1, NULL, &a), KILN_ERR_PARSE);
+    ck_assert_ptr_nonnull(strstr(kiln_errmsg(), ": <input>:3:1: "));
+    ck_assert_int_eq(kiln_graph_parse(bad, sizeof bad - 1, &a), KILN_ERR_PARSE);
+    ck_assert_ptr_nonnull(strstr(kiln_errmsg(), ": <input>:3:1: "));
+
+    ck_assert_int_eq(kiln_graph_parse_named(NULL, 0, "m", &a), KILN_ERR_INVALID_ARG);
+    ck_assert_str_eq(kiln_errmsg(), "kiln_graph_parse: invalid argument: text is NULL");
+    ck_assert_int_eq(kiln_graph_parse_named(good, sizeof good - 1, "m", NULL),
+                     KILN_ERR_INVALID_ARG);
+    ck_assert_str_eq(kiln_errmsg(), "kiln_graph_parse: invalid argument: out is NULL");
+}
+END_TEST
+
 static Suite *
 api_suite(void)
 {
@@ -88,6 +123,9 @@ api_suite(void)
     TCase *tc = tcase_create("header");
     tcase_add_test(tc, test_every_op_has_an_entry_point);
     tcase_add_test(tc, test_header_declares_only_table_ops);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("functions");
+    tcase_add_test(tc, test_parse_named);
     suite_add_tcase(s, tc);
     return s;
 }
