@@ -573,6 +573,27 @@ typedef struct kiln_stats {
  * after it: 0 included); nothing is written then. */
 KILN_API kiln_status kiln_jit_stats(kiln_stats *stats);
 
+/* The host kiln compiles for, as `kiln --version` and `kiln bench` report it.  Detected
+ * once, at first use (LLVM's name and features of the CPU, the last-level cache from sysfs
+ * or sysconf); detecting starts no JIT.  Versioned (docs/abi.md): declare it with
+ * KILN_HOST_INFO_INIT; kiln_host_info_get writes the first `size` bytes (never the size
+ * field itself).  The strings are static storage, valid for the life of the process. */
+typedef struct kiln_host_info {
+    size_t size;              /* set by the caller: sizeof(kiln_host_info) */
+    const char *cpu;          /* LLVM's name of the host CPU, e.g. "znver4" */
+    const char *features;     /* LLVM's feature string: "+avx2,+avx512f,..." */
+    const char *triple;       /* the target triple, e.g. "x86_64-pc-linux-gnu" */
+    const char *llvm_version; /* of the LLVM kiln runs with, e.g. "19.1.7" */
+    int vector_bits;          /* the widest vectors kernels use: 512, 256 or 128 */
+    size_t llc_bytes;         /* the last-level data cache, in bytes */
+    const char *llc_source;   /* where that figure came from: "sysfs", "sysconf" or "default"
+                               * (neither said; a fixed guess) */
+} kiln_host_info;
+#define KILN_HOST_INFO_INIT {.size = sizeof(kiln_host_info)}
+/* Errors: KILN_ERR_INVALID_ARG (info NULL, or info->size smaller than the first field after
+ * it: 0 included); nothing is written then.  Thread-safe. */
+KILN_API kiln_status kiln_host_info_get(kiln_host_info *info);
+
 /* ---- the persistent kernel cache ---------------------------------------------------------
  * Compiled modules are kept on disk so a new process skips LLVM code generation: in
  * KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.  KILN_CACHE_DIR=off (or

@@ -116,6 +116,32 @@ START_TEST(test_parse_named)
 }
 END_TEST
 
+/* kiln_host_info_get: the facts kiln --version prints, filled and plausible. */
+START_TEST(test_host_info)
+{
+    kiln_host_info h = KILN_HOST_INFO_INIT;
+    ck_assert_int_eq(kiln_host_info_get(&h), KILN_OK);
+    ck_assert_uint_eq(h.size, sizeof h);
+    ck_assert_ptr_nonnull(h.cpu);
+    ck_assert_ptr_nonnull(h.features);
+    ck_assert_ptr_nonnull(h.triple);
+    ck_assert_ptr_nonnull(h.llvm_version);
+    ck_assert_msg(strncmp(h.llvm_version, "19.", 3) == 0, "LLVM %s", h.llvm_version);
+    ck_assert_msg(h.vector_bits == 128 || h.vector_bits == 256 || h.vector_bits == 512,
+                  "vector_bits %d", h.vector_bits);
+    ck_assert_uint_gt(h.llc_bytes, 0);
+    ck_assert_ptr_nonnull(h.llc_source);
+    ck_assert_msg(strcmp(h.llc_source, "sysfs") == 0 || strcmp(h.llc_source, "sysconf") == 0 ||
+                      strcmp(h.llc_source, "default") == 0,
+                  "llc_source %s", h.llc_source);
+    /* detected once: a second call gives the same strings */
+    kiln_host_info again = KILN_HOST_INFO_INIT;
+    ck_assert_int_eq(kiln_host_info_get(&again), KILN_OK);
+    ck_assert_ptr_eq(again.cpu, h.cpu);
+    ck_assert_int_eq(again.vector_bits, h.vector_bits);
+}
+END_TEST
+
 static Suite *
 api_suite(void)
 {
@@ -126,6 +152,7 @@ api_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("functions");
     tcase_add_test(tc, test_parse_named);
+    tcase_add_test(tc, test_host_info);
     suite_add_tcase(s, tc);
     return s;
 }
