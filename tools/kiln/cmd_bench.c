@@ -33,30 +33,19 @@ bench_now(void)
 
 /* ---- errors ---------------------------------------------------------------------------- */
 
-static int64_t
-ordered32(float f)
-{
-    int32_t i;
-    memcpy(&i, &f, 4);
-    return i < 0 ? (int64_t)INT32_MIN - i : i;
-}
-
-double
-bench_ulp_error(kiln_dtype t, const void *got, const void *want, size_t count, size_t *worst)
+/* The error of `got` against the reference `want` (count elements of dtype t), a figure
+ * for the report (the verdict is bound_ratio's): the max distance in representable values
+ * for floats (ref_ulp_distance: NaN vs NaN is 0, NaN vs number is infinite), and for ints
+ * and bools 1 when any element differs.  *worst is the index of the largest error. */
+static double
+ulp_error(kiln_dtype t, const void *got, const void *want, size_t count, size_t *worst)
 {
     double max = 0;
     *worst = 0;
     for (size_t i = 0; i < count; i++) {
         double e;
-        if (t == KILN_DTYPE_F32) {
-            float a = ((const float *)got)[i], b = ((const float *)want)[i];
-            if (isnan(a) || isnan(b))
-                e = isnan(a) && isnan(b) ? 0 : INFINITY;
-            else
-                e = fabs((double)(ordered32(a) - ordered32(b)));
-        } else if (t == KILN_DTYPE_F64) {
-            /* exact in integers: an ordered bit distance in a double rounds to 512 ulp */
-            e = ref_ulp_distance(t, ((const double *)got)[i], ((const double *)want)[i]);
+        if (ir_dtype_is_float(t)) {
+            e = ref_ulp_distance(t, ir_load_f64(t, got, i), ir_load_f64(t, want, i));
         } else {
             size_t s = kiln_dtype_size(t);
             e = memcmp((const char *)got + i * s, (const char *)want + i * s, s) != 0;
@@ -69,8 +58,9 @@ bench_ulp_error(kiln_dtype t, const void *got, const void *want, size_t count, s
     return max;
 }
 
-double
-bench_rel_error(kiln_dtype t, const void *got, const void *want, size_t count)
+/* Normwise relative error ||got - want|| / ||want|| (floats; 0 when both are zero). */
+static double
+rel_error(kiln_dtype t, const void *got, const void *want, size_t count)
 {
     double num = 0, den = 0;
     for (size_t i = 0; i < count; i++) {
@@ -728,8 +718,8 @@ graph_error(const kiln_graph *g, void **got, void **want, bool ulp)
         const ir_type *t = &g->nodes[g->outputs[i].node].type;
         size_t n = ir_shape_count(&t->shape), worst;
         double e = ulp || !ir_dtype_is_float(t->dtype)
-                       ? bench_ulp_error(t->dtype, got[i], want[i], n, &worst)
-                       : bench_rel_error(t->dtype, got[i], want[i], n);
+                       ? ulp_error(t->dtype, got[i], want[i], n, &worst)
+                       : rel_error(t->dtype, got[i], want[i], n);
         if (e > max || isnan(e))
             max = e;
     }
@@ -746,15 +736,9 @@ bound_ratio(const kiln_graph *g, void **got, const eb_output *eb)
     double max = 0;
     for (int32_t i = 0; i < g->noutputs; i++) {
         const ir_type *t = &g->nodes[g->outputs[i].node].type;
-        size_t n = ir_shape_count(&t->shape);
-        for (size_t e = 0; e < n; e++) {
-            double ratio;
-            bool ok = eb_within(t->dtype, got[i], eb[i].ref, e, eb[i].bound ? eb[i].bound[e] : 0, &ratio);
-            if (!ok && !(ratio > 1))
-                ratio = INFINITY; /* NaN against a number */
-            if (ratio > max)
-                max = ratio;
-        }
+        eb_cmp c = eb_compare(t->dtype, got[i], &eb[i], ir_shape_count(&t->shape));
+        if (c.ratio > max)
+            max = c.ratio;
     }
     return max;
 }
