@@ -25,8 +25,5 @@ void cmd_bench_help(FILE *f);
 int cmd_check(int argc, char **argv);
 void cmd_check_help(FILE *f);
 
-/* Does the graph consist of elementwise, movement and source ops only? */
-bool bench_is_elementwise(const kiln_graph *g);
-double bench_now(void);
 
 #endif
