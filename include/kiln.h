@@ -573,6 +573,14 @@ typedef struct kiln_stats {
  * after it: 0 included); nothing is written then. */
 KILN_API kiln_status kiln_jit_stats(kiln_stats *stats);
 
+/* kiln_jit_cache_drop: empty the in-memory caches as far as nothing holds them: compiled
+ * programs and kernels no live program uses are freed (their machine code with them), and
+ * the free temporaries blocks programs run in.  Live programs keep working.  The next
+ * compile of a dropped graph loads from the disk cache or compiles again (what a new
+ * process pays: `kiln bench` measures it so).  Not needed for correctness; also returns a
+ * long-lived process's memory after a burst of compiles.  Thread-safe. */
+KILN_API void kiln_jit_cache_drop(void);
+
 /* The host kiln compiles for, as `kiln --version` and `kiln bench` report it.  Detected
  * once, at first use (LLVM's name and features of the CPU, the last-level cache from sysfs
  * or sysconf); detecting starts no JIT.  Versioned (docs/abi.md): declare it with

@@ -1,6 +1,6 @@
 /* check_api.c — the public header against the op table (lib/ir/ops.def), and the public
  * functions the kiln command needs beside the tensor API (a parse that names its source,
- * the host description).
+ * the host description, dropping the in-memory caches).
  *
  * Every op of the table has its kiln_<name> entry point in kiln.h: the table below is built
  * from ops.def, so an op added to the table without a declaration in kiln.h fails this
@@ -9,6 +9,7 @@
  * documented helpers), so a declaration left behind by a removed or renamed op fails here
  * instead of in a user's link. */
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +143,48 @@ START_TEST(test_host_info)
 }
 END_TEST
 
+/* kiln_jit_cache_drop: what no program holds is gone (the next compile does the work
+ * again, from the disk cache or LLVM); a live program keeps running. */
+START_TEST(test_cache_drop)
+{
+    static const char text[] = "graph g(x: f32[100]) -> (y: f32[100]) {\n  y = exp(x)\n}\n";
+    kiln_graph *g = NULL;
+    ck_assert_int_eq(kiln_graph_parse(text, sizeof text - 1, &g), KILN_OK);
+    kiln_program *p = NULL, *live = NULL;
+    ck_assert_int_eq(kiln_program_compile(g, NULL, &p), KILN_OK);
+    ck_assert_int_eq(kiln_program_free(p), KILN_OK);
+    kiln_stats a = KILN_STATS_INIT, b = KILN_STATS_INIT, c = KILN_STATS_INIT;
+    ck_assert_int_eq(kiln_jit_stats(&a), KILN_OK);
+    ck_assert_uint_gt(a.kernel_entries, 0);
+
+    kiln_jit_cache_drop();
+    ck_assert_int_eq(kiln_jit_stats(&b), KILN_OK);
+    ck_assert_uint_eq(b.kernel_entries, 0);
+    ck_assert_uint_eq(b.kernel_bytes, 0);
+    ck_assert_uint_eq(b.workspace_bytes, 0);
+
+    /* compiled again: neither the program nor its kernel is found in memory */
+    ck_assert_int_eq(kiln_program_compile(g, NULL, &live), KILN_OK);
+    ck_assert_int_eq(kiln_jit_stats(&c), KILN_OK);
+    ck_assert_uint_eq(c.plan_hits, b.plan_hits);
+    ck_assert_uint_eq(c.kernel_hits, b.kernel_hits);
+    ck_assert_uint_gt(c.kernel_compiles + c.disk_hits, b.kernel_compiles + b.disk_hits);
+
+    /* a program held across a drop keeps its code */
+    kiln_jit_cache_drop();
+    float x[100], y[100];
+    for (int i = 0; i < 100; i++)
+        x[i] = (float)i / 50 - 1;
+    const void *in[1] = {x};
+    void *out[1] = {y};
+    ck_assert_int_eq(kiln_program_run(live, in, out), KILN_OK);
+    for (int i = 0; i < 100; i++)
+        ck_assert_msg(fabs(y[i] - exp(x[i])) <= 1e-6 * exp(x[i]), "y[%d] = %g", i, y[i]);
+    ck_assert_int_eq(kiln_program_free(live), KILN_OK);
+    ck_assert_int_eq(kiln_graph_free(g), KILN_OK);
+}
+END_TEST
+
 static Suite *
 api_suite(void)
 {
@@ -153,6 +196,7 @@ api_suite(void)
     tc = tcase_create("functions");
     tcase_add_test(tc, test_parse_named);
     tcase_add_test(tc, test_host_info);
+    tcase_add_test(tc, test_cache_drop);
     suite_add_tcase(s, tc);
     return s;
 }

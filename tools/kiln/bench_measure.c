@@ -437,8 +437,7 @@ disk_compile_ms(const kiln_graph *g, const bench_opts *o, double *ms)
     kiln_program_free(p);
     double t[5];
     for (int k = 0; k < 5; k++) {
-        jit_plan_cache_trim();
-        jit_cache_trim();
+        kiln_jit_cache_drop();
         double a = bench_now();
         if ((st = kiln_program_compile(g, &of, &p)))
             return st;
