@@ -96,7 +96,7 @@ cmp_double(const void *a, const void *b)
 
 /* ---- cache eviction ------------------------------------------------------------------------
  * Between timed runs of a memory-bound workload, every thread of the pool reads its part
- * of a buffer four times the last-level cache (jit_host_info()->llc_bytes), so the next
+ * of a buffer four times the last-level cache (kiln_host_info.llc_bytes), so the next
  * run finds its inputs in memory, not in cache, and the previous run's dirty output lines
  * are written back outside the timing: what a program that touches other data between
  * calls sees, and what a STREAM run measures. */
@@ -104,7 +104,9 @@ cmp_double(const void *a, const void *b)
 kiln_status
 bench_evict_init(bench_evictor *ev)
 {
-    size_t bytes = 4 * jit_host_info()->llc_bytes;
+    kiln_host_info h = KILN_HOST_INFO_INIT;
+    kiln_host_info_get(&h);
+    size_t bytes = 4 * h.llc_bytes;
     if (bytes < ((size_t)64 << 20))
         bytes = (size_t)64 << 20;
     ev->words = bytes / 8;

@@ -1,11 +1,11 @@
 /* bench_report.c — `kiln bench`'s report: the table and the probe figures on standard
- * output, every figure as JSON (--json), the bandwidth bars as SVG (--plot). */
+ * output, every figure as JSON (--json), the bandwidth bars as SVG (--plot).  kiln.h only:
+ * it prints what bench_measure.c measured. */
 #include <errno.h>
 #include <math.h>
 #include <string.h>
 
 #include "bench_run.h"
-#include "jit.h"
 
 static const char *const probe_names[PROBE_KINDS] = {"copy", "triad", "stream_copy", "read"};
 
@@ -134,8 +134,10 @@ bench_write_json(const char *path, const bench_result *rs, int n, const kiln_sta
 {
     FILE *f = fopen(path, "w");
     if (!f)
-        return ir_error(KILN_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    const jit_host *h = jit_host_info();
+        return cli_error(KILN_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    kiln_host_info host = KILN_HOST_INFO_INIT;
+    kiln_host_info_get(&host);
+    const kiln_host_info *h = &host;
     fprintf(f, "{\n  \"kiln_version\": \"%s\",\n  \"machine\": {\"cpu\": ", kiln_version());
     json_str(f, h->cpu);
     fprintf(f, ", \"features\": ");
@@ -212,7 +214,7 @@ bench_write_json(const char *path, const bench_result *rs, int n, const kiln_sta
     }
     fprintf(f, "  ]\n}\n");
     if (fclose(f) != 0)
-        return ir_error(KILN_ERR_IO, "%s: write failed", path);
+        return cli_error(KILN_ERR_IO, "%s: write failed", path);
     return KILN_OK;
 }
 
@@ -223,7 +225,7 @@ bench_write_svg(const char *path, const bench_result *rs, int n)
 {
     FILE *f = fopen(path, "w");
     if (!f)
-        return ir_error(KILN_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+        return cli_error(KILN_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     double top = 1;
     for (int i = 0; i < n; i++) {
         if (rs[i].probe_gbs > top) top = rs[i].probe_gbs;
@@ -262,6 +264,6 @@ bench_write_svg(const char *path, const bench_result *rs, int n)
             x0 + 140, x0 + 170, x0 + 176);
     fprintf(f, "</svg>\n");
     if (fclose(f) != 0)
-        return ir_error(KILN_ERR_IO, "%s: write failed", path);
+        return cli_error(KILN_ERR_IO, "%s: write failed", path);
     return KILN_OK;
 }

@@ -117,7 +117,7 @@ void bench_one(const char *name, kiln_graph *g, const bench_opts *o, bench_probe
 void bench_print_table(FILE *f, const bench_result *rs, int n, const bench_opts *o);
 void bench_print_probes(FILE *f, const bench_result *rs, int n);
 /* Every figure, the machine and kiln's version as JSON; bars of fused and eager bandwidth
- * against the probe as SVG.  KILN_ERR_IO with the path in the message. */
+ * against the probe as SVG.  KILN_ERR_IO with the path in the message (cli_error). */
 kiln_status bench_write_json(const char *path, const bench_result *rs, int n,
                              const kiln_stats *ks, const bench_opts *o);
 kiln_status bench_write_svg(const char *path, const bench_result *rs, int n);

@@ -160,9 +160,13 @@ cmd_bench(int argc, char **argv)
         return CLI_FAIL;
     }
     ir_config_reload(); /* the library reads the environment once: these two settings */
-    const jit_host *h = jit_host_info();
+    kiln_host_info host = KILN_HOST_INFO_INIT;
+    kiln_stats ks = KILN_STATS_INIT;
+    kiln_host_info_get(&host);
+    kiln_jit_stats(&ks); /* the thread pool's size */
+    const kiln_host_info *h = &host;
     fprintf(stderr, "kiln bench: %d workload(s) on %s (%d-bit vectors), %d thread(s); probe...\n",
-            n, h->cpu, h->vector_bits, jit_pool_threads());
+            n, h->cpu, h->vector_bits, ks.threads);
     if (bench_probe_init(&pr) || (!o.warm && bench_evict_init(&ev))) {
         rc = cli_fail();
         goto done;
@@ -181,7 +185,7 @@ cmd_bench(int argc, char **argv)
         } else {
             char src[64];
             snprintf(src, sizeof src, "<bench:%s>", bench_suite[w].name);
-            st = ir_parse(bench_suite[w].text, bench_suite[w].len, src, &g);
+            st = kiln_graph_parse_named(bench_suite[w].text, bench_suite[w].len, src, &g);
             rs[i].name = bench_suite[w].name;
         }
         if (st) {
@@ -197,7 +201,6 @@ cmd_bench(int argc, char **argv)
             rc = CLI_FAIL;
         }
     }
-    kiln_stats ks = KILN_STATS_INIT;
     kiln_jit_stats(&ks);
     printf("kiln %s bench on %s (%d-bit vectors), %d threads, LLVM %s\n", kiln_version(), h->cpu,
            h->vector_bits, ks.threads, h->llvm_version);
