@@ -202,13 +202,13 @@ time_program(kiln_program *p, const void *const *in, void *const *out, double bu
  * (KILN_STORES_STREAM), and a read (s = sum(x), 4 bytes per element), run on its thread
  * pool over 2^25 floats per array (128 MiB each: far beyond any last-level cache), at least
  * 5 runs of each per call of probe_run.  A workload that only reads (gemv, decode: their
- * weights) is also given as a fraction of the read's best: on the development machine a
- * read streams about half the bytes per second that the streaming copy moves.  The bytes
- * counted are STREAM's: a store's read-for-ownership is not counted, as in STREAM.  That
- * makes the streaming copy the fastest on most machines (it really moves 8 bytes per
- * element where the ordinary copy moves 12), and a workload that streams its stores (chain
- * by default at its size) is measured against the streaming copy, not against a limit it
- * can beat. */
+ * weights) is also given as a fraction of the read's best: a read streams far fewer bytes
+ * per second than the streaming copy moves (docs/benchmarking.md, "The limit", has the
+ * figures).  The bytes counted are STREAM's: a store's read-for-ownership is not counted,
+ * as in STREAM.  That makes the streaming copy the fastest on most machines (it really
+ * moves 8 bytes per element where the ordinary copy moves 12), and a workload that streams
+ * its stores (chain by default at its size) is measured against the streaming copy, not
+ * against a limit it can beat. */
 
 static kiln_status
 probe_compile(const char *text, kiln_stores stores, kiln_program **out)
