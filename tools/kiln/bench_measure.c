@@ -816,7 +816,7 @@ bench_one(const char *name, kiln_graph *g, const bench_opts *o, bench_probe *pr,
 done:
     if (st) {
         r->ok = false;
-        snprintf(r->error, sizeof r->error, "%s", kiln_errmsg());
+        snprintf(r->error, sizeof r->error, "%s", cli_errmsg());
     }
     jit_pool_single(false);
     kiln_program_free(pf);

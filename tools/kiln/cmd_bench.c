@@ -189,7 +189,7 @@ cmd_bench(int argc, char **argv)
             rs[i].name = bench_suite[w].name;
         }
         if (st) {
-            snprintf(rs[i].error, sizeof rs[i].error, "%s", kiln_errmsg());
+            snprintf(rs[i].error, sizeof rs[i].error, "%s", cli_errmsg());
             rc = CLI_FAIL;
             continue;
         }

@@ -108,7 +108,7 @@ check_graph(const char *name, const kiln_graph *g, int seeds)
         kiln_options o = KILN_OPTIONS_INIT;
         o.mode = m == 0 ? KILN_MODE_FUSED : KILN_MODE_EAGER;
         if (kiln_program_compile(g, &o, &progs[m])) {
-            fprintf(stderr, "kiln check: %s: %s\n", name, kiln_errmsg());
+            fprintf(stderr, "kiln check: %s: %s\n", name, cli_errmsg());
             rc = CLI_FAIL;
             goto done;
         }
@@ -125,13 +125,13 @@ check_graph(const char *name, const kiln_graph *g, int seeds)
                 cli_fill_random(t->dtype, in[i], ir_shape_count(&t->shape), &state);
         }
         if (eb_reference(g, (const void *const *)in, ref)) {
-            fprintf(stderr, "kiln check: %s: reference: %s\n", name, kiln_errmsg());
+            fprintf(stderr, "kiln check: %s: reference: %s\n", name, cli_errmsg());
             rc = CLI_FAIL;
             goto done;
         }
         for (int m = 0; m < 2; m++) {
             if (kiln_program_run(progs[m], (const void *const *)in, out)) {
-                fprintf(stderr, "kiln check: %s: %s: %s\n", name, mode_names[m], kiln_errmsg());
+                fprintf(stderr, "kiln check: %s: %s: %s\n", name, mode_names[m], cli_errmsg());
                 rc = CLI_FAIL;
                 goto done;
             }
