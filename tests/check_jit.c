@@ -203,20 +203,6 @@ is_nan_elem(kiln_dtype t, const void *p, size_t i)
     return false;
 }
 
-/* A float's bits mapped to a line on which adjacent floats differ by one (±0 both 0). */
-static int64_t
-ordered(kiln_dtype t, const void *p, size_t i)
-{
-    if (t == KILN_DTYPE_F32) {
-        uint32_t u;
-        memcpy(&u, (const char *)p + 4 * i, 4);
-        return u >> 31 ? -(int64_t)(u & 0x7fffffffu) : (int64_t)u;
-    }
-    uint64_t u;
-    memcpy(&u, (const char *)p + 8 * i, 8);
-    return u >> 63 ? -(int64_t)(u & 0x7fffffffffffffffull) : (int64_t)u;
-}
-
 static bool
 is_inf_elem(kiln_dtype t, const void *p, size_t i)
 {
@@ -259,8 +245,8 @@ elem_match(kiln_dtype t, const void *got, const void *want, size_t i, rule r)
     }
     if (r.ulp <= 0 || is_inf_elem(t, got, i) || is_inf_elem(t, want, i))
         return false;
-    int64_t d = ordered(t, got, i) - ordered(t, want, i);
-    return (d < 0 ? -d : d) <= r.ulp;
+    /* the oracle's distance in representable values (lib/check/refmath.h) */
+    return ref_ulp_distance(t, ir_load_f64(t, got, i), ir_load_f64(t, want, i)) <= r.ulp;
 }
 
 static const char *
