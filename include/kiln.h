@@ -142,6 +142,12 @@ typedef struct kiln_graph kiln_graph;
  * names line:column and what was expected), KILN_ERR_VERIFY / ERR_SHAPE / ERR_DTYPE /
  * ERR_OVERFLOW (rule broken), KILN_ERR_NOMEM, KILN_ERR_INVALID_ARG (NULL text or out). */
 KILN_API kiln_status kiln_graph_parse(const char *text, size_t len, kiln_graph **out);
+/* kiln_graph_parse_named: kiln_graph_parse with `source` naming the text in messages, as a
+ * file name does: "kiln_graph_parse: parse error: model.kiln:3:14: expected ')', got '}'"
+ * (kiln_graph_parse says "<input>"; so does a NULL source).  The name is not kept.  Errors
+ * and ownership as kiln_graph_parse; thread-safe. */
+KILN_API kiln_status kiln_graph_parse_named(const char *text, size_t len, const char *source,
+                                            kiln_graph **out);
 
 /* kiln_graph_free: frees the graph and its constant data.  NULL is a no-op (KILN_OK); a
  * freed or foreign pointer is KILN_ERR_MISUSE (nothing is freed).  Every function below
@@ -566,6 +572,35 @@ typedef struct kiln_stats {
 /* Errors: KILN_ERR_INVALID_ARG (stats NULL, or stats->size smaller than the first field
  * after it: 0 included); nothing is written then. */
 KILN_API kiln_status kiln_jit_stats(kiln_stats *stats);
+
+/* kiln_jit_cache_drop: empty the in-memory caches as far as nothing holds them: compiled
+ * programs and kernels no live program uses are freed (their machine code with them), and
+ * the free temporaries blocks programs run in.  Live programs keep working.  The next
+ * compile of a dropped graph loads from the disk cache or compiles again (what a new
+ * process pays: `kiln bench` measures it so).  Not needed for correctness; also returns a
+ * long-lived process's memory after a burst of compiles.  Thread-safe. */
+KILN_API void kiln_jit_cache_drop(void);
+
+/* The host kiln compiles for, as `kiln --version` and `kiln bench` report it.  Detected
+ * once, at first use (LLVM's name and features of the CPU, the last-level cache from sysfs
+ * or sysconf); detecting starts no JIT.  Versioned (docs/abi.md): declare it with
+ * KILN_HOST_INFO_INIT; kiln_host_info_get writes the first `size` bytes (never the size
+ * field itself).  The strings are static storage, valid for the life of the process. */
+typedef struct kiln_host_info {
+    size_t size;              /* set by the caller: sizeof(kiln_host_info) */
+    const char *cpu;          /* LLVM's name of the host CPU, e.g. "znver4" */
+    const char *features;     /* LLVM's feature string: "+avx2,+avx512f,..." */
+    const char *triple;       /* the target triple, e.g. "x86_64-pc-linux-gnu" */
+    const char *llvm_version; /* of the LLVM kiln runs with, e.g. "19.1.7" */
+    int vector_bits;          /* the widest vectors kernels use: 512, 256 or 128 */
+    size_t llc_bytes;         /* the last-level data cache, in bytes */
+    const char *llc_source;   /* where that figure came from: "sysfs", "sysconf" or "default"
+                               * (neither said; a fixed guess) */
+} kiln_host_info;
+#define KILN_HOST_INFO_INIT {.size = sizeof(kiln_host_info)}
+/* Errors: KILN_ERR_INVALID_ARG (info NULL, or info->size smaller than the first field after
+ * it: 0 included); nothing is written then.  Thread-safe. */
+KILN_API kiln_status kiln_host_info_get(kiln_host_info *info);
 
 /* ---- the persistent kernel cache ---------------------------------------------------------
  * Compiled modules are kept on disk so a new process skips LLVM code generation: in

@@ -130,6 +130,9 @@ START_TEST(test_size_too_small)
         ck_assert_int_eq(kiln_cache_info_get((kiln_cache_info *)(void *)b), KILN_ERR_INVALID_ARG);
         ts_assert_error(KILN_ERR_INVALID_ARG,
                         "kiln_cache_info_get: invalid argument: kiln_cache_info.size is");
+        ck_assert_int_eq(kiln_host_info_get((kiln_host_info *)(void *)b), KILN_ERR_INVALID_ARG);
+        ts_assert_error(KILN_ERR_INVALID_ARG,
+                        "kiln_host_info_get: invalid argument: kiln_host_info.size is");
         kiln_graph *g = graph();
         ck_assert_int_eq(kiln_graph_input(g, 0, (kiln_value_info *)(void *)b),
                          KILN_ERR_INVALID_ARG);
@@ -143,6 +146,7 @@ START_TEST(test_size_too_small)
     }
     ck_assert_int_eq(kiln_jit_stats(NULL), KILN_ERR_INVALID_ARG);
     ck_assert_int_eq(kiln_cache_info_get(NULL), KILN_ERR_INVALID_ARG);
+    ck_assert_int_eq(kiln_host_info_get(NULL), KILN_ERR_INVALID_ARG);
 }
 END_TEST
 
@@ -188,6 +192,27 @@ START_TEST(test_cache_info_old_layout)
     ck_assert_str_eq((const char *)b + offsetof(cache_info_v1, path), now.path);
     assert_untouched(b, sizeof(cache_info_v1), sizeof(cache_info_v1) + GUARD,
                      "kiln_cache_info_get, v1 layout");
+    free(b);
+}
+END_TEST
+
+/* kiln_host_info as a first version would have it: size and the CPU's name. */
+typedef struct host_info_v1 {
+    size_t size;
+    const char *cpu;
+} host_info_v1;
+
+START_TEST(test_host_info_old_layout)
+{
+    unsigned char *b = block(sizeof(host_info_v1));
+    ck_assert_int_eq(kiln_host_info_get((kiln_host_info *)(void *)b), KILN_OK);
+    kiln_host_info now = KILN_HOST_INFO_INIT;
+    ck_assert_int_eq(kiln_host_info_get(&now), KILN_OK);
+    const char *cpu;
+    memcpy(&cpu, b + offsetof(host_info_v1, cpu), sizeof cpu);
+    ck_assert_ptr_eq(cpu, now.cpu);
+    assert_untouched(b, sizeof(host_info_v1), sizeof(host_info_v1) + GUARD,
+                     "kiln_host_info_get, v1 layout");
     free(b);
 }
 END_TEST
@@ -321,6 +346,7 @@ abi_suite(void)
     tcase_add_test(tc, test_size_too_small);
     tcase_add_test(tc, test_value_info_old_layout);
     tcase_add_test(tc, test_cache_info_old_layout);
+    tcase_add_test(tc, test_host_info_old_layout);
     tcase_add_test(tc, test_options_old_layout);
     tcase_add_test(tc, test_options_newer_layout);
     tcase_add_test(tc, test_options_errors);

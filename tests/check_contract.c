@@ -34,13 +34,11 @@
  *    silu 2 (f64: 4), tanh 2 (f64: 4) ulp; add, mul, relu, cast exact; gelu plus 4K * 2^-53
  *    absolute, the reference's own error in the negative tail); a chain of them to
  *    64 * eps of the compute dtype + 1 ulp of the output (its values stay below 2);
- *  - on uniform inputs in [-1, 1), to the matmul bound carried through the op:
- *    n = L * (K + 2), L the op's Lipschitz constant (gelu 1.13, silu 1.1, tanh, relu, add
- *    and casts 1, x*0.5: 0.5), plus the op's bound + 1 ulp, plus 16 * L * eps absolute
- *    (the roundings of adds of values below 1); a chain: n = 1.25 * (K + 2), 32 ulp and
- *    64 * eps * (K + 3) (loose, stated: the chain is held exactly by FUSED vs EAGER).
- *    A cast to i32 is compared with the reference only on dyadic inputs (elsewhere a
- *    matmul within its bound may cross an integer).
+ *  - on uniform inputs in [-1, 1), to the matmul's bound carried through the ops element
+ *    by element: the bound `kiln check` propagates through the graph (lib/check/errbound.h,
+ *    ts_bounds_for: each op's own error plus its operands' errors through its derivative),
+ *    the chain included.  A cast to i32 is compared with the reference only on dyadic
+ *    inputs (elsewhere a matmul within its bound may cross an integer).
  *
  * The tests:
  *  1. sizes: M, N, K in {0, 1, 2, 7, 16, 31, 33, 64, 100, 257}: every triple for f32, a
@@ -501,30 +499,29 @@ typedef struct ecase {
     const char *tail; /* from h to y */
     const char *ytype;
     const char *ops;  /* the epilogue ops the kernel must hold, space-separated */
-    double L;         /* Lipschitz constant of the tail */
     double ulps32, ulps64; /* the tail's own bound on exact inputs */
     bool chain;
 } ecase;
 
 static const ecase epi_cases[] = {
-    {"bias", ", b: $T[$N]", "  y = add(h, b)\n", "$T[$M,$N]", "add", 1, 0, 0, false},
-    {"per-row add", ", r: $T[$M,1]", "  y = add(h, r)\n", "$T[$M,$N]", "add", 1, 0, 0, false},
-    {"gelu", "", "  y = gelu(h)\n", "$T[$M,$N]", "gelu", 1.13, 3, 3, false},
-    {"relu", "", "  y = relu(h)\n", "$T[$M,$N]", "relu", 1, 0, 0, false},
-    {"silu", "", "  y = silu(h)\n", "$T[$M,$N]", "silu", 1.1, 2, 4, false},
-    {"tanh", "", "  y = tanh(h)\n", "$T[$M,$N]", "tanh", 1, 2, 4, false},
-    {"residual", ", res: $T[$M,$N]", "  y = add(h, res)\n", "$T[$M,$N]", "add", 1, 0, 0, false},
-    {"scale", "", "  k = full(value=0.5) : $T[]\n  y = mul(h, k)\n", "$T[$M,$N]", "mul", 0.5, 0, 0,
+    {"bias", ", b: $T[$N]", "  y = add(h, b)\n", "$T[$M,$N]", "add", 0, 0, false},
+    {"per-row add", ", r: $T[$M,1]", "  y = add(h, r)\n", "$T[$M,$N]", "add", 0, 0, false},
+    {"gelu", "", "  y = gelu(h)\n", "$T[$M,$N]", "gelu", 3, 3, false},
+    {"relu", "", "  y = relu(h)\n", "$T[$M,$N]", "relu", 0, 0, false},
+    {"silu", "", "  y = silu(h)\n", "$T[$M,$N]", "silu", 2, 4, false},
+    {"tanh", "", "  y = tanh(h)\n", "$T[$M,$N]", "tanh", 2, 4, false},
+    {"residual", ", res: $T[$M,$N]", "  y = add(h, res)\n", "$T[$M,$N]", "add", 0, 0, false},
+    {"scale", "", "  k = full(value=0.5) : $T[]\n  y = mul(h, k)\n", "$T[$M,$N]", "mul", 0, 0,
      false},
-    {"cast to $U", "", "  y = cast(h, to=$U)\n", "$U[$M,$N]", "cast", 1, 1, 0, false},
-    {"cast to i32", "", "  y = cast(h, to=i32)\n", "i32[$M,$N]", "cast", 1, 0, 0, false},
-    {"bias + gelu", ", b: $T[$N]", "  z = add(h, b)\n  y = gelu(z)\n", "$T[$M,$N]", "add gelu",
-     1.13, 4, 4, false},
+    {"cast to $U", "", "  y = cast(h, to=$U)\n", "$U[$M,$N]", "cast", 1, 0, false},
+    {"cast to i32", "", "  y = cast(h, to=i32)\n", "i32[$M,$N]", "cast", 0, 0, false},
+    {"bias + gelu", ", b: $T[$N]", "  z = add(h, b)\n  y = gelu(z)\n", "$T[$M,$N]", "add gelu", 4,
+     4, false},
     {"chain", ", b: $T[$N], r: $T[$M,1], res: $T[$M,$N]",
      "  z1 = add(h, b)\n  z2 = add(z1, r)\n  g = gelu(z2)\n  s1 = silu(g)\n  t = tanh(s1)\n"
      "  u = relu(t)\n  v = add(u, res)\n  k = full(value=0.5) : $T[]\n  w = mul(v, k)\n"
      "  y = cast(w, to=$U)\n",
-     "$U[$M,$N]", "add gelu silu tanh relu mul cast", 1.25, 16, 16, true},
+     "$U[$M,$N]", "add gelu silu tanh relu mul cast", 16, 16, true},
 };
 
 static const int64_t epi_shapes[2][3] = {{33, 100, 31}, {7, 257, 64}}; /* M, N, K */
@@ -739,7 +736,7 @@ START_TEST(test_epilogues)
         size_t bad = ts_compare(f, "fused vs eager", yi.dtype, yi.count, fused.buf[0], eager.buf[0],
                                 NULL);
         ts_tol tol;
-        double *absum = NULL;
+        ts_bounds bd = {0};
         double ulps = t == F32 ? e->ulps32 : e->ulps64;
         if (!is_float(yi.dtype)) {
             tol = (ts_tol){.kind = fk == FILL_DYADIC ? TS_TOL_EXACT : TS_TOL_SKIP};
@@ -751,12 +748,11 @@ START_TEST(test_epilogues)
             tol = (ts_tol){.kind = TS_TOL_ULPS, .ulps = e->chain ? 1 : ulps,
                            .abs = e->chain ? 64 * eps : tail};
         } else {
-            absum = case_absum(&c, t, &in);
-            tol = (ts_tol){.kind = t == F32 ? TS_TOL_SUM32 : TS_TOL_SUM,
-                           .n = e->L * (double)(K + 2),
-                           .ulps = e->chain ? 32 : ulps + 1,
-                           .abs = e->chain ? 64 * eps * (double)(K + 3) : 16 * e->L * eps,
-                           .absum = absum};
+            const bool which[TS_MAXIO] = {true};
+            ts_bounds_for(g, &in, which, &bd);
+            /* inputs in [-1, 1): no element escapes the bound (an infinite one passes all) */
+            ck_assert_msg(bd.infinite == 0, "%s: %zu elements without a bound", ctx, bd.infinite);
+            tol = (ts_tol){.kind = TS_TOL_BOUND, .bound = bd.bound[0]};
         }
         bad += ts_compare(f, fk == FILL_DYADIC ? "vs reference, dyadic inputs"
                                                : "vs reference, uniform inputs",
@@ -764,7 +760,7 @@ START_TEST(test_epilogues)
         fclose(f);
         ck_assert_msg(bad == 0, "%s, seed 0x%" PRIx64 ":\n%s%s", ctx, seed, msg, text);
         free(msg);
-        free(absum);
+        ts_bounds_free(&bd);
         ts_bufs_free(&in);
         ts_bufs_free(&fused);
         ts_bufs_free(&eager);
@@ -868,12 +864,17 @@ START_TEST(test_threads_bit_identical)
         ck_assert(make_inputs(g, THREADS_SEED + k, FILL_UNIFORM, &in));
         char *err = ts_run_mode(g, KILN_MODE_INTERP, &in, &want, 0x5a);
         ck_assert_msg(err == NULL, "%s", err);
-        double *absum;
-        ts_tol tol = case_tol(c, t, &in, &absum);
-        if (c->tail) { /* + b, gelu: the epilogue rule (L 1.13, 5 ulp, 16 L eps) */
-            tol.n = 1.13 * (double)(c->K + 2);
-            tol.ulps = 5;
-            tol.abs = 16 * 1.13 * 0x1p-24;
+        double *absum = NULL;
+        ts_bounds bd = {0};
+        ts_tol tol;
+        if (c->tail) { /* + b, gelu: the epilogue rule, the propagated bound */
+            const bool which[TS_MAXIO] = {true};
+            ts_bounds_for(g, &in, which, &bd);
+            ck_assert_msg(bd.infinite == 0, "%s: %zu elements without a bound", c->name,
+                          bd.infinite);
+            tol = (ts_tol){.kind = TS_TOL_BOUND, .bound = bd.bound[0]};
+        } else {
+            tol = case_tol(c, t, &in, &absum);
         }
         kiln_value_info vi = KILN_VALUE_INFO_INIT;
         kiln_graph_output(g, 0, &vi);
@@ -888,6 +889,7 @@ START_TEST(test_threads_bit_identical)
             off += vi.bytes;
         }
         free(absum);
+        ts_bounds_free(&bd);
         ts_bufs_free(&in);
         ts_bufs_free(&want);
         kiln_graph_free(g);

@@ -11,7 +11,7 @@
  *    interpreter quiets a signalling NaN that the hardware keeps (the NAN_* rules below
  *    say which, and why).  Every non-NaN value is compared bit for bit, -0.0 included.
  *  - Transcendental ops compiled by vmath (jit_math_available) are held to vmath's ULP
- *    bound against a long double reference (ref_math, tools/kiln/refmath.c); while they
+ *    bound against a long double reference (ref_math, lib/check/refmath.c); while they
  *    run as reference steps they must match the interpreter exactly.
  *
  * Output buffers are pre-filled with a poison pattern and followed by a guard area, so an
@@ -203,20 +203,6 @@ is_nan_elem(kiln_dtype t, const void *p, size_t i)
     return false;
 }
 
-/* A float's bits mapped to a line on which adjacent floats differ by one (±0 both 0). */
-static int64_t
-ordered(kiln_dtype t, const void *p, size_t i)
-{
-    if (t == KILN_DTYPE_F32) {
-        uint32_t u;
-        memcpy(&u, (const char *)p + 4 * i, 4);
-        return u >> 31 ? -(int64_t)(u & 0x7fffffffu) : (int64_t)u;
-    }
-    uint64_t u;
-    memcpy(&u, (const char *)p + 8 * i, 8);
-    return u >> 63 ? -(int64_t)(u & 0x7fffffffffffffffull) : (int64_t)u;
-}
-
 static bool
 is_inf_elem(kiln_dtype t, const void *p, size_t i)
 {
@@ -259,8 +245,8 @@ elem_match(kiln_dtype t, const void *got, const void *want, size_t i, rule r)
     }
     if (r.ulp <= 0 || is_inf_elem(t, got, i) || is_inf_elem(t, want, i))
         return false;
-    int64_t d = ordered(t, got, i) - ordered(t, want, i);
-    return (d < 0 ? -d : d) <= r.ulp;
+    /* the oracle's distance in representable values (lib/check/refmath.h) */
+    return ref_ulp_distance(t, ir_load_f64(t, got, i), ir_load_f64(t, want, i)) <= r.ulp;
 }
 
 static const char *
@@ -551,7 +537,7 @@ ulp_bound(ir_op op, kiln_dtype t)
 }
 
 /* Reference outputs of one-op graph g (all operands the output's shape): the exact values
- * of tools/kiln/refmath.c (long double, formulas rewritten without cancellation), the
+ * of lib/check/refmath.c (long double, formulas rewritten without cancellation), the
  * ones `kiln check --ulp` measures against, rounded to the output dtype.  Not the
  * interpreter: it evaluates ops.def's formulas literally in double, the spec's value but
  * not accurate to an ULP where the formula cancels (gelu(-7) in f32). */
@@ -1233,7 +1219,7 @@ exact_ops(bool *ops)
  * within the op's ULP bound, grows through later ops (a cancelling subtraction, a
  * comparison or cast that flips, a NaN from a domain edge), so no one tolerance fits a
  * whole random graph.  Such an output is held element by element to the bound `kiln
- * check` propagates through the graph (tools/kiln/errbound.h, ts_bounds_for), which is
+ * check` propagates through the graph (lib/check/errbound.h, ts_bounds_for), which is
  * infinite, and the element not compared, where nothing survives; those ops are held to
  * their own bound one op at a time in test 1, and bounded outputs must also agree between
  * FUSED and EAGER (check_modes_agree).  Everything else must be exact (NaN payloads

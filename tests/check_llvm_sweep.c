@@ -12,7 +12,7 @@
  *     checked against the reference, and each o_g against g applied to the fused `a`, so
  *     the error of F is not counted twice: exact ops bit for bit against KILN_MODE_INTERP
  *     (any NaN for NaN), vector-math ops within their ULP bound (jit_math_ulp_bound)
- *     against the long double reference of tools/kiln/refmath.c;
+ *     against the long double reference of lib/check/refmath.c;
  *   - then, after the first stages the issue found fatal (abs, sqrt, relu and the four
  *     expressions), each pair on its own, `o = g(F(x))` with nothing else in the kernel
  *     (the shape that crashed), fused, must give the same bits as the batched graph's o_g.

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ir.h"
 #include "npy.h"
 #include "support.h"
 
@@ -39,10 +40,10 @@ tmppath(char *buf, size_t n, const char *file)
     return buf;
 }
 
-static ir_type
+static npy_type
 mktype(kiln_dtype t, int rank, const int64_t *dims)
 {
-    ir_type ty = {.dtype = t, .shape = {.rank = rank}};
+    npy_type ty = {.dtype = t, .shape = {.rank = rank}};
     for (int i = 0; i < rank; i++)
         ty.shape.dims[i] = dims[i];
     return ty;
@@ -102,7 +103,7 @@ START_TEST(test_header_bytes)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char want[128], got[NPY_HEADER_MAX];
         spec_header(want, cases[c].dict);
-        ir_type t = mktype(cases[c].t, cases[c].rank, cases[c].dims);
+        npy_type t = mktype(cases[c].t, cases[c].rank, cases[c].dims);
         size_t n = npy_header(&t, got);
         ck_assert_msg(n == 128, "case %zu: header is %zu bytes", c, n);
         ck_assert_msg(memcmp(want, got, 128) == 0, "case %zu: got %.128s", c, got);
@@ -115,7 +116,7 @@ START_TEST(test_header_bytes)
                            "(0, 10000000000, 10000000000, 10000000000, 7), }";
         ck_assert_uint_eq(strlen(dict), 98);
         int64_t d5[5] = {0, 10000000000, 10000000000, 10000000000, 7};
-        ir_type t = mktype(KILN_DTYPE_F32, 5, d5);
+        npy_type t = mktype(KILN_DTYPE_F32, 5, d5);
         char want[192], got[NPY_HEADER_MAX];
         memcpy(want, "\x93NUMPY\x01\x00\xb6\x00", 10);
         memcpy(want + 10, dict, 98);
@@ -126,7 +127,7 @@ START_TEST(test_header_bytes)
     }
     /* A long shape takes the header past 128 bytes: still a multiple of 64, '\n' last. */
     int64_t dims[8] = {1000000000000, 2, 3, 4, 5, 6, 7, 8};
-    ir_type t = mktype(KILN_DTYPE_F32, 8, dims);
+    npy_type t = mktype(KILN_DTYPE_F32, 8, dims);
     char got[NPY_HEADER_MAX];
     size_t n = npy_header(&t, got);
     ck_assert_uint_eq(n % 64, 0);
@@ -150,8 +151,8 @@ START_TEST(test_round_trip)
     make_tmpdir();
     for (int t = 0; t < KILN_DTYPE_COUNT; t++) {
         for (int s = 0; s < NSHAPES; s++) {
-            ir_type ty = mktype((kiln_dtype)t, shapes[s].rank, shapes[s].dims);
-            size_t count = ir_shape_count(&ty.shape), bytes = ir_type_bytes(&ty);
+            npy_type ty = mktype((kiln_dtype)t, shapes[s].rank, shapes[s].dims);
+            size_t count = npy_type_count(&ty), bytes = npy_type_bytes(&ty);
             unsigned char *data = malloc(bytes + 1);
             fill_pattern(ty.dtype, data, count);
             if (t == KILN_DTYPE_F32 && count >= 5) {
@@ -167,7 +168,7 @@ START_TEST(test_round_trip)
             npy_array a;
             st = npy_read_file(path, &a);
             ck_assert_msg(st == KILN_OK, "read %s: %s", path, kiln_errmsg());
-            ck_assert_msg(ir_type_equal(&a.type, &ty), "%s: type changed", path);
+            ck_assert_msg(npy_type_equal(&a.type, &ty), "%s: type changed", path);
             ck_assert_uint_eq(a.count, count);
             ck_assert_uint_eq(a.bytes, bytes);
             ck_assert_ptr_nonnull(a.data);
@@ -248,13 +249,13 @@ START_TEST(test_header_variants)
          {7, 0}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        ir_type want = mktype(cases[c].t, cases[c].rank, cases[c].dims);
-        size_t bytes = ir_type_bytes(&want), len;
+        npy_type want = mktype(cases[c].t, cases[c].rank, cases[c].dims);
+        size_t bytes = npy_type_bytes(&want), len;
         unsigned char *img = image(cases[c].major, cases[c].header, bytes, &len);
         npy_array a;
         kiln_status st = npy_read_mem(img, len, "variant.npy", &a);
         ck_assert_msg(st == KILN_OK, "case %zu: %s", c, kiln_errmsg());
-        ck_assert_msg(ir_type_equal(&a.type, &want), "case %zu: wrong type", c);
+        ck_assert_msg(npy_type_equal(&a.type, &want), "case %zu: wrong type", c);
         const unsigned char *src = img + len - bytes;
         for (size_t i = 0; i < bytes; i++) {
             /* Bool bytes are normalised to 0/1 (numpy's truthiness); others are copied. */
@@ -423,7 +424,7 @@ START_TEST(test_file_errors)
     ck_assert_int_eq(npy_read_file(tmpdir, &a), KILN_ERR_IO);
     ts_assert_error(KILN_ERR_IO, "read failed");
     int64_t dims[1] = {2};
-    ir_type t = mktype(KILN_DTYPE_F32, 1, dims);
+    npy_type t = mktype(KILN_DTYPE_F32, 1, dims);
     float v[2] = {1, 2};
     ck_assert_int_eq(npy_write_file(tmppath(path, sizeof path, "no/such/dir.npy"), &t, v),
                      KILN_ERR_IO);
@@ -449,8 +450,8 @@ START_TEST(test_oom)
     make_tmpdir();
     char path[128];
     int64_t dims[2] = {30, 70};
-    ir_type t = mktype(KILN_DTYPE_F64, 2, dims);
-    double *data = malloc(ir_type_bytes(&t));
+    npy_type t = mktype(KILN_DTYPE_F64, 2, dims);
+    double *data = malloc(npy_type_bytes(&t));
     fill_pattern(t.dtype, data, 2100);
     ck_assert_int_eq(npy_write_file(tmppath(path, sizeof path, "oom.npy"), &t, data), KILN_OK);
     for (int which = 0; which < 2; which++) {
@@ -471,7 +472,7 @@ START_TEST(test_oom)
             if (st == KILN_OK) {
                 passed = true;
                 ck_assert_int_eq(memcmp(a.data, which ? (const void *)"\x07\0\0\0" : data,
-                                        which ? 4 : ir_type_bytes(&t)),
+                                        which ? 4 : npy_type_bytes(&t)),
                                  0);
                 npy_array_free(&a);
             } else {
@@ -560,15 +561,15 @@ START_TEST(test_numpy_oracle)
     ck_assert_msg(run_script(python, "write") == 0, "numpy could not write the fixtures");
     for (int t = 0; t < KILN_DTYPE_COUNT; t++) {
         for (int s = 0; s < NSHAPES; s++) {
-            ir_type ty = mktype((kiln_dtype)t, shapes[s].rank, shapes[s].dims);
-            size_t count = ir_shape_count(&ty.shape);
+            npy_type ty = mktype((kiln_dtype)t, shapes[s].rank, shapes[s].dims);
+            size_t count = npy_type_count(&ty);
             for (int v = 1; v <= 3; v++) {
                 char path[128], name[64];
                 snprintf(name, sizeof name, "np_%d_%d_v%d.npy", t, s, v);
                 npy_array a;
                 kiln_status st = npy_read_file(tmppath(path, sizeof path, name), &a);
                 ck_assert_msg(st == KILN_OK, "%s: %s", name, kiln_errmsg());
-                ck_assert_msg(ir_type_equal(&a.type, &ty), "%s: wrong type", name);
+                ck_assert_msg(npy_type_equal(&a.type, &ty), "%s: wrong type", name);
                 for (size_t i = 0; i < count; i++) {
                     double got = ir_load_f64(ty.dtype, a.data, i);
                     ck_assert_msg(got == pattern(ty.dtype, i), "%s[%zu] = %g, want %g", name, i,
@@ -576,7 +577,7 @@ START_TEST(test_numpy_oracle)
                 }
                 npy_array_free(&a);
             }
-            void *data = malloc(ir_type_bytes(&ty) + 1);
+            void *data = malloc(npy_type_bytes(&ty) + 1);
             fill_pattern(ty.dtype, data, count);
             char path[128], name[64];
             snprintf(name, sizeof name, "kiln_%d_%d.npy", t, s);

@@ -8,7 +8,7 @@
  * At every failure point:
  *  - the call returns KILN_ERR_NOMEM with an "out of memory" message, or succeeds, and
  *    then its results are right: every output within the bound `kiln check` propagates
- *    through the graph (tools/kiln/errbound.h) from the reference interpreter's values,
+ *    through the graph (lib/check/errbound.h) from the reference interpreter's values,
  *    exact where no inexact op feeds it;
  *  - nothing crashes or aborts (the suite runs with CK_FORK=no: a crash fails it);
  *  - the next call in the same process, with nothing failing, compiles and runs right

@@ -42,7 +42,7 @@
  *     n * 2^-52 * S + 0.5 ulp.
  *  6. random graphs with reductions and their consumers: outputs that no inexact op
  *     feeds must be exact, the others within the per-element bound `kiln check`
- *     propagates through the graph (tools/kiln/errbound.h; elements it leaves unbounded
+ *     propagates through the graph (lib/check/errbound.h; elements it leaves unbounded
  *     are counted, not compared); and no plan of them, nor of the bench/ graphs, has a
  *     reference step (matmul, the contraction kind's, excepted).
  *  7. errors: empty reductions, bad axes, mean of integers, through parse and capture.

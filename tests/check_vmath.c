@@ -2,10 +2,11 @@
  *
  * Oracles.  f32 functions: glibc's double functions (error below 1 ULP of double, ~2^-29 ULP
  * of float).  f64 functions: glibc's long double functions (~2^-11 ULP of double).  The
- * composites are evaluated in forms without cancellation, in long double: sigmoid(x) =
- * 1/(1 + e^-x), silu(x) = x/(1 + e^-x), gelu(x) = x/(1 + e^-t) with t = 2*0.7978845608028654
- * (x + 0.044715 x^3) formed in __float128, gelu_erf(x) = x erfc(-x/sqrt2)/2 with the rounding
- * of -x/sqrt2 corrected to first order.  (ops.def's literal formulas, which the reference
+ * composites are the oracle's (ref_math, lib/check/refmath.c), evaluated in forms without
+ * cancellation, in long double: sigmoid(x) = 1/(1 + e^-x), silu(x) = x/(1 + e^-x), gelu(x) =
+ * x/(1 + e^-t) with t = 2*0.7978845608028654 (x + 0.044715 x^3) formed in __float128 where
+ * it matters, gelu_erf(x) = x erfc(-x/sqrt2)/2 with the rounding of -x/sqrt2 corrected to
+ * first order.  (ops.def's literal formulas, which the reference
  * interpreter evaluates, cancel in the negative tail and would be the less accurate side.)
  * The error is |got - exact| in ULP of the result's dtype, against the unrounded reference,
  * and must stay within jit_vm_ulp_bound().
@@ -30,6 +31,7 @@
 #include <string.h>
 
 #include "llvm.h"
+#include "refmath.h"
 #include "support.h"
 #include "vmath.h"
 
@@ -45,50 +47,14 @@
 #endif
 #define SPARSE (UNDER_ASAN ? 4 : 1)
 
-__extension__ typedef __float128 f128;
-
 /* ---- references ------------------------------------------------------------------------ */
 
-/* RN(1/sqrt2) in long double, and the rest. */
-#define SQRT_HALF_L 0x1.6a09e667f3bcc908p-1L
-#define SQRT_HALF_REST 0x1.65f626cdd52b0p-66L
-
+/* sigmoid, silu, gelu and gelu_erf: the oracle's forms free of cancellation
+ * (lib/check/refmath.c), in its most accurate variant (the f64 one) for both dtypes. */
 static long double
-ref_sigmoid(long double x)
+ref_composite(ir_op op, long double x)
 {
-    return 1.0L / (1.0L + expl(-x));
-}
-
-static long double
-ref_silu(long double x)
-{
-    return x / (1.0L + expl(-x));
-}
-
-static long double
-ref_gelu(long double x)
-{
-    /* t to ~2^-110 relative, then e^-t = e^-th (1 - tl) */
-    if (isinf(x))
-        return x > 0 ? x : (long double)NAN; /* x * 1, -inf * 0 */
-    f128 xq = x;
-    f128 t = (f128)(2 * 0.7978845608028654) * (xq + (f128)0.044715 * xq * xq * xq);
-    long double th = (long double)t;
-    long double tl = fabsl(th) < 1e5L ? (long double)(t - (f128)th) : 0;
-    return x / (1.0L + expl(-th) * (1.0L - tl));
-}
-
-static long double
-ref_gelu_erf(long double x)
-{
-    long double a = -x * SQRT_HALF_L;
-    long double d = fmal(-x, SQRT_HALF_L, -a) - x * SQRT_HALF_REST; /* exact a: a + d */
-    if (isinf(x))
-        return 0.5L * x * erfcl(a);
-    long double phi =
-        0.5L *
-        (erfcl(a) - d * (2.0L / sqrtl(3.14159265358979323846264338327950288L)) * expl(-a * a));
-    return x * phi;
+    return ref_math(op, KILN_DTYPE_F64, x, 0);
 }
 
 static long double
@@ -112,15 +78,15 @@ ref(jit_vm_fn fn, long double x, long double y, bool f32)
     case JIT_VM_TANH:
         return f32 ? tanh(xd) : tanhl(x);
     case JIT_VM_SIGMOID:
-        return ref_sigmoid(x);
+        return ref_composite(IR_OP_SIGMOID, x);
     case JIT_VM_SILU:
-        return ref_silu(x);
+        return ref_composite(IR_OP_SILU, x);
     case JIT_VM_GELU:
-        return ref_gelu(x);
+        return ref_composite(IR_OP_GELU, x);
     case JIT_VM_ERF:
         return f32 ? erf(xd) : erfl(x);
     case JIT_VM_GELU_ERF:
-        return ref_gelu_erf(x);
+        return ref_composite(IR_OP_GELU_ERF, x);
     case JIT_VM_SIN:
         return f32 ? sin(xd) : sinl(x);
     case JIT_VM_COS:

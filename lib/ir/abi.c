@@ -1,5 +1,5 @@
 /* abi.c — the one place that reads and writes the versioned public structs (kiln_stats,
- * kiln_options, kiln_cache_info, kiln_value_info; docs/abi.md).
+ * kiln_options, kiln_cache_info, kiln_value_info, kiln_host_info; docs/abi.md).
  *
  * Each such struct starts with `size_t size`, set by the caller to sizeof the struct it was
  * compiled with.  Fields are only ever appended, so the first min(caller's size, ours)
@@ -23,6 +23,7 @@ _Static_assert(offsetof(kiln_stats, size) == 0, "size leads kiln_stats");
 _Static_assert(offsetof(kiln_options, size) == 0, "size leads kiln_options");
 _Static_assert(offsetof(kiln_cache_info, size) == 0, "size leads kiln_cache_info");
 _Static_assert(offsetof(kiln_value_info, size) == 0, "size leads kiln_value_info");
+_Static_assert(offsetof(kiln_host_info, size) == 0, "size leads kiln_host_info");
 
 static kiln_status
 too_small(const char *api, const char *type, size_t size, size_t min)

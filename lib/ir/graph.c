@@ -285,16 +285,6 @@ check_graph(const kiln_graph *g, const char *api)
 }
 
 kiln_status
-kiln_graph_parse(const char *text, size_t len, kiln_graph **out)
-{
-    if (!text || !out)
-        return ir_error(KILN_ERR_INVALID_ARG, "kiln_graph_parse: invalid argument: %s is NULL",
-                        text ? "out" : "text");
-    *out = NULL;
-    return ir_parse(text, len, NULL, out);
-}
-
-kiln_status
 kiln_graph_print(const kiln_graph *g, FILE *f)
 {
     if (!check_graph(g, "kiln_graph_print"))

@@ -1518,3 +1518,21 @@ ir_parse(const char *text, size_t len, const char *srcname, kiln_graph **out)
     ir_arena_free(&p->scratch);
     return st;
 }
+
+/* ---- public API ------------------------------------------------------------------------ */
+
+kiln_status
+kiln_graph_parse_named(const char *text, size_t len, const char *source, kiln_graph **out)
+{
+    if (!text || !out)
+        return ir_error(KILN_ERR_INVALID_ARG, API ": invalid argument: %s is NULL",
+                        text ? "out" : "text");
+    *out = NULL;
+    return ir_parse(text, len, source, out);
+}
+
+kiln_status
+kiln_graph_parse(const char *text, size_t len, kiln_graph **out)
+{
+    return kiln_graph_parse_named(text, len, NULL, out);
+}

@@ -1,7 +1,8 @@
 /* host.c — what the JIT compiles for: the host CPU name and features from LLVM, the
  * vector width they allow, and the size of the last-level cache (which decides when
  * kernels stream their stores, and how much `kiln bench` reads to evict the caches).
- * Detected once, at first use, never assumed at build time. */
+ * Detected once, at first use, never assumed at build time.  kiln_host_info_get is the
+ * public view of the same facts. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,4 +117,22 @@ jit_host_info(void)
 {
     pthread_once(&once, detect);
     return &host;
+}
+
+kiln_status
+kiln_host_info_get(kiln_host_info *info)
+{
+    const jit_host *h = jit_host_info();
+    kiln_host_info hi = {
+        .size = sizeof hi,
+        .cpu = h->cpu,
+        .features = h->features,
+        .triple = h->triple,
+        .llvm_version = h->llvm_version,
+        .vector_bits = h->vector_bits,
+        .llc_bytes = h->llc_bytes,
+        .llc_source = h->llc_source,
+    };
+    return ir_abi_out("kiln_host_info_get", "kiln_host_info", info, &hi, sizeof hi,
+                      offsetof(kiln_host_info, cpu) + sizeof hi.cpu);
 }

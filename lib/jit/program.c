@@ -636,3 +636,11 @@ kiln_jit_stats(kiln_stats *stats)
     return ir_abi_out("kiln_jit_stats", "kiln_stats", stats, &all, sizeof all,
                       offsetof(kiln_stats, kernel_compiles) + sizeof all.kernel_compiles);
 }
+
+void
+kiln_jit_cache_drop(void)
+{
+    /* programs first: dropping one releases its kernels to the kernel cache's trim */
+    jit_plan_cache_trim();
+    jit_cache_trim();
+}

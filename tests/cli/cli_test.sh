@@ -122,6 +122,14 @@ expect 1 "unknown op 'frobnicate'" "$kiln" dump "$here/bad_parse.kiln"
 expect 1 "bad_verify.kiln:3:" "$kiln" dump "$here/bad_verify.kiln"
 expect 1 "[3] vs [4]" "$kiln" dump "$here/bad_verify.kiln"
 expect 1 "bad_parse.kiln:3:7:" "$kiln" run "$here/bad_parse.kiln" --in x=x.npy
+expect 1 "absent.kiln: cannot open" "$kiln" check absent.kiln
+# kiln bench reports a workload that fails in its table (on stdout), with the reason
+checks=$((checks + 1))
+"$kiln" bench absent.kiln --time 0.01 >out.txt 2>err.txt </dev/null
+rc=$?
+if [ $rc -ne 1 ] || ! grep -qF "absent.kiln  FAILED: absent.kiln: cannot open" out.txt; then
+    fail "kiln bench absent.kiln: exit $rc, stdout: $(head -c 300 out.txt)"
+fi
 expect 2 "--mode is fused or eager" "$kiln" dump "$here/vec4.kiln" --plan --mode interp
 expect 0 "kernel over" "$kiln" dump "$here/vec4.kiln" --plan
 expect 0 "kernel over" "$kiln" dump "$here/vec4.kiln" --plan --mode eager

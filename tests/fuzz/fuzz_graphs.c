@@ -29,7 +29,7 @@
  *   - compiling a graph the verifier accepted fails, fused or eager, with any code
  *     (KILN_ERR_INTERNAL, "fusion plan has a cycle", ...), or a run fails;
  *   - an output element of the fused or the eager program beyond the bound `kiln check`
- *     propagates through the graph from the interpreter's values (tools/kiln/errbound.c;
+ *     propagates through the graph from the interpreter's values (lib/check/errbound.c;
  *     exact where no inexact op feeds it; NaN matches NaN);
  *   - a crash, an internal-error abort, a sanitizer report.
  * Programs are compiled with the in-memory caches (a kernel seen before is not compiled

@@ -9,7 +9,7 @@
  *     not verify, an LLVM error on valid input);
  *   - a compiled program runs (KILN_OK), and so does the interpreter;
  *   - with KILN_FUZZ_ORACLE=1 in the environment, every output element of both programs
- *     is within `kiln check`'s bound of the interpreter's (tools/kiln/errbound.c) — slower,
+ *     is within `kiln check`'s bound of the interpreter's (lib/check/errbound.c) — slower,
  *     for long runs.
  * Graphs whose values take more than 4 MiB, or with more than 256 nodes, are only parsed
  * and printed: the target looks for wrong behaviour, not for slow compiles of big graphs. */

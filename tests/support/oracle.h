@@ -1,6 +1,6 @@
 /* oracle.h — running a graph compiled and in the reference interpreter, and comparing the
  * outputs under a stated tolerance.  Public API only (kiln.h), plus two helpers that read
- * a graph's nodes (ts_outputs_inexact; ts_bounds_for, through tools/kiln/errbound.c).
+ * a graph's nodes (ts_outputs_inexact; ts_bounds_for, through lib/check/errbound.c).
  *
  * Every output buffer is filled with a poison byte before a run and followed by a guard
  * area, so an element a program never writes, or a write past an output's end, is caught.
@@ -36,7 +36,7 @@
  *         the product of the signs in any order) must match byte for byte;
  *  ULPS   |got - want| <= ulps * ulp + abs (ulp as for SUM);
  *  BOUND  element i within bound[i] as `kiln check` compares (eb_within,
- *         tools/kiln/errbound.h): a forward error bound propagated through the graph from
+ *         lib/check/errbound.h): a forward error bound propagated through the graph from
  *         the reference interpreter's values (ts_bounds_for).  It applies to integer and
  *         bool elements too (an argmax or a comparison after an inexact sum), and an
  *         INFINITY bound passes anything, NaN included (no bound survives there); a NULL

@@ -1,5 +1,8 @@
 /* bench.h — the benchmark suite embedded in the kiln binary (generated bench_suite.c),
- * and what `kiln bench` and `kiln check` share. */
+ * and what `kiln bench` and `kiln check` share.  Those two, and only those, may reach past
+ * kiln.h: they read graphs' nodes (ir.h), the JIT's host, pool and caches (jit.h) and the
+ * oracle (lib/check); the other subcommands use kiln.h only (cli.h; tests/cli/public_api.sh
+ * checks their objects). */
 #ifndef KILN_BENCH_H
 #define KILN_BENCH_H
 
@@ -22,15 +25,5 @@ void cmd_bench_help(FILE *f);
 int cmd_check(int argc, char **argv);
 void cmd_check_help(FILE *f);
 
-/* The error of `got` against the reference `want` (count elements of dtype t): the max
- * distance in ULP for floats (NaN vs NaN is 0, NaN vs number is infinite), the number of
- * differing elements for ints and bools.  *worst is the index of the largest error. */
-double bench_ulp_error(kiln_dtype t, const void *got, const void *want, size_t count,
-                       size_t *worst);
-/* Normwise relative error ||got - want|| / ||want|| (floats; 0 when both are zero). */
-double bench_rel_error(kiln_dtype t, const void *got, const void *want, size_t count);
-/* Does the graph consist of elementwise, movement and source ops only? */
-bool bench_is_elementwise(const kiln_graph *g);
-double bench_now(void);
 
 #endif

@@ -1,20 +1,52 @@
 /* cli.c — helpers shared by the kiln command's subcommands: messages and exit codes,
- * option matching, loading graph files, deterministic inputs, value summaries. */
+ * option matching, loading graph files, deterministic inputs, value summaries.  Public API
+ * only (kiln.h). */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cli.h"
 
+/* Files larger than this are not read whole (kiln's largest tensor, 2^48 bytes). */
+#define CLI_MAX_FILE ((uint64_t)1 << 48)
+
+/* The command's own error: the latest unless a kiln call has failed since (cli_error
+ * clears kiln's, so kiln's being set means it came later). */
+static kiln_status cli_code;
+static char cli_msg[1024];
+
+kiln_status
+cli_error(kiln_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cli_msg, sizeof cli_msg, fmt, ap);
+    va_end(ap);
+    cli_code = status;
+    kiln_clear_error();
+    return status;
+}
+
+const char *
+cli_errmsg(void)
+{
+    return kiln_errcode() == KILN_OK && cli_code != KILN_OK ? cli_msg : kiln_errmsg();
+}
+
 int
 cli_fail(void)
 {
-    const char *msg = kiln_errmsg();
-    fprintf(stderr, "kiln: %s\n", *msg ? msg : kiln_status_str(kiln_errcode()));
+    kiln_status code = kiln_errcode() == KILN_OK && cli_code != KILN_OK ? cli_code
+                                                                          : kiln_errcode();
+    const char *msg = cli_errmsg();
+    fprintf(stderr, "kiln: %s\n", *msg ? msg : kiln_status_str(code));
+    cli_code = KILN_OK;
+    cli_msg[0] = '\0';
     return CLI_FAIL;
 }
 
@@ -66,24 +98,24 @@ cli_read_file(const char *path, char **text, size_t *len)
     const char *name = is_stdin ? "<stdin>" : path;
     FILE *f = is_stdin ? stdin : fopen(path, "rb");
     if (!f)
-        return ir_error(KILN_ERR_IO, "%s: cannot open: %s", name, strerror(errno));
+        return cli_error(KILN_ERR_IO, "%s: cannot open: %s", name, strerror(errno));
     size_t cap = 4096, n = 0;
     struct stat sb;
     if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 &&
-        (uint64_t)sb.st_size < IR_MAX_BYTES)
+        (uint64_t)sb.st_size < CLI_MAX_FILE)
         cap = (size_t)sb.st_size + 2; /* room for the NUL and the EOF probe */
-    char *buf = ir_malloc(cap);
+    char *buf = malloc(cap);
     kiln_status st = KILN_OK;
     if (!buf) {
-        st = ir_error(KILN_ERR_NOMEM, "%s: out of memory: %zu bytes", name, cap);
+        st = cli_error(KILN_ERR_NOMEM, "%s: out of memory: %zu bytes", name, cap);
         goto done;
     }
     errno = 0;
     for (;;) {
         if (n + 1 >= cap) {
-            char *nb = cap * 2 > cap ? ir_realloc(buf, cap * 2) : NULL;
+            char *nb = cap * 2 > cap ? realloc(buf, cap * 2) : NULL;
             if (!nb) {
-                st = ir_error(KILN_ERR_NOMEM, "%s: out of memory: %zu bytes", name, cap * 2);
+                st = cli_error(KILN_ERR_NOMEM, "%s: out of memory: %zu bytes", name, cap * 2);
                 goto done;
             }
             buf = nb;
@@ -93,7 +125,7 @@ cli_read_file(const char *path, char **text, size_t *len)
         n += got;
         if (got == 0) {
             if (ferror(f))
-                st = ir_error(KILN_ERR_IO, "%s: read failed: %s", name,
+                st = cli_error(KILN_ERR_IO, "%s: read failed: %s", name,
                               errno ? strerror(errno) : "i/o error");
             break;
         }
@@ -102,7 +134,7 @@ done:
     if (!is_stdin)
         fclose(f);
     if (st) {
-        ir_free(buf);
+        free(buf);
         return st;
     }
     buf[n] = '\0';
@@ -120,9 +152,8 @@ cli_load_graph(const char *path, kiln_graph **graph)
     kiln_status st = cli_read_file(path, &text, &len);
     if (st)
         return st;
-    /* ir_parse rather than kiln_graph_parse: its messages carry the file name. */
-    st = ir_parse(text, len, strcmp(path, "-") == 0 ? "<stdin>" : path, graph);
-    ir_free(text);
+    st = kiln_graph_parse_named(text, len, strcmp(path, "-") == 0 ? "<stdin>" : path, graph);
+    free(text);
     return st;
 }
 
@@ -141,15 +172,21 @@ cli_fill_random(kiln_dtype dtype, void *data, size_t count, uint64_t *state)
 {
     for (size_t i = 0; i < count; i++) {
         uint64_t r = next_u64(state);
+        /* floats: 24 random bits, k/2^23 - 1 is exact in f32, so both dtypes see one value */
+        double v = (double)(r >> 40) / 8388608.0 - 1.0;
+        int64_t k = (int64_t)(r % 201) - 100;
         switch (dtype) {
         case KILN_DTYPE_F32:
+            ((float *)data)[i] = (float)v;
+            break;
         case KILN_DTYPE_F64:
-            /* 24 random bits: k/2^23 - 1 is exact in f32, so both dtypes see one value. */
-            ir_store_f64(dtype, data, i, (double)(r >> 40) / 8388608.0 - 1.0);
+            ((double *)data)[i] = v;
             break;
         case KILN_DTYPE_I32:
+            ((int32_t *)data)[i] = (int32_t)k;
+            break;
         case KILN_DTYPE_I64:
-            ir_store_i64(dtype, data, i, (int64_t)(r % 201) - 100);
+            ((int64_t *)data)[i] = k;
             break;
         case KILN_DTYPE_BOOL:
         default:
@@ -160,12 +197,54 @@ cli_fill_random(kiln_dtype dtype, void *data, size_t count, uint64_t *state)
 }
 
 char *
+cli_type_str_of(kiln_dtype dtype, int rank, const int64_t *dims, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "%s[", kiln_dtype_name(dtype));
+    for (int i = 0; i < rank && i < KILN_MAX_RANK && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, i ? ",%" PRId64 : "%" PRId64, dims[i]);
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+char *
 cli_type_str(const kiln_value_info *info, char *buf, size_t n)
 {
-    ir_type t = {.dtype = info->dtype, .shape = {.rank = info->rank}};
-    for (int i = 0; i < info->rank && i < IR_MAX_RANK; i++)
-        t.shape.dims[i] = info->dims[i];
-    return ir_type_str(&t, buf, n);
+    return cli_type_str_of(info->dtype, info->rank, info->dims, buf, n);
+}
+
+bool
+cli_dtype_is_float(kiln_dtype dtype)
+{
+    return dtype == KILN_DTYPE_F32 || dtype == KILN_DTYPE_F64;
+}
+
+double
+cli_load_f64(kiln_dtype dtype, const void *data, size_t i)
+{
+    return dtype == KILN_DTYPE_F32   ? (double)((const float *)data)[i]
+           : dtype == KILN_DTYPE_F64 ? ((const double *)data)[i]
+                                     : (double)cli_load_i64(dtype, data, i);
+}
+
+int64_t
+cli_load_i64(kiln_dtype dtype, const void *data, size_t i)
+{
+    switch (dtype) {
+    case KILN_DTYPE_I32:
+        return ((const int32_t *)data)[i];
+    case KILN_DTYPE_I64:
+        return ((const int64_t *)data)[i];
+    case KILN_DTYPE_BOOL:
+        return ((const unsigned char *)data)[i] != 0;
+    case KILN_DTYPE_F32:
+        return (int64_t)((const float *)data)[i];
+    case KILN_DTYPE_F64:
+        return (int64_t)((const double *)data)[i];
+    case KILN_DTYPE_COUNT:
+        break;
+    }
+    return 0;
 }
 
 static void
@@ -173,10 +252,10 @@ print_elem(FILE *f, kiln_dtype dtype, const void *data, size_t i)
 {
     if (dtype == KILN_DTYPE_BOOL)
         fputs(((const unsigned char *)data)[i] ? "true" : "false", f);
-    else if (ir_dtype_is_float(dtype))
-        fprintf(f, "%.7g", ir_load_f64(dtype, data, i));
+    else if (cli_dtype_is_float(dtype))
+        fprintf(f, "%.7g", cli_load_f64(dtype, data, i));
     else
-        fprintf(f, "%" PRId64, ir_load_i64(dtype, data, i));
+        fprintf(f, "%" PRId64, cli_load_i64(dtype, data, i));
 }
 
 void
@@ -185,17 +264,17 @@ cli_print_summary(FILE *f, const kiln_value_info *info, const void *data)
     enum {
         SHOW = 8
     };
-    char tb[IR_TYPE_STR_MAX];
+    char tb[CLI_TYPE_STR_MAX];
     fprintf(f, "  %s: %s", info->name, cli_type_str(info, tb, sizeof tb));
     if (info->count == 0) {
         fputs("  (no elements)\n", f);
         return;
     }
-    if (ir_dtype_is_float(info->dtype)) {
+    if (cli_dtype_is_float(info->dtype)) {
         double lo = INFINITY, hi = -INFINITY, sum = 0;
         size_t nans = 0;
         for (size_t i = 0; i < info->count; i++) {
-            double v = ir_load_f64(info->dtype, data, i);
+            double v = cli_load_f64(info->dtype, data, i);
             if (isnan(v)) {
                 nans++;
                 continue;
@@ -218,7 +297,7 @@ cli_print_summary(FILE *f, const kiln_value_info *info, const void *data)
         int64_t lo = INT64_MAX, hi = INT64_MIN;
         double sum = 0;
         for (size_t i = 0; i < info->count; i++) {
-            int64_t v = ir_load_i64(info->dtype, data, i);
+            int64_t v = cli_load_i64(info->dtype, data, i);
             lo = v < lo ? v : lo;
             hi = v > hi ? v : hi;
             sum += (double)v;

@@ -1,5 +1,10 @@
-/* cli.h — what the kiln command's files share: the subcommands, exit codes, and helpers
- * for loading graphs, making inputs and summarising values. */
+/* cli.h — what the kiln command's files share: the subcommands, exit codes, messages, and
+ * helpers for loading graphs, making inputs and summarising values.
+ *
+ * The command is a client of the public API: this header, cli.c, main.c and the run, dump
+ * and cache subcommands use kiln.h only, as any program linking libkiln could.  bench and
+ * check read graphs' nodes and the JIT's internals through bench.h, the one internal
+ * header of the command. */
 #ifndef KILN_CLI_H
 #define KILN_CLI_H
 
@@ -9,7 +14,7 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "ir.h"
+#include "kiln.h"
 
 /* Exit codes of every subcommand. */
 enum {
@@ -33,7 +38,17 @@ void cmd_run_help(FILE *f);
 int cmd_cache(int argc, char **argv);
 void cmd_cache_help(FILE *f);
 
-/* Print "kiln: <kiln_errmsg()>" to stderr; returns CLI_FAIL. */
+/* The command's own errors ("run: missing input: ...", "model.kiln: cannot open: ..."):
+ * format the message, keep it with `status` for cli_fail, and clear the thread's kiln
+ * error (the command's message is now the latest).  Returns status.  Not thread-safe: the
+ * command reports from its main thread. */
+kiln_status cli_error(kiln_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The message of the latest error: the command's (cli_error), unless a kiln call failed
+ * after it; "" when there is none. */
+const char *cli_errmsg(void);
+/* Print "kiln: <cli_errmsg()>" (or the status's description when the message is empty) to
+ * stderr and forget the command's error; returns CLI_FAIL. */
 int cli_fail(void);
 /* Print "kiln CMD: <message>" and a pointer to CMD's --help to stderr; returns CLI_USAGE. */
 int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -45,8 +60,8 @@ bool cli_is_help(const char *arg);
 int cli_option(const char *cmd, int argc, char **argv, int *i, const char *name,
                const char **value);
 
-/* Read a whole file ("-" is stdin) into a NUL-terminated buffer (ir_free it).
- * KILN_ERR_IO / KILN_ERR_NOMEM with "<path>: <problem>" messages. */
+/* Read a whole file ("-" is stdin) into a NUL-terminated buffer (free it).
+ * KILN_ERR_IO / KILN_ERR_NOMEM with "<path>: <problem>" messages (cli_error). */
 kiln_status cli_read_file(const char *path, char **text, size_t *len);
 /* Read, parse and verify a graph file; parse errors read "file.kiln:3:14: ...". */
 kiln_status cli_load_graph(const char *path, kiln_graph **graph);
@@ -63,8 +78,17 @@ int cli_parse_mode(const char *s, kiln_mode *mode);
 /* --code: "auto" (the plan decides by size), "full" or "compact" into *code
  * (KILN_CODE_AUTO, _FULL, _COMPACT); -1 for anything else. */
 int cli_parse_code(const char *s, kiln_code *code);
-/* "f32[4,3]" for a boundary value. */
+/* "f32[4,3]" for a dtype and shape (the text format's spelling); CLI_TYPE_STR_MAX bytes
+ * hold any. */
+#define CLI_TYPE_STR_MAX 256
+char *cli_type_str_of(kiln_dtype dtype, int rank, const int64_t *dims, char *buf, size_t n);
+/* ... for a boundary value. */
 char *cli_type_str(const kiln_value_info *info, char *buf, size_t n);
+/* Is dtype a float (f32, f64)?  Element i of a buffer of dtype as a double, and as an
+ * integer (bools 0/1); storing a double into element i, converted as a C cast does. */
+bool cli_dtype_is_float(kiln_dtype dtype);
+double cli_load_f64(kiln_dtype dtype, const void *data, size_t i);
+int64_t cli_load_i64(kiln_dtype dtype, const void *data, size_t i);
 /* Clock c (CLOCK_MONOTONIC, CLOCK_PROCESS_CPUTIME_ID, ...) in milliseconds. */
 double cli_clock_ms(clockid_t c);
 

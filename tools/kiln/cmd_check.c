@@ -77,44 +77,6 @@ fill_special(kiln_dtype t, void *data, size_t n, int phase, uint64_t *state)
     }
 }
 
-/* The comparison of one output: its max distance in ULPs (floats; the count of differing
- * elements for ints and bools), the largest |got - ref| / bound and where it occurs. */
-typedef struct outerr {
-    double ulp;
-    double ratio;
-    size_t worst; /* the element with the largest ratio (the largest ULP distance if 0) */
-    bool pass;
-} outerr;
-
-static outerr
-compare(kiln_dtype t, const void *got, const eb_output *ref, size_t n)
-{
-    outerr r = {0, 0, 0, true};
-    size_t worst_ulp = 0;
-    bool fl = ir_dtype_is_float(t);
-    for (size_t i = 0; i < n; i++) {
-        double b = ref->bound ? ref->bound[i] : 0, ratio;
-        bool ok = eb_within(t, got, ref->ref, i, b, &ratio);
-        if (fl) {
-            double d = ref_ulp_distance(t, ir_load_f64(t, got, i), ir_load_f64(t, ref->ref, i));
-            if (d > r.ulp) {
-                r.ulp = d;
-                worst_ulp = i;
-            }
-        } else if (ratio > 0 || !ok) {
-            r.ulp += 1;
-        }
-        if (ratio > r.ratio || (!ok && r.pass)) {
-            r.ratio = ratio;
-            r.worst = i;
-        }
-        r.pass &= ok;
-    }
-    if (r.ratio == 0)
-        r.worst = worst_ulp;
-    return r;
-}
-
 static void
 print_value(FILE *f, kiln_dtype t, const void *p, size_t i)
 {
@@ -146,7 +108,7 @@ check_graph(const char *name, const kiln_graph *g, int seeds)
         kiln_options o = KILN_OPTIONS_INIT;
         o.mode = m == 0 ? KILN_MODE_FUSED : KILN_MODE_EAGER;
         if (kiln_program_compile(g, &o, &progs[m])) {
-            fprintf(stderr, "kiln check: %s: %s\n", name, kiln_errmsg());
+            fprintf(stderr, "kiln check: %s: %s\n", name, cli_errmsg());
             rc = CLI_FAIL;
             goto done;
         }
@@ -163,20 +125,20 @@ check_graph(const char *name, const kiln_graph *g, int seeds)
                 cli_fill_random(t->dtype, in[i], ir_shape_count(&t->shape), &state);
         }
         if (eb_reference(g, (const void *const *)in, ref)) {
-            fprintf(stderr, "kiln check: %s: reference: %s\n", name, kiln_errmsg());
+            fprintf(stderr, "kiln check: %s: reference: %s\n", name, cli_errmsg());
             rc = CLI_FAIL;
             goto done;
         }
         for (int m = 0; m < 2; m++) {
             if (kiln_program_run(progs[m], (const void *const *)in, out)) {
-                fprintf(stderr, "kiln check: %s: %s: %s\n", name, mode_names[m], kiln_errmsg());
+                fprintf(stderr, "kiln check: %s: %s: %s\n", name, mode_names[m], cli_errmsg());
                 rc = CLI_FAIL;
                 goto done;
             }
             for (int k = 0; k < no; k++) {
                 const ir_type *t = &g->nodes[g->outputs[k].node].type;
                 size_t n = ir_shape_count(&t->shape);
-                outerr e = compare(t->dtype, out[k], &ref[k], n);
+                eb_cmp e = eb_compare(t->dtype, out[k], &ref[k], n);
                 printf("  %-7s %-6s %-10s max %-9.4g ulp  %8.3g of the bound", special ? "special" : "random",
                        mode_names[m], g->outputs[k].name, e.ulp, e.ratio);
                 if ((e.ulp > 0 || e.ratio > 0) && n > 0) {

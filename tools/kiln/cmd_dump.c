@@ -110,7 +110,7 @@ cmd_dump(int argc, char **argv)
     if (st)
         return cli_fail();
     if (fflush(stdout) != 0) {
-        ir_error(KILN_ERR_IO, "dump: cannot write the output: %s", strerror(errno));
+        cli_error(KILN_ERR_IO, "dump: cannot write the output: %s", strerror(errno));
         return cli_fail();
     }
     return CLI_OK;

@@ -98,11 +98,13 @@ load_input(const kiln_graph *g, int i, const binding *b, npy_array *arr)
         same = arr->type.shape.dims[d] == info.dims[d];
     if (same)
         return KILN_OK;
-    char want[IR_TYPE_STR_MAX], got[IR_TYPE_STR_MAX];
-    return ir_error(arr->type.dtype != info.dtype ? KILN_ERR_DTYPE : KILN_ERR_SHAPE,
-                    "run: input '%s' does not match the graph: expected %s, got %s from %s",
-                    info.name, cli_type_str(&info, want, sizeof want),
-                    ir_type_str(&arr->type, got, sizeof got), b->path);
+    char want[CLI_TYPE_STR_MAX], got[CLI_TYPE_STR_MAX];
+    return cli_error(arr->type.dtype != info.dtype ? KILN_ERR_DTYPE : KILN_ERR_SHAPE,
+                     "run: input '%s' does not match the graph: expected %s, got %s from %s",
+                     info.name, cli_type_str(&info, want, sizeof want),
+                     cli_type_str_of(arr->type.dtype, arr->type.shape.rank,
+                                     arr->type.shape.dims, got, sizeof got),
+                     b->path);
 }
 
 static int
@@ -111,11 +113,12 @@ run_graph(const kiln_graph *g, kiln_mode mode, binding *ins, int nin, binding *o
     int ni = kiln_graph_num_inputs(g), no = kiln_graph_num_outputs(g);
     char names[1024];
     int rc = CLI_FAIL;
-    npy_array *arrs = ir_calloc((size_t)ni, sizeof *arrs);
-    const void **inptr = ir_calloc((size_t)ni, sizeof *inptr);
-    void **outptr = ir_calloc((size_t)no, sizeof *outptr);
+    /* + 1: calloc(0) may return NULL */
+    npy_array *arrs = calloc((size_t)ni + 1, sizeof *arrs);
+    const void **inptr = calloc((size_t)ni + 1, sizeof *inptr);
+    void **outptr = calloc((size_t)no + 1, sizeof *outptr);
     if (!arrs || !inptr || !outptr) {
-        ir_error(KILN_ERR_NOMEM, "run: out of memory");
+        cli_error(KILN_ERR_NOMEM, "run: out of memory");
         goto done;
     }
 
@@ -128,11 +131,11 @@ run_graph(const kiln_graph *g, kiln_mode mode, binding *ins, int nin, binding *o
                     memcmp(info.name, ins[k].name, ins[k].namelen) == 0;
         }
         if (!known) {
-            ir_error(KILN_ERR_INVALID_ARG,
-                     "run: unknown input: graph '%s' has no input '%.*s' "
-                     "(its inputs: %s)",
-                     kiln_graph_name(g), (int)ins[k].namelen, ins[k].name,
-                     list_names(g, false, names, sizeof names));
+            cli_error(KILN_ERR_INVALID_ARG,
+                      "run: unknown input: graph '%s' has no input '%.*s' "
+                      "(its inputs: %s)",
+                      kiln_graph_name(g), (int)ins[k].namelen, ins[k].name,
+                      list_names(g, false, names, sizeof names));
             goto done;
         }
     }
@@ -144,11 +147,11 @@ run_graph(const kiln_graph *g, kiln_mode mode, binding *ins, int nin, binding *o
                     memcmp(info.name, outs[k].name, outs[k].namelen) == 0;
         }
         if (!known) {
-            ir_error(KILN_ERR_INVALID_ARG,
-                     "run: unknown output: graph '%s' has no output "
-                     "'%.*s' (its outputs: %s)",
-                     kiln_graph_name(g), (int)outs[k].namelen, outs[k].name,
-                     list_names(g, true, names, sizeof names));
+            cli_error(KILN_ERR_INVALID_ARG,
+                      "run: unknown output: graph '%s' has no output "
+                      "'%.*s' (its outputs: %s)",
+                      kiln_graph_name(g), (int)outs[k].namelen, outs[k].name,
+                      list_names(g, true, names, sizeof names));
             goto done;
         }
     }
@@ -156,7 +159,7 @@ run_graph(const kiln_graph *g, kiln_mode mode, binding *ins, int nin, binding *o
     names[0] = '\0';
     for (int i = 0; i < ni; i++) {
         kiln_value_info info = KILN_VALUE_INFO_INIT;
-        char tb[IR_TYPE_STR_MAX];
+        char tb[CLI_TYPE_STR_MAX];
         if (kiln_graph_input(g, i, &info))
             goto done;
         if (!find_binding(ins, nin, info.name) && k < sizeof names)
@@ -164,7 +167,8 @@ run_graph(const kiln_graph *g, kiln_mode mode, binding *ins, int nin, binding *o
                                   k ? ", " : "", info.name, cli_type_str(&info, tb, sizeof tb));
     }
     if (k) {
-        ir_error(KILN_ERR_INVALID_ARG, "run: missing input: every input needs a file: %s", names);
+        cli_error(KILN_ERR_INVALID_ARG, "run: missing input: every input needs a file: %s",
+                  names);
         goto done;
     }
 
@@ -179,9 +183,9 @@ run_graph(const kiln_graph *g, kiln_mode mode, binding *ins, int nin, binding *o
         kiln_value_info info = KILN_VALUE_INFO_INIT;
         if (kiln_graph_output(g, i, &info))
             goto done;
-        if (!(outptr[i] = ir_malloc(info.bytes))) {
-            ir_error(KILN_ERR_NOMEM, "run: out of memory: output '%s' needs %zu bytes", info.name,
-                     info.bytes);
+        if (!(outptr[i] = malloc(info.bytes + 1))) {
+            cli_error(KILN_ERR_NOMEM, "run: out of memory: output '%s' needs %zu bytes",
+                      info.name, info.bytes);
             goto done;
         }
     }
@@ -204,22 +208,22 @@ run_graph(const kiln_graph *g, kiln_mode mode, binding *ins, int nin, binding *o
             cli_print_summary(stdout, &info, outptr[i]);
             continue;
         }
-        ir_type t = {.dtype = info.dtype, .shape = {.rank = info.rank}};
+        npy_type t = {.dtype = info.dtype, .shape = {.rank = info.rank}};
         memcpy(t.shape.dims, info.dims, (size_t)info.rank * sizeof *info.dims);
         if (npy_write_file(b->path, &t, outptr[i]))
             goto done;
     }
     rc = fflush(stdout) == 0 ? CLI_OK : CLI_FAIL;
     if (rc)
-        ir_error(KILN_ERR_IO, "run: cannot write to standard output");
+        cli_error(KILN_ERR_IO, "run: cannot write to standard output");
 done:
     for (int i = 0; arrs && i < ni; i++)
         npy_array_free(&arrs[i]);
     for (int i = 0; outptr && i < no; i++)
-        ir_free(outptr[i]);
-    ir_free(arrs);
-    ir_free(inptr);
-    ir_free(outptr);
+        free(outptr[i]);
+    free(arrs);
+    free(inptr);
+    free(outptr);
     return rc ? cli_fail() : CLI_OK;
 }
 
@@ -253,7 +257,7 @@ cmd_run(int argc, char **argv)
     binding *ins = calloc((size_t)argc, sizeof *ins);
     binding *outs = calloc((size_t)argc, sizeof *outs);
     if (!ins || !outs) {
-        ir_error(KILN_ERR_NOMEM, "run: out of memory");
+        cli_error(KILN_ERR_NOMEM, "run: out of memory");
         rc = cli_fail();
         goto done;
     }

@@ -4,11 +4,11 @@
  * The default job is one function, default_job(): the benchmark suite (`kiln bench`).
  * `kiln examples` runs small built-in graphs, compiled and interpreted, and prints them. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
 #include "cli.h"
-#include "jit.h"
 
 static int cmd_examples(int argc, char **argv);
 static void cmd_examples_help(FILE *f);
@@ -62,13 +62,13 @@ run_example(const struct example *ex, uint64_t seed)
     char src[64];
     snprintf(src, sizeof src, "<builtin:%s>", ex->name);
     kiln_graph *g;
-    kiln_status st = ir_parse(ex->text, strlen(ex->text), src, &g);
+    kiln_status st = kiln_graph_parse_named(ex->text, strlen(ex->text), src, &g);
     if (st)
         return st;
     int ni = kiln_graph_num_inputs(g), no = kiln_graph_num_outputs(g);
-    void **in = ir_calloc((size_t)ni, sizeof *in), **out = ir_calloc((size_t)no, sizeof *out);
+    void **in = calloc((size_t)ni + 1, sizeof *in), **out = calloc((size_t)no + 1, sizeof *out);
     if (!in || !out) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
+        st = cli_error(KILN_ERR_NOMEM, "examples: out of memory");
         goto done;
     }
     printf("== %s ==\n", ex->name);
@@ -80,8 +80,8 @@ run_example(const struct example *ex, uint64_t seed)
         kiln_value_info info = KILN_VALUE_INFO_INIT;
         if ((st = kiln_graph_input(g, i, &info)))
             goto done;
-        if (!(in[i] = ir_malloc(info.bytes))) {
-            st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
+        if (!(in[i] = malloc(info.bytes + 1))) {
+            st = cli_error(KILN_ERR_NOMEM, "examples: out of memory");
             goto done;
         }
         cli_fill_random(info.dtype, in[i], info.count, &state);
@@ -91,8 +91,8 @@ run_example(const struct example *ex, uint64_t seed)
         kiln_value_info info = KILN_VALUE_INFO_INIT;
         if ((st = kiln_graph_output(g, i, &info)))
             goto done;
-        if (!(out[i] = ir_malloc(info.bytes))) {
-            st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
+        if (!(out[i] = malloc(info.bytes + 1))) {
+            st = cli_error(KILN_ERR_NOMEM, "examples: out of memory");
             goto done;
         }
     }
@@ -113,11 +113,11 @@ run_example(const struct example *ex, uint64_t seed)
     printf("\n");
 done:
     for (int i = 0; in && i < ni; i++)
-        ir_free(in[i]);
+        free(in[i]);
     for (int i = 0; out && i < no; i++)
-        ir_free(out[i]);
-    ir_free(in);
-    ir_free(out);
+        free(out[i]);
+    free(in);
+    free(out);
     kiln_graph_free(g);
     return st;
 }
@@ -181,10 +181,11 @@ usage(FILE *f)
 static void
 version(void)
 {
-    const jit_host *h = jit_host_info();
+    kiln_host_info h = KILN_HOST_INFO_INIT;
+    kiln_host_info_get(&h); /* cannot fail: the size is ours */
     printf("kiln %s\n", kiln_version());
-    printf("LLVM %s\n", h->llvm_version);
-    printf("host: %s (%s, %d-bit vectors)\n", h->cpu, h->triple, h->vector_bits);
+    printf("LLVM %s\n", h.llvm_version);
+    printf("host: %s (%s, %d-bit vectors)\n", h.cpu, h.triple, h.vector_bits);
 }
 
 static const cli_command *

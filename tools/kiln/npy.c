@@ -18,6 +18,8 @@
 
 #include "npy.h"
 
+#include "ir.h"
+
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "kiln's .npy code copies elements as they are: it needs a little-endian host"
 #endif
@@ -30,6 +32,46 @@ static const char *const descr_of[KILN_DTYPE_COUNT] = {
     [KILN_DTYPE_F32] = "<f4", [KILN_DTYPE_F64] = "<f8",  [KILN_DTYPE_I32] = "<i4",
     [KILN_DTYPE_I64] = "<i8", [KILN_DTYPE_BOOL] = "|b1",
 };
+
+/* npy_type and ir_type spell the same thing; the checks and sizes are lib/ir's. */
+static ir_type
+to_ir(const npy_type *t)
+{
+    ir_type it = {.dtype = t->dtype, .shape = {.rank = t->shape.rank}};
+    for (int i = 0; i < t->shape.rank && i < IR_MAX_RANK; i++)
+        it.shape.dims[i] = t->shape.dims[i];
+    return it;
+}
+
+static npy_type
+from_ir(const ir_type *it)
+{
+    npy_type t = {.dtype = it->dtype, .shape = {.rank = it->shape.rank}};
+    for (int i = 0; i < it->shape.rank && i < KILN_MAX_RANK; i++)
+        t.shape.dims[i] = it->shape.dims[i];
+    return t;
+}
+
+size_t
+npy_type_count(const npy_type *t)
+{
+    ir_type it = to_ir(t);
+    return ir_shape_count(&it.shape);
+}
+
+size_t
+npy_type_bytes(const npy_type *t)
+{
+    ir_type it = to_ir(t);
+    return ir_type_bytes(&it);
+}
+
+bool
+npy_type_equal(const npy_type *a, const npy_type *b)
+{
+    ir_type x = to_ir(a), y = to_ir(b);
+    return ir_type_equal(&x, &y);
+}
 
 void
 npy_array_free(npy_array *a)
@@ -325,7 +367,7 @@ parse_image(const unsigned char *buf, size_t len, const char *name, ir_type *typ
 static void
 fill(npy_array *out, const ir_type *type, void *data)
 {
-    out->type = *type;
+    out->type = from_ir(type);
     out->count = ir_shape_count(&type->shape);
     out->bytes = ir_type_bytes(type);
     out->data = data;
@@ -427,7 +469,7 @@ npy_read_file(const char *path, npy_array *out)
 /* ---- writing ------------------------------------------------------------------------ */
 
 size_t
-npy_header(const ir_type *type, char *buf)
+npy_header(const npy_type *type, char *buf)
 {
     /* numpy's _write_array_header: sorted keys, repr() of each value, then spare spaces
      * so the first axis can grow in place (GROWTH_AXIS_MAX_DIGITS = 21, numpy >= 1.23),
@@ -462,17 +504,20 @@ npy_header(const ir_type *type, char *buf)
 }
 
 kiln_status
-npy_write_stream(FILE *f, const char *name, const ir_type *type, const void *data)
+npy_write_stream(FILE *f, const char *name, const npy_type *type, const void *data)
 {
     if (!ir_dtype_is_valid((int)type->dtype))
         return ir_error(KILN_ERR_INVALID_ARG, "%s: cannot write: invalid dtype %d", name,
                         (int)type->dtype);
-    kiln_status st = ir_shape_check(name, type->dtype, &type->shape);
+    ir_type it = to_ir(type);
+    if (type->shape.rank > KILN_MAX_RANK)
+        it.shape.rank = type->shape.rank; /* refused by the check, with the rank */
+    kiln_status st = ir_shape_check(name, it.dtype, &it.shape);
     if (st)
         return st;
     char hdr[NPY_HEADER_MAX];
     size_t hn = npy_header(type, hdr);
-    size_t bytes = ir_type_bytes(type);
+    size_t bytes = ir_type_bytes(&it);
     errno = 0;
     if (fwrite(hdr, 1, hn, f) != hn || (bytes && fwrite(data, 1, bytes, f) != bytes) ||
         fflush(f) != 0)
@@ -482,7 +527,7 @@ npy_write_stream(FILE *f, const char *name, const ir_type *type, const void *dat
 }
 
 kiln_status
-npy_write_file(const char *path, const ir_type *type, const void *data)
+npy_write_file(const char *path, const npy_type *type, const void *data)
 {
     FILE *f = fopen(path, "wb");
     if (!f)

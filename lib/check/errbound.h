@@ -36,4 +36,19 @@ void eb_free(const kiln_graph *g, eb_output *outs);
 bool eb_within(kiln_dtype t, const void *got, const void *ref, size_t i, double bound,
                double *ratio);
 
+/* One output of a compiled run against its reference and bounds: the verdict `kiln check`
+ * and `kiln bench` give, and what they print with it. */
+typedef struct eb_cmp {
+    bool pass;    /* every element within its bound (eb_within) */
+    double ratio; /* the largest |got - ref| / bound; INFINITY beyond a zero bound or for NaN
+                   * against a number; > 1 whenever !pass */
+    double ulp;   /* floats: the largest distance in representable values (ref_ulp_distance);
+                   * ints and bools: how many elements differ */
+    size_t worst; /* the element with the largest ratio (the first failing one if any), or
+                   * with the largest ulp when every ratio is 0 */
+} eb_cmp;
+
+/* Compare n elements of dtype t of `got` with ref (its values and bounds). */
+eb_cmp eb_compare(kiln_dtype t, const void *got, const eb_output *ref, size_t n);
+
 #endif

@@ -852,3 +852,34 @@ eb_within(kiln_dtype t, const void *got, const void *ref, size_t i, double bound
     *ratio = bound > 0 ? (double)(d / bound) : INFINITY;
     return d <= (long double)bound * (1 + 0x1p-20L);
 }
+
+eb_cmp
+eb_compare(kiln_dtype t, const void *got, const eb_output *ref, size_t n)
+{
+    eb_cmp r = {.pass = true};
+    size_t worst_ulp = 0;
+    bool fl = ir_dtype_is_float(t);
+    for (size_t i = 0; i < n; i++) {
+        double b = ref->bound ? ref->bound[i] : 0, ratio;
+        bool ok = eb_within(t, got, ref->ref, i, b, &ratio);
+        if (fl) {
+            double d = ref_ulp_distance(t, ir_load_f64(t, got, i), ir_load_f64(t, ref->ref, i));
+            if (d > r.ulp) {
+                r.ulp = d;
+                worst_ulp = i;
+            }
+        } else if (ratio > 0 || !ok) {
+            r.ulp += 1;
+        }
+        if (!ok && !(ratio > 1))
+            ratio = INFINITY; /* a failure reads as one */
+        if (ratio > r.ratio || (!ok && r.pass)) {
+            r.ratio = ratio;
+            r.worst = i;
+        }
+        r.pass &= ok;
+    }
+    if (r.ratio == 0)
+        r.worst = worst_ulp;
+    return r;
+}
