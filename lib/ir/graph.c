@@ -236,6 +236,41 @@ ir_graph_add_node(kiln_graph *g, const char *api, ir_op op, int nin, const int32
     return g->nnodes++;
 }
 
+int32_t
+ir_graph_copy_node(kiln_graph *g, const kiln_graph *from, int32_t n, const int32_t *in)
+{
+    const ir_node *src = &from->nodes[n];
+    IR_ASSERT(src->op != IR_OP_INPUT);
+    for (int k = 0; k < src->nin; k++)
+        if (!ir_type_equal(&g->nodes[in[k]].type, &from->nodes[src->in[k]].type))
+            return ir_graph_add_node(g, "kiln", src->op, src->nin, in, &src->at, &src->type,
+                                     src->name);
+    ir_node *nd = new_node(g, "kiln");
+    if (!nd)
+        return -1;
+    *nd = *src;
+    if (src->nin > 0) {
+        int32_t *ins =
+            ir_arena_alloc(&g->arena, sizeof(int32_t) * (size_t)src->nin, sizeof(int32_t));
+        if (!ins)
+            return -1;
+        memcpy(ins, in, sizeof(int32_t) * (size_t)src->nin);
+        nd->in = ins;
+    }
+    if (src->name && !(nd->name = ir_arena_strdup(&g->arena, src->name)))
+        return -1;
+    if (src->op == IR_OP_CONSTANT) {
+        size_t bytes = ir_type_bytes(&src->type);
+        void *data = ir_arena_alloc(&g->arena, bytes, 64);
+        if (!data)
+            return -1;
+        if (bytes)
+            memcpy(data, src->at.data, bytes);
+        nd->at.data = data;
+    }
+    return g->nnodes++;
+}
+
 kiln_status
 ir_graph_add_output(kiln_graph *g, const char *name, int32_t node)
 {
@@ -455,10 +490,12 @@ ir_graph_rebuild(const kiln_graph *g, const ir_type *input_types)
         }
         for (int k = 0; k < nd->nin; k++)
             in[k] = map[nd->in[k]];
-        /* With new input types the rule infers every type again; sources keep theirs. */
-        const ir_type *given =
-            !input_types || ir_ops[nd->op].kind == IR_KIND_SOURCE ? &nd->type : NULL;
-        map[n] = ir_graph_add_node(ng, "kiln", nd->op, nd->nin, in, &nd->at, given, nd->name);
+        /* With new input types the rule infers every type again; sources keep theirs.
+         * Without, each node is copied as it is. */
+        const ir_type *given = ir_ops[nd->op].kind == IR_KIND_SOURCE ? &nd->type : NULL;
+        map[n] = !input_types ? ir_graph_copy_node(ng, g, n, in)
+                              : ir_graph_add_node(ng, "kiln", nd->op, nd->nin, in, &nd->at,
+                                                  given, nd->name);
         if (in != small)
             ir_free(in);
         in = small;
