@@ -36,6 +36,13 @@ kiln_graph_free(kiln_graph *g)
 {
     if (!g)
         return KILN_OK;
+    if (!ir_handle_is_live(&live_graphs, g))
+        return ir_error(KILN_ERR_MISUSE,
+                        "kiln_graph_free: invalid handle: not a live kiln_graph (freed or "
+                        "foreign)");
+    /* a shared graph: the last owner frees it (the others only drop their share) */
+    if (atomic_fetch_sub(&g->shares, 1) > 0)
+        return KILN_OK;
     if (!ir_handle_remove(&live_graphs, g))
         return ir_error(KILN_ERR_MISUSE,
                         "kiln_graph_free: invalid handle: not a live kiln_graph (freed or "
@@ -269,6 +276,14 @@ ir_graph_copy_node(kiln_graph *g, const kiln_graph *from, int32_t n, const int32
         nd->at.data = data;
     }
     return g->nnodes++;
+}
+
+kiln_graph *
+ir_graph_share(const kiln_graph *g)
+{
+    kiln_graph *m = (kiln_graph *)g; /* the count is not the graph: sharing does not change it */
+    atomic_fetch_add(&m->shares, 1);
+    return m;
 }
 
 kiln_status

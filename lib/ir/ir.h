@@ -308,6 +308,7 @@ struct kiln_graph {
     int32_t ninputs, capinputs;
     ir_output *outputs;
     int32_t noutputs, capoutputs;
+    _Atomic int32_t shares; /* owners besides the first (ir_graph_share) */
 };
 
 /* ---- building graphs (used by the parser and by capture) --------------------------- */
@@ -338,6 +339,10 @@ IR_HIDDEN kiln_graph *ir_graph_rebuild(const kiln_graph *g, const ir_type *input
  * costs a third as much); else it is ir_graph_add_node.  Returns the id or -1. */
 IR_HIDDEN int32_t ir_graph_copy_node(kiln_graph *g, const kiln_graph *from, int32_t n,
                                      const int32_t *in);
+/* One more owner of the complete graph g (graphs are immutable once complete, so owners
+ * may share one instead of each holding a copy): kiln_graph_free frees it when the last
+ * owner does.  Returns g. */
+IR_HIDDEN kiln_graph *ir_graph_share(const kiln_graph *g);
 /* Room for `nodes` nodes in g, so that adding them does not grow its arrays again (a copy of
  * a graph of known size); false with the error set when out of memory. */
 IR_HIDDEN bool ir_graph_reserve(kiln_graph *g, int32_t nodes);

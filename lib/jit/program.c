@@ -26,7 +26,8 @@ typedef struct compiled {
     unsigned flags;       /* the plan's JIT_F_* (to explain it again for a dump) */
 } compiled;
 
-/* The cache key: the graph (a private copy, for equality checks) and the mode. */
+/* The cache key: the graph (for equality checks: a share of the first program's, which
+ * outlives that program) and the mode. */
 typedef struct plan_key {
     kiln_mode mode;
     unsigned flags; /* the JIT_F_PLAN bits it is planned with */
@@ -168,9 +169,9 @@ compile(const char *api, const kiln_graph *g, kiln_mode mode, unsigned flags, co
         if (k) {
             k->mode = mode;
             k->flags = flags & JIT_F_PLAN;
-            k->graph = graph_clone(g);
+            k->graph = ir_graph_share(g); /* the program's: complete, immutable */
         }
-        if (!k || !k->graph) {
+        if (!k) {
             ir_free(k);
             return ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
         }
