@@ -1327,6 +1327,42 @@ START_TEST(test_decode_loop)
 }
 END_TEST
 
+/* A decoder whose sizes change every step keeps only its last few plans in the program
+ * cache (program.c, PLAN_GROUP_LIMIT: 8), and does not evict another graph's: after 12
+ * steps the plan of the latest sizes is a cache hit, the first step's a miss (planned
+ * again), and a plan of another generic graph captured before the loop still a hit. */
+static void
+capture_step(kiln_device *dev, const ts_decoder *dec, int64_t t, bool hit)
+{
+    kiln_stats s0 = KILN_STATS_INIT, s1 = KILN_STATS_INIT;
+    kiln_jit_stats(&s0);
+    kiln_options o = KILN_OPTIONS_INIT;
+    kiln_program *p = NULL;
+    ck_assert_msg(ts_decoder_capture(dev, dec, t, &o, &p) == KILN_OK, "%s", kiln_errmsg());
+    kiln_jit_stats(&s1);
+    ck_assert_msg(s1.plan_hits - s0.plan_hits == (hit ? 1u : 0u),
+                  "%d layer(s), caches of %lld rows: a plan cache %s, expected a %s",
+                  dec->layers, (long long)t, s1.plan_hits > s0.plan_hits ? "hit" : "miss",
+                  hit ? "hit" : "miss");
+    kiln_program_free(p);
+}
+
+START_TEST(test_decode_keeps_few_plans)
+{
+    ts_decoder dec = {.layers = 1, .d = 32, .heads = 2, .ff = 64};
+    ts_decoder other = {.layers = 2, .d = 32, .heads = 2, .ff = 64};
+    kiln_device *dev = kiln_device_new();
+    ck_assert_ptr_nonnull(dev);
+    capture_step(dev, &other, 7, false);
+    for (int step = 0; step < 12; step++)
+        capture_step(dev, &dec, 10 + step, false);
+    capture_step(dev, &dec, 10 + 11, true);
+    capture_step(dev, &other, 7, true);
+    capture_step(dev, &dec, 10, false);
+    kiln_device_free(dev);
+}
+END_TEST
+
 /* ---- 10. held inputs ---------------------------------------------------------------------- */
 
 /* A weight bound per run that a packed matmul reads ([64,300] @ [300,200] + bias, W an
@@ -1460,6 +1496,7 @@ contract_suite(void)
     tcase_add_loop_test(tc, test_skinny, 0, (int)NELEM(skinny_cases));
     tcase_add_loop_test(tc, test_skinny_plan, 0, (int)NELEM(skinny_plans));
     tcase_add_test(tc, test_decode_loop);
+    tcase_add_test(tc, test_decode_keeps_few_plans);
     tcase_add_test(tc, test_held_input);
     suite_add_tcase(s, tc);
     return s;

@@ -7,7 +7,8 @@
  * the same graph again takes a reference to the cached form (no planning, no LLVM work),
  * and a thread capturing a graph another thread is compiling waits for it;
  * a graph differing only in sizes is planned again but finds its kernels in the kernel
- * cache (cache.c), or a new process in the disk cache (disk.c). */
+ * cache (cache.c), or a new process in the disk cache (disk.c).  The cache keeps at most
+ * PLAN_GROUP_LIMIT plans of one generic graph. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -17,6 +18,13 @@
 #include "llvm.h"
 
 #define PLAN_CACHE_LIMIT 256
+/* Plans of one generic graph (equal but for sizes) kept at most: a client whose sizes
+ * change every step (a decoder's caches grow by a row) plans each step anew and never
+ * meets those sizes again.  Without this bound its plans filled the cache, each new memory
+ * (about 60 page faults a step, 2 layers of a decoder: docs/benchmarking.md), and evicted
+ * every other graph's; with it the client recycles the memory of its last few.  Eight
+ * keep a client that cycles through a few bucketed sizes. */
+#define PLAN_GROUP_LIMIT 8
 
 /* A compiled form, shared by every program of an equal graph and mode. */
 typedef struct compiled {
@@ -61,7 +69,8 @@ compiled_destroy(void *v)
 
 static const jit_lru_ops plan_ops = {key_equal, key_free, compiled_destroy};
 /* Plans are counted, not weighed: their kernels' code is weighed in the kernel cache. */
-static jit_lru plans = JIT_LRU_INIT(&plan_ops, PLAN_CACHE_LIMIT, SIZE_MAX);
+static jit_lru plans =
+    JIT_LRU_INIT_GROUPED(&plan_ops, PLAN_CACHE_LIMIT, SIZE_MAX, PLAN_GROUP_LIMIT);
 
 /* A held input's packed form for one contraction step (kiln_program_hold_input). */
 typedef struct held_b {
@@ -202,7 +211,8 @@ compile(const char *api, const kiln_graph *g, kiln_mode mode, unsigned flags, co
     }
     if (e) {
         c->entry = e;
-        jit_lru_fill(&plans, e, c, 0);
+        /* grouped by the generic hash (computed on a miss only: a hit needs none) */
+        jit_lru_fill_group(&plans, e, c, 0, true, ir_graph_hash(g, true) ^ (uint64_t)mode);
     } else {
         atomic_store(&c->refs, 1);
     }
