@@ -256,12 +256,7 @@ inputs_first(cap_scope *s)
         sorted = sorted && g->inputs[i] == i;
     if (sorted)
         return KILN_OK;
-    kiln_graph *ng = ir_graph_rebuild(g, NULL);
-    if (!ng)
-        return kiln_errcode();
-    kiln_graph_free(g);
-    s->graph = ng;
-    return KILN_OK;
+    return ir_graph_inputs_first(g) ? KILN_OK : kiln_errcode();
 }
 
 /* Put the graph's inputs in the order the options give. */

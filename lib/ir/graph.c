@@ -278,6 +278,43 @@ ir_graph_copy_node(kiln_graph *g, const kiln_graph *from, int32_t n, const int32
     return g->nnodes++;
 }
 
+bool
+ir_graph_inputs_first(kiln_graph *g)
+{
+    size_t n = (size_t)g->nnodes;
+    ir_node *nodes = ir_malloc(sizeof(ir_node) * (n + 1));
+    int32_t *map = ir_malloc(sizeof(int32_t) * (n + 1));
+    if (!nodes || !map) {
+        ir_free(nodes);
+        ir_free(map);
+        ir_error(KILN_ERR_NOMEM, "kiln: out of memory renumbering a graph");
+        return false;
+    }
+    int32_t k = 0;
+    for (int32_t i = 0; i < g->ninputs; i++)
+        map[g->inputs[i]] = k++;
+    for (int32_t i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].op != IR_OP_INPUT)
+            map[i] = k++;
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        ir_node *nd = &nodes[map[i]];
+        *nd = g->nodes[i];
+        /* operand lists live in g's arena, one per node: rewritten where they are */
+        int32_t *in = (int32_t *)(uintptr_t)nd->in;
+        for (int j = 0; j < nd->nin; j++)
+            in[j] = map[in[j]];
+    }
+    for (int32_t i = 0; i < g->ninputs; i++)
+        g->inputs[i] = i;
+    for (int32_t i = 0; i < g->noutputs; i++)
+        g->outputs[i].node = map[g->outputs[i].node];
+    ir_free(g->nodes);
+    g->nodes = nodes;
+    g->capnodes = (int32_t)n + 1;
+    ir_free(map);
+    return true;
+}
+
 kiln_graph *
 ir_graph_share(const kiln_graph *g)
 {

@@ -343,6 +343,10 @@ IR_HIDDEN int32_t ir_graph_copy_node(kiln_graph *g, const kiln_graph *from, int3
  * may share one instead of each holding a copy): kiln_graph_free frees it when the last
  * owner does.  Returns g. */
 IR_HIDDEN kiln_graph *ir_graph_share(const kiln_graph *g);
+/* Renumber g in place as ir_graph_rebuild(g, NULL) would copy it: its inputs first, in
+ * their order, then every other node in g's order (names, attributes and data stay where
+ * they are).  False with the error set when out of memory (g unchanged). */
+IR_HIDDEN bool ir_graph_inputs_first(kiln_graph *g);
 /* Room for `nodes` nodes in g, so that adding them does not grow its arrays again (a copy of
  * a graph of known size); false with the error set when out of memory. */
 IR_HIDDEN bool ir_graph_reserve(kiln_graph *g, int32_t nodes);
