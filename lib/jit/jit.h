@@ -370,6 +370,7 @@ IR_HIDDEN void jit_lru_fill_group(jit_lru *c, jit_lru_entry *e, void *value, siz
                                   bool grouped, uint64_t group);
 IR_HIDDEN void jit_lru_abandon(jit_lru *c, jit_lru_entry *e);
 IR_HIDDEN void *jit_lru_value(const jit_lru_entry *e);
+IR_HIDDEN uint64_t jit_lru_hash(const jit_lru_entry *e); /* the hash it was looked up by */
 IR_HIDDEN void jit_lru_release(jit_lru *c, jit_lru_entry *e);
 /* Evict every entry no one holds. */
 IR_HIDDEN void jit_lru_trim(jit_lru *c);

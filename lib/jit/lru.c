@@ -239,6 +239,12 @@ jit_lru_abandon(jit_lru *c, jit_lru_entry *e)
     destroy(c, e);
 }
 
+uint64_t
+jit_lru_hash(const jit_lru_entry *e)
+{
+    return e->hash;
+}
+
 void *
 jit_lru_value(const jit_lru_entry *e)
 {

@@ -2,9 +2,10 @@
  *
  * A program owns the captured graph and holds a compiled form: for FUSED and EAGER a
  * jit_plan (kernels + schedule + buffer plan), for INTERP the reference interpreter.
- * Compiled forms are cached (a jit_lru, lru.c) by the graph's structural hash, the
- * mode and the options that change the code (kiln_options.stores and .code): capturing
- * the same graph again takes a reference to the cached form (no planning, no LLVM work),
+ * Compiled forms are cached (a jit_lru, lru.c) by the graph's structure (keyed by its
+ * generic hash, equal by ir_graph_equal), the mode and the options that change the code
+ * (kiln_options.stores and .code): capturing the same graph again takes a reference to
+ * the cached form (no planning, no LLVM work),
  * and a thread capturing a graph another thread is compiling waits for it;
  * a graph differing only in sizes is planned again but finds its kernels in the kernel
  * cache (cache.c), or a new process in the disk cache (disk.c).  The cache keeps at most
@@ -184,7 +185,10 @@ compile(const char *api, const kiln_graph *g, kiln_mode mode, unsigned flags, co
             ir_free(k);
             return ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
         }
-        uint64_t h = ir_graph_hash(g, false) ^ ((uint64_t)mode * 0x9e3779b97f4a7c15ull);
+        /* the generic hash: a graph's size variants share a hash chain (at most
+         * PLAN_GROUP_LIMIT of them are cached; telling them apart is ir_graph_equal's
+         * first differing size), and the hash is also the group */
+        uint64_t h = ir_graph_hash(g, true) ^ ((uint64_t)mode * 0x9e3779b97f4a7c15ull);
         jit_lru_result r = jit_lru_get(&plans, h, k, true, &e);
         if (r != JIT_LRU_MISS)
             key_free(k);
@@ -211,8 +215,7 @@ compile(const char *api, const kiln_graph *g, kiln_mode mode, unsigned flags, co
     }
     if (e) {
         c->entry = e;
-        /* grouped by the generic hash (computed on a miss only: a hit needs none) */
-        jit_lru_fill_group(&plans, e, c, 0, true, ir_graph_hash(g, true) ^ (uint64_t)mode);
+        jit_lru_fill_group(&plans, e, c, 0, true, jit_lru_hash(e));
     } else {
         atomic_store(&c->refs, 1);
     }
