@@ -81,7 +81,23 @@ grow(void **arr, int32_t *cap, int32_t need, size_t size)
 bool
 ir_graph_reserve(kiln_graph *g, int32_t nodes)
 {
-    return grow((void **)&g->nodes, &g->capnodes, nodes, sizeof(ir_node));
+    /* exactly: a copy of a graph of n nodes needs no more, and a block rounded up to a
+     * power of two may cross malloc's mmap threshold (128 KiB: 222 nodes of 592 bytes)
+     * where n alone does not, to be mapped and faulted in again by every copy */
+    if (nodes <= g->capnodes)
+        return true;
+    if (nodes > IR_MAX_NODES) {
+        ir_error(KILN_ERR_OVERFLOW, "kiln: graph too large: %d nodes", (int)nodes);
+        return false;
+    }
+    ir_node *p = ir_realloc(g->nodes, (size_t)nodes * sizeof(ir_node));
+    if (!p) {
+        ir_error(KILN_ERR_NOMEM, "kiln: out of memory growing a graph");
+        return false;
+    }
+    g->nodes = p;
+    g->capnodes = nodes;
+    return true;
 }
 
 /* The node slot for a new node, or NULL (error set). */
