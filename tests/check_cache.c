@@ -1327,6 +1327,56 @@ START_TEST(test_lru_limits)
 }
 END_TEST
 
+/* Insert key v with 1 byte in group `group`; returns its entry, held by the caller. */
+static jit_lru_entry *
+put_group(jit_lru *c, int v, uint64_t group)
+{
+    jit_lru_entry *e;
+    int *k = boxed(v);
+    ck_assert_int_eq(jit_lru_get(c, (uint64_t)v, k, false, &e), JIT_LRU_MISS);
+    jit_lru_fill_group(c, e, boxed(v * 10), 1, true, group);
+    return e;
+}
+
+/* At most max_per_group cached entries of one group (the program cache: plans of one
+ * generic graph); other groups and ungrouped entries stay; held entries stay whatever the
+ * limit, and go at a later fill of their group once released. */
+START_TEST(test_lru_groups)
+{
+    atomic_store(&freed_values, 0);
+    jit_lru c = JIT_LRU_INIT_GROUPED(&int_ops, 100, 1000, 2);
+    jit_lru_release(&c, put_group(&c, 100, 2)); /* another group */
+    jit_lru_release(&c, put(&c, 200, 1));       /* no group */
+    for (int v = 1; v <= 5; v++)
+        jit_lru_release(&c, put_group(&c, v, 1));
+    for (int v = 1; v <= 3; v++)
+        ck_assert_msg(!has(&c, v), "entry %d of a full group is still cached", v);
+    ck_assert(has(&c, 4) && has(&c, 5) && has(&c, 100) && has(&c, 200));
+    jit_lru_stats s;
+    jit_lru_stats_get(&c, &s);
+    ck_assert_int_eq(s.entries, 4);
+    ck_assert_uint_eq(s.evictions, 3);
+    /* the least recently used goes: 4 is used, so 5 goes */
+    ck_assert(has(&c, 4));
+    jit_lru_release(&c, put_group(&c, 6, 1));
+    ck_assert(has(&c, 4) && !has(&c, 5) && has(&c, 6));
+    /* held entries stay past the limit */
+    jit_lru_entry *h7 = put_group(&c, 7, 1), *h8 = put_group(&c, 8, 1);
+    jit_lru_release(&c, put_group(&c, 9, 1));
+    ck_assert(!has(&c, 4) && !has(&c, 6));
+    jit_lru_stats_get(&c, &s);
+    ck_assert_int_eq(s.entries, 5); /* 7, 8 (held), 9, 100, 200 */
+    jit_lru_release(&c, h7);
+    jit_lru_release(&c, h8);
+    jit_lru_release(&c, put_group(&c, 10, 1));
+    jit_lru_stats_get(&c, &s);
+    ck_assert_int_eq(s.entries, 4); /* two of group 1, 100, 200 */
+    ck_assert(has(&c, 10) && has(&c, 100) && has(&c, 200));
+    jit_lru_trim(&c);
+    ck_assert_int_eq(atomic_load(&freed_values), 12);
+}
+END_TEST
+
 typedef struct waiter {
     jit_lru *c;
     jit_lru_result r;
@@ -1415,6 +1465,7 @@ cache_suite(void)
     TCase *mem = tcase_create("memory");
     tcase_set_timeout(mem, 300);
     tcase_add_test(mem, test_lru_limits);
+    tcase_add_test(mem, test_lru_groups);
     tcase_add_test(mem, test_lru_single_flight);
     tcase_add_test(mem, test_single_flight_threads);
     suite_add_tcase(s, mem);

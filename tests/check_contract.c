@@ -1391,6 +1391,84 @@ START_TEST(test_decode_loop)
 }
 END_TEST
 
+/* A decoder whose sizes change every step keeps only its last few plans in the program
+ * cache (program.c, PLAN_GROUP_LIMIT: 8), and does not evict another graph's: after 12
+ * steps the plan of the latest sizes is a cache hit, the first step's a miss (planned
+ * again), and a plan of another generic graph captured before the loop still a hit. */
+static void
+capture_step(kiln_device *dev, const ts_decoder *dec, int64_t t, bool hit)
+{
+    kiln_stats s0 = KILN_STATS_INIT, s1 = KILN_STATS_INIT;
+    kiln_jit_stats(&s0);
+    kiln_options o = KILN_OPTIONS_INIT;
+    kiln_program *p = NULL;
+    ck_assert_msg(ts_decoder_capture(dev, dec, t, &o, &p) == KILN_OK, "%s", kiln_errmsg());
+    kiln_jit_stats(&s1);
+    ck_assert_msg(s1.plan_hits - s0.plan_hits == (hit ? 1u : 0u),
+                  "%d layer(s), caches of %lld rows: a plan cache %s, expected a %s",
+                  dec->layers, (long long)t, s1.plan_hits > s0.plan_hits ? "hit" : "miss",
+                  hit ? "hit" : "miss");
+    kiln_program_free(p);
+}
+
+START_TEST(test_decode_keeps_few_plans)
+{
+    ts_decoder dec = {.layers = 1, .d = 32, .heads = 2, .ff = 64};
+    ts_decoder other = {.layers = 2, .d = 32, .heads = 2, .ff = 64};
+    kiln_device *dev = kiln_device_new();
+    ck_assert_ptr_nonnull(dev);
+    capture_step(dev, &other, 7, false);
+    for (int step = 0; step < 12; step++)
+        capture_step(dev, &dec, 10 + step, false);
+    capture_step(dev, &dec, 10 + 11, true);
+    capture_step(dev, &other, 7, true);
+    capture_step(dev, &dec, 10, false);
+    kiln_device_free(dev);
+}
+END_TEST
+
+/* The program cache finds plans by the generic hash (sizes left out) and tells a graph's
+ * size variants apart by structural equality: one generic graph, x @ W + b, at rows
+ * that flip the contraction between skinny (B read in place) and packed, and back, each
+ * time against the reference (fused and eager); the second time round every size is a
+ * cache hit and must still have its own plan.  A cache that handed one size's plan to
+ * another (equality by the generic structure alone) fails here: packed at 2 rows or
+ * skinny at 40, and wrong results. */
+START_TEST(test_generic_sizes_alternate)
+{
+    static const int64_t ms[] = {2, 40, 3, 64, 2, 40, 3, 64};
+    for (size_t i = 0; i < NELEM(ms); i++) {
+        mcase c = {.name = "alternate", .ins = "x: $T[$M,$K], W: $T[$K,$N], b: $T[$N]",
+                   .a = "x", .b = "W", .tail = "  y = add(h, b)\n", .ytype = "$T[$M,$N]",
+                   .sshape = "[$M,$N]", .M = ms[i], .N = 300, .K = 96, .extra_n = 2};
+        char *text = case_text(&c, F32);
+        kiln_graph *g = ts_parse(text);
+        kiln_stats s0 = KILN_STATS_INIT, s1 = KILN_STATS_INIT;
+        kiln_jit_stats(&s0);
+        kiln_options o = KILN_OPTIONS_INIT;
+        kiln_program *p = NULL;
+        ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s", kiln_errmsg());
+        kiln_jit_stats(&s1);
+        bool hit = s1.plan_hits > s0.plan_hits;
+        ck_assert_msg(hit == (i >= NELEM(ms) / 2), "M=%lld, round %d: a plan cache %s",
+                      (long long)ms[i], (int)(i / (NELEM(ms) / 2)), hit ? "hit" : "miss");
+        char *plan = ts_plan_text(p);
+        size_t len = 0;
+        const char *line = plan_step(plan, 0, &len);
+        char *l0 = line ? strf("%.*s", (int)len, line) : NULL;
+        bool skinny = l0 && strstr(l0, "skinny contraction kernel");
+        ck_assert_msg(l0 && skinny == (ms[i] < 8), "M=%lld: a %s plan:\n%s", (long long)ms[i],
+                      skinny ? "skinny" : "packed", plan);
+        free(l0);
+        free(plan);
+        kiln_program_free(p);
+        kiln_graph_free(g);
+        free(text);
+        check_case(&c, F32, base_seed() + 0xa0000 + (uint64_t)i, FILL_UNIFORM);
+    }
+}
+END_TEST
+
 /* ---- 10. held inputs ---------------------------------------------------------------------- */
 
 /* A weight bound per run that a packed matmul reads ([64,300] @ [300,200] + bias, W an
@@ -1525,6 +1603,8 @@ contract_suite(void)
     tcase_add_loop_test(tc, test_skinny_plan, 0, (int)NELEM(skinny_plans));
     tcase_add_test(tc, test_concat_in_place);
     tcase_add_test(tc, test_decode_loop);
+    tcase_add_test(tc, test_decode_keeps_few_plans);
+    tcase_add_test(tc, test_generic_sizes_alternate);
     tcase_add_test(tc, test_held_input);
     suite_add_tcase(s, tc);
     return s;

@@ -36,6 +36,13 @@ kiln_graph_free(kiln_graph *g)
 {
     if (!g)
         return KILN_OK;
+    if (!ir_handle_is_live(&live_graphs, g))
+        return ir_error(KILN_ERR_MISUSE,
+                        "kiln_graph_free: invalid handle: not a live kiln_graph (freed or "
+                        "foreign)");
+    /* a shared graph: the last owner frees it (the others only drop their share) */
+    if (atomic_fetch_sub(&g->shares, 1) > 0)
+        return KILN_OK;
     if (!ir_handle_remove(&live_graphs, g))
         return ir_error(KILN_ERR_MISUSE,
                         "kiln_graph_free: invalid handle: not a live kiln_graph (freed or "
@@ -74,7 +81,23 @@ grow(void **arr, int32_t *cap, int32_t need, size_t size)
 bool
 ir_graph_reserve(kiln_graph *g, int32_t nodes)
 {
-    return grow((void **)&g->nodes, &g->capnodes, nodes, sizeof(ir_node));
+    /* exactly: a copy of a graph of n nodes needs no more, and a block rounded up to a
+     * power of two may cross malloc's mmap threshold (128 KiB: 222 nodes of 592 bytes)
+     * where n alone does not, to be mapped and faulted in again by every copy */
+    if (nodes <= g->capnodes)
+        return true;
+    if (nodes > IR_MAX_NODES) {
+        ir_error(KILN_ERR_OVERFLOW, "kiln: graph too large: %d nodes", (int)nodes);
+        return false;
+    }
+    ir_node *p = ir_realloc(g->nodes, (size_t)nodes * sizeof(ir_node));
+    if (!p) {
+        ir_error(KILN_ERR_NOMEM, "kiln: out of memory growing a graph");
+        return false;
+    }
+    g->nodes = p;
+    g->capnodes = nodes;
+    return true;
 }
 
 /* The node slot for a new node, or NULL (error set). */
@@ -234,6 +257,86 @@ ir_graph_add_node(kiln_graph *g, const char *api, ir_op op, int nin, const int32
     nd->name = name;
     nd->at = at;
     return g->nnodes++;
+}
+
+int32_t
+ir_graph_copy_node(kiln_graph *g, const kiln_graph *from, int32_t n, const int32_t *in)
+{
+    const ir_node *src = &from->nodes[n];
+    IR_ASSERT(src->op != IR_OP_INPUT);
+    for (int k = 0; k < src->nin; k++)
+        if (!ir_type_equal(&g->nodes[in[k]].type, &from->nodes[src->in[k]].type))
+            return ir_graph_add_node(g, "kiln", src->op, src->nin, in, &src->at, &src->type,
+                                     src->name);
+    ir_node *nd = new_node(g, "kiln");
+    if (!nd)
+        return -1;
+    *nd = *src;
+    if (src->nin > 0) {
+        int32_t *ins =
+            ir_arena_alloc(&g->arena, sizeof(int32_t) * (size_t)src->nin, sizeof(int32_t));
+        if (!ins)
+            return -1;
+        memcpy(ins, in, sizeof(int32_t) * (size_t)src->nin);
+        nd->in = ins;
+    }
+    if (src->name && !(nd->name = ir_arena_strdup(&g->arena, src->name)))
+        return -1;
+    if (src->op == IR_OP_CONSTANT) {
+        size_t bytes = ir_type_bytes(&src->type);
+        void *data = ir_arena_alloc(&g->arena, bytes, 64);
+        if (!data)
+            return -1;
+        if (bytes)
+            memcpy(data, src->at.data, bytes);
+        nd->at.data = data;
+    }
+    return g->nnodes++;
+}
+
+bool
+ir_graph_inputs_first(kiln_graph *g)
+{
+    size_t n = (size_t)g->nnodes;
+    ir_node *nodes = ir_malloc(sizeof(ir_node) * (n + 1));
+    int32_t *map = ir_malloc(sizeof(int32_t) * (n + 1));
+    if (!nodes || !map) {
+        ir_free(nodes);
+        ir_free(map);
+        ir_error(KILN_ERR_NOMEM, "kiln: out of memory renumbering a graph");
+        return false;
+    }
+    int32_t k = 0;
+    for (int32_t i = 0; i < g->ninputs; i++)
+        map[g->inputs[i]] = k++;
+    for (int32_t i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].op != IR_OP_INPUT)
+            map[i] = k++;
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        ir_node *nd = &nodes[map[i]];
+        *nd = g->nodes[i];
+        /* operand lists live in g's arena, one per node: rewritten where they are */
+        int32_t *in = (int32_t *)(uintptr_t)nd->in;
+        for (int j = 0; j < nd->nin; j++)
+            in[j] = map[in[j]];
+    }
+    for (int32_t i = 0; i < g->ninputs; i++)
+        g->inputs[i] = i;
+    for (int32_t i = 0; i < g->noutputs; i++)
+        g->outputs[i].node = map[g->outputs[i].node];
+    ir_free(g->nodes);
+    g->nodes = nodes;
+    g->capnodes = (int32_t)n + 1;
+    ir_free(map);
+    return true;
+}
+
+kiln_graph *
+ir_graph_share(const kiln_graph *g)
+{
+    kiln_graph *m = (kiln_graph *)g; /* the count is not the graph: sharing does not change it */
+    atomic_fetch_add(&m->shares, 1);
+    return m;
 }
 
 kiln_status
@@ -445,10 +548,12 @@ ir_graph_rebuild(const kiln_graph *g, const ir_type *input_types)
         }
         for (int k = 0; k < nd->nin; k++)
             in[k] = map[nd->in[k]];
-        /* With new input types the rule infers every type again; sources keep theirs. */
-        const ir_type *given =
-            !input_types || ir_ops[nd->op].kind == IR_KIND_SOURCE ? &nd->type : NULL;
-        map[n] = ir_graph_add_node(ng, "kiln", nd->op, nd->nin, in, &nd->at, given, nd->name);
+        /* With new input types the rule infers every type again; sources keep theirs.
+         * Without, each node is copied as it is. */
+        const ir_type *given = ir_ops[nd->op].kind == IR_KIND_SOURCE ? &nd->type : NULL;
+        map[n] = !input_types ? ir_graph_copy_node(ng, g, n, in)
+                              : ir_graph_add_node(ng, "kiln", nd->op, nd->nin, in, &nd->at,
+                                                  given, nd->name);
         if (in != small)
             ir_free(in);
         in = small;

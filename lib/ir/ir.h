@@ -308,6 +308,7 @@ struct kiln_graph {
     int32_t ninputs, capinputs;
     ir_output *outputs;
     int32_t noutputs, capoutputs;
+    _Atomic int32_t shares; /* owners besides the first (ir_graph_share) */
 };
 
 /* ---- building graphs (used by the parser and by capture) --------------------------- */
@@ -332,6 +333,20 @@ IR_HIDDEN kiln_status ir_graph_add_output(kiln_graph *g, const char *name, int32
  * inputs take those types and every non-source type is inferred again by the op rules
  * (errors name "kiln").  NULL with the error set on failure. */
 IR_HIDDEN kiln_graph *ir_graph_rebuild(const kiln_graph *g, const ir_type *input_types);
+/* Append a copy of node n of graph `from` (a node that passed the type rule there) with
+ * operands `in`, ids in g.  When the operands have the types n's had, n's type, attributes
+ * and name are copied as they are (no type rule run again: a copy of a captured graph
+ * costs a third as much); else it is ir_graph_add_node.  Returns the id or -1. */
+IR_HIDDEN int32_t ir_graph_copy_node(kiln_graph *g, const kiln_graph *from, int32_t n,
+                                     const int32_t *in);
+/* One more owner of the complete graph g (graphs are immutable once complete, so owners
+ * may share one instead of each holding a copy): kiln_graph_free frees it when the last
+ * owner does.  Returns g. */
+IR_HIDDEN kiln_graph *ir_graph_share(const kiln_graph *g);
+/* Renumber g in place as ir_graph_rebuild(g, NULL) would copy it: its inputs first, in
+ * their order, then every other node in g's order (names, attributes and data stay where
+ * they are).  False with the error set when out of memory (g unchanged). */
+IR_HIDDEN bool ir_graph_inputs_first(kiln_graph *g);
 /* Room for `nodes` nodes in g, so that adding them does not grow its arrays again (a copy of
  * a graph of known size); false with the error set when out of memory. */
 IR_HIDDEN bool ir_graph_reserve(kiln_graph *g, int32_t nodes);

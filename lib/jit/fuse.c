@@ -15,11 +15,28 @@
  *   output; views and fulls are materialised only for outputs, reference steps and
  *   indexed loads.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "planner.h"
+
+/* Why a value is stored or a boundary is where it is (nodeinfo.why): written only for a
+ * plan that is explained (JIT_F_EXPLAIN, for dumps).  Formatting them cost a tenth of a
+ * plan built for new sizes (a decoder step: 90 of 690 thousand instructions). */
+static void say(const planner *p, char *why, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void
+say(const planner *p, char *why, const char *fmt, ...)
+{
+    if (!(p->flags & JIT_F_EXPLAIN))
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof ((nodeinfo *)0)->why, fmt, ap);
+    va_end(ap);
+}
 
 static bool
 is_view_op(ir_op op)
@@ -228,7 +245,7 @@ materialise(planner *p, int32_t n, const char *why)
     ni->cluster = c;
     int32_t dep = ni->lastdep > c ? ni->lastdep : c;
     ni->lastdep = dep;
-    snprintf(ni->why, sizeof ni->why, "%s", why);
+    say(p, ni->why, "%s", why);
     return KILN_OK;
 }
 
@@ -246,14 +263,14 @@ operands_in_memory(planner *p, int32_t n, const char *what, bool views)
             refresh_lastdep(p, n);
             continue;
         }
-        char why[160];
-        snprintf(why, sizeof why, "read by %s %%%d (%s)", ir_ops[nd->op].name, (int)n, what);
+        char why[sizeof p->ni[x].why] = "";
+        say(p, why, "read by %s %%%d (%s)", ir_ops[nd->op].name, (int)n, what);
         kiln_status st = settle(p, x);
         if (st)
             return st;
         if (p->ni[x].cls == C_ELEM && !p->ni[x].stored) {
             p->ni[x].stored = true;
-            snprintf(p->ni[x].why, sizeof p->ni[x].why, "%s", why);
+            say(p, p->ni[x].why, "%s", why);
         } else if (p->ni[x].cls == C_FULL || (views && p->ni[x].cls == C_VIEW)) {
             if ((st = materialise(p, x, why)))
                 return st;
@@ -545,7 +562,8 @@ store_operands(planner *p, int32_t n, int32_t join, bool eager)
         nodeinfo *u = &p->ni[nd->in[k]];
         if (u->cls == C_ELEM && u->cluster >= 0 && u->cluster != join && !u->stored) {
             u->stored = true;
-            boundary_why(p, nd->in[k], n, eager, u->why, sizeof u->why);
+            if (p->flags & JIT_F_EXPLAIN)
+                boundary_why(p, nd->in[k], n, eager, u->why, sizeof u->why);
         }
     }
 }
@@ -647,8 +665,8 @@ jit_fuse(planner *p)
             refresh_lastdep(p, n);
             if (xc == C_ELEM) {
                 p->ni[x].stored = true;
-                snprintf(p->ni[x].why, sizeof p->ni[x].why, "read through %s %%%d (a view needs a buffer)",
-                         ir_ops[nd->op].name, (int)n);
+                say(p, p->ni[x].why, "read through %s %%%d (a view needs a buffer)",
+                    ir_ops[nd->op].name, (int)n);
             }
             if (xc == C_FULL) {
                 kiln_status st = materialise(p, x, "a view of it is taken");
@@ -680,8 +698,8 @@ jit_fuse(planner *p)
                 ir_shape_strides(&nd->type.shape, ni->v.strides);
                 if (c > ni->lastdep)
                     ni->lastdep = c;
-                snprintf(ni->why, sizeof ni->why, "a reshape of %s %%%d that no strides express",
-                         ir_ops[g->nodes[x].op].name, (int)x);
+                say(p, ni->why, "a reshape of %s %%%d that no strides express",
+                    ir_ops[g->nodes[x].op].name, (int)x);
             }
             if (p->ni[x].lastdep > ni->lastdep)
                 ni->lastdep = p->ni[x].lastdep; /* the copy just made */
@@ -767,10 +785,10 @@ jit_fuse(planner *p)
             /* the reduction reading it places it (its first user, as for a leaf); the
              * contraction stores its plain result */
             p->ni[mm].stored = true;
-            snprintf(p->ni[mm].why, sizeof p->ni[mm].why,
-                     "read by %s %%%d, computed in the reduction that reads it (the "
-                     "contraction kernel stays plain)",
-                     ir_ops[nd->op].name, (int)n);
+            say(p, p->ni[mm].why,
+                "read by %s %%%d, computed in the reduction that reads it (the "
+                "contraction kernel stays plain)",
+                ir_ops[nd->op].name, (int)n);
             ni->pending = true;
             continue;
         }
@@ -841,7 +859,7 @@ jit_fuse(planner *p)
         nodeinfo *ni = &p->ni[n];
         if (ni->cls == C_ELEM && !ni->stored) {
             ni->stored = true;
-            snprintf(ni->why, sizeof ni->why, "graph output '%s'", g->outputs[i].name);
+            say(p, ni->why, "graph output '%s'", g->outputs[i].name);
         } else if (ni->cls == C_VIEW && !ni->stored && ni->v.offset == 0 &&
                    view_is_contiguous(&ni->v, &g->nodes[n].type.shape) &&
                    ir_shape_count(&g->nodes[ni->v.base].type.shape) ==
@@ -854,12 +872,12 @@ jit_fuse(planner *p)
             ni->alias = b + 1;
             if (p->ni[b].cls == C_ELEM && !p->ni[b].stored) {
                 p->ni[b].stored = true;
-                snprintf(p->ni[b].why, sizeof p->ni[b].why, "graph output '%s' (through %s %%%d)",
-                         g->outputs[i].name, ir_ops[g->nodes[n].op].name, (int)n);
+                say(p, p->ni[b].why, "graph output '%s' (through %s %%%d)",
+                    g->outputs[i].name, ir_ops[g->nodes[n].op].name, (int)n);
             }
         } else if (ni->cls == C_VIEW || ni->cls == C_FULL) {
-            char why[160];
-            snprintf(why, sizeof why, "graph output '%s'", g->outputs[i].name);
+            char why[sizeof ni->why] = "";
+            say(p, why, "graph output '%s'", g->outputs[i].name);
             kiln_status st = materialise(p, n, why);
             if (st)
                 return st;

@@ -354,6 +354,7 @@ typedef struct jit_lru {
     const jit_lru_ops *ops;
     int max_entries;
     size_t max_bytes;
+    int max_per_group; /* cached entries of one group (jit_lru_fill_group); 0: no limit */
     pthread_mutex_t lock;
     pthread_cond_t changed; /* an entry was filled or abandoned */
     jit_lru_entry *bucket[JIT_LRU_BUCKETS];
@@ -363,8 +364,11 @@ typedef struct jit_lru {
     uint64_t hits, misses, waits, evictions;
 } jit_lru;
 #define JIT_LRU_INIT(ops_, max_entries_, max_bytes_)                                              \
+    JIT_LRU_INIT_GROUPED(ops_, max_entries_, max_bytes_, 0)
+#define JIT_LRU_INIT_GROUPED(ops_, max_entries_, max_bytes_, max_per_group_)                     \
     {.ops = (ops_), .max_entries = (max_entries_), .max_bytes = (max_bytes_),                    \
-     .lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER}
+     .max_per_group = (max_per_group_), .lock = PTHREAD_MUTEX_INITIALIZER,                       \
+     .changed = PTHREAD_COND_INITIALIZER}
 
 typedef enum jit_lru_result {
     JIT_LRU_HIT,   /* *entry is ready and referenced for the caller; the caller keeps key */
@@ -378,8 +382,14 @@ typedef enum jit_lru_result {
 IR_HIDDEN jit_lru_result jit_lru_get(jit_lru *c, uint64_t h, void *key, bool wait,
                                      jit_lru_entry **entry);
 IR_HIDDEN void jit_lru_fill(jit_lru *c, jit_lru_entry *e, void *value, size_t bytes);
+/* jit_lru_fill, the entry in `group` when `grouped`: the cache then keeps at most
+ * max_per_group cached entries of that group, evicting its least recently used ones that
+ * no one holds. */
+IR_HIDDEN void jit_lru_fill_group(jit_lru *c, jit_lru_entry *e, void *value, size_t bytes,
+                                  bool grouped, uint64_t group);
 IR_HIDDEN void jit_lru_abandon(jit_lru *c, jit_lru_entry *e);
 IR_HIDDEN void *jit_lru_value(const jit_lru_entry *e);
+IR_HIDDEN uint64_t jit_lru_hash(const jit_lru_entry *e); /* the hash it was looked up by */
 IR_HIDDEN void jit_lru_release(jit_lru *c, jit_lru_entry *e);
 /* Evict every entry no one holds. */
 IR_HIDDEN void jit_lru_trim(jit_lru *c);

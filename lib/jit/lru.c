@@ -6,6 +6,11 @@
  *   sharing:  entries are reference counted: every holder has a reference, and the cache
  *             one more while the entry is cached; eviction only takes entries no one else
  *             holds, least recently used first, down to a count and a byte limit;
+ *   groups:   a cache may keep at most max_per_group cached entries of one group (the
+ *             caller's: the program cache's is the generic hash, so a client whose sizes
+ *             change every step keeps a few of its plans, recycling their memory, instead
+ *             of filling the cache with plans it never uses again and evicting the others');
+ *             a fill evicts the group's least recently used entries no one holds;
  *   single flight: a miss inserts a *pending* entry for its key before the caller starts
  *             compiling, so a second thread that wants the same key waits for the first
  *             (jit_lru_get with wait) or is told the key is busy (without wait) instead of
@@ -26,6 +31,8 @@ struct jit_lru_entry {
     jit_lru_entry *hnext;       /* hash chain */
     jit_lru_entry *prev, *next; /* LRU list of ready, cached entries, most recent first */
     uint64_t hash;
+    uint64_t group; /* with `grouped`: the caller's group (jit_lru_fill_group) */
+    bool grouped;
     void *key, *value;
     size_t bytes;
     int refs; /* holders + 1 while cached */
@@ -168,10 +175,44 @@ jit_lru_get(jit_lru *c, uint64_t h, void *key, bool wait, jit_lru_entry **out)
     }
 }
 
+/* Take the least recently used cached entries of e's group that no one holds out of the
+ * cache until at most max_per_group remain; lock held.  Appends them to *dead. */
+static void
+evict_group_locked(jit_lru *c, const jit_lru_entry *e, jit_lru_entry **dead)
+{
+    int n = 0;
+    for (jit_lru_entry *x = c->head; x; x = x->next)
+        n += x->grouped && x->group == e->group;
+    for (jit_lru_entry *x = c->tail; x && n > c->max_per_group;) {
+        jit_lru_entry *prev = x->prev;
+        if (x->grouped && x->group == e->group && x->refs == 1) {
+            list_unlink(c, x);
+            unhash(c, x);
+            x->cached = false;
+            c->entries--;
+            c->bytes -= x->bytes;
+            c->evictions++;
+            x->next = *dead;
+            *dead = x;
+            n--;
+        }
+        x = prev;
+    }
+}
+
 void
 jit_lru_fill(jit_lru *c, jit_lru_entry *e, void *value, size_t bytes)
 {
+    jit_lru_fill_group(c, e, value, bytes, false, 0);
+}
+
+void
+jit_lru_fill_group(jit_lru *c, jit_lru_entry *e, void *value, size_t bytes, bool grouped,
+                   uint64_t group)
+{
     pthread_mutex_lock(&c->lock);
+    e->grouped = grouped && c->max_per_group > 0;
+    e->group = group;
     e->value = value;
     e->bytes = bytes;
     e->state = READY;
@@ -181,6 +222,8 @@ jit_lru_fill(jit_lru *c, jit_lru_entry *e, void *value, size_t bytes)
     c->entries++;
     c->bytes += bytes;
     jit_lru_entry *dead = evict_locked(c, c->max_entries, c->max_bytes);
+    if (e->grouped)
+        evict_group_locked(c, e, &dead);
     pthread_cond_broadcast(&c->changed);
     pthread_mutex_unlock(&c->lock);
     destroy_list(c, dead);
@@ -194,6 +237,12 @@ jit_lru_abandon(jit_lru *c, jit_lru_entry *e)
     pthread_cond_broadcast(&c->changed);
     pthread_mutex_unlock(&c->lock);
     destroy(c, e);
+}
+
+uint64_t
+jit_lru_hash(const jit_lru_entry *e)
+{
+    return e->hash;
 }
 
 void *

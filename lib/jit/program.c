@@ -2,12 +2,14 @@
  *
  * A program owns the captured graph and holds a compiled form: for FUSED and EAGER a
  * jit_plan (kernels + schedule + buffer plan), for INTERP the reference interpreter.
- * Compiled forms are cached (a jit_lru, lru.c) by the graph's structural hash, the
- * mode and the options that change the code (kiln_options.stores and .code): capturing
- * the same graph again takes a reference to the cached form (no planning, no LLVM work),
+ * Compiled forms are cached (a jit_lru, lru.c) by the graph's structure (keyed by its
+ * generic hash, equal by ir_graph_equal), the mode and the options that change the code
+ * (kiln_options.stores and .code): capturing the same graph again takes a reference to
+ * the cached form (no planning, no LLVM work),
  * and a thread capturing a graph another thread is compiling waits for it;
  * a graph differing only in sizes is planned again but finds its kernels in the kernel
- * cache (cache.c), or a new process in the disk cache (disk.c). */
+ * cache (cache.c), or a new process in the disk cache (disk.c).  The cache keeps at most
+ * PLAN_GROUP_LIMIT plans of one generic graph. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -17,6 +19,13 @@
 #include "llvm.h"
 
 #define PLAN_CACHE_LIMIT 256
+/* Plans of one generic graph (equal but for sizes) kept at most: a client whose sizes
+ * change every step (a decoder's caches grow by a row) plans each step anew and never
+ * meets those sizes again.  Without this bound its plans filled the cache, each new memory
+ * (about 60 page faults a step, 2 layers of a decoder: docs/benchmarking.md), and evicted
+ * every other graph's; with it the client recycles the memory of its last few.  Eight
+ * keep a client that cycles through a few bucketed sizes. */
+#define PLAN_GROUP_LIMIT 8
 
 /* A compiled form, shared by every program of an equal graph and mode. */
 typedef struct compiled {
@@ -26,7 +35,8 @@ typedef struct compiled {
     unsigned flags;       /* the plan's JIT_F_* (to explain it again for a dump) */
 } compiled;
 
-/* The cache key: the graph (a private copy, for equality checks) and the mode. */
+/* The cache key: the graph (for equality checks: a share of the first program's, which
+ * outlives that program) and the mode. */
 typedef struct plan_key {
     kiln_mode mode;
     unsigned flags; /* the JIT_F_PLAN bits it is planned with */
@@ -60,7 +70,8 @@ compiled_destroy(void *v)
 
 static const jit_lru_ops plan_ops = {key_equal, key_free, compiled_destroy};
 /* Plans are counted, not weighed: their kernels' code is weighed in the kernel cache. */
-static jit_lru plans = JIT_LRU_INIT(&plan_ops, PLAN_CACHE_LIMIT, SIZE_MAX);
+static jit_lru plans =
+    JIT_LRU_INIT_GROUPED(&plan_ops, PLAN_CACHE_LIMIT, SIZE_MAX, PLAN_GROUP_LIMIT);
 
 /* A held input's packed form for one contraction step (kiln_program_hold_input). */
 typedef struct held_b {
@@ -168,13 +179,16 @@ compile(const char *api, const kiln_graph *g, kiln_mode mode, unsigned flags, co
         if (k) {
             k->mode = mode;
             k->flags = flags & JIT_F_PLAN;
-            k->graph = graph_clone(g);
+            k->graph = ir_graph_share(g); /* the program's: complete, immutable */
         }
-        if (!k || !k->graph) {
+        if (!k) {
             ir_free(k);
             return ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
         }
-        uint64_t h = ir_graph_hash(g, false) ^ ((uint64_t)mode * 0x9e3779b97f4a7c15ull);
+        /* the generic hash: a graph's size variants share a hash chain (at most
+         * PLAN_GROUP_LIMIT of them are cached; telling them apart is ir_graph_equal's
+         * first differing size), and the hash is also the group */
+        uint64_t h = ir_graph_hash(g, true) ^ ((uint64_t)mode * 0x9e3779b97f4a7c15ull);
         jit_lru_result r = jit_lru_get(&plans, h, k, true, &e);
         if (r != JIT_LRU_MISS)
             key_free(k);
@@ -201,7 +215,7 @@ compile(const char *api, const kiln_graph *g, kiln_mode mode, unsigned flags, co
     }
     if (e) {
         c->entry = e;
-        jit_lru_fill(&plans, e, c, 0);
+        jit_lru_fill_group(&plans, e, c, 0, true, jit_lru_hash(e));
     } else {
         atomic_store(&c->refs, 1);
     }

@@ -260,8 +260,7 @@ jit_simplify(const kiln_graph *g, kiln_graph **out, char **log)
             fprintf(lf, "  folded %%%d %s of full operands into a full\n", (int)i,
                     ir_ops[nd->op].name);
         } else {
-            id = ir_graph_add_node(ng, "kiln_jit", nd->op, nd->nin, ins, &nd->at, &nd->type,
-                                   nd->name);
+            id = ir_graph_copy_node(ng, g, i, ins);
         }
         if (id < 0) {
             st = kiln_errcode();

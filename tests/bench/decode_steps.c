@@ -9,14 +9,17 @@
  * program cache misses: new sizes; the plan is built, every kernel found in the kernel
  * cache), and the run; the first step, which compiles, is reported apart.  Prints the
  * medians over steps 2-31 and, with more than 300 steps, over the last 30 (the program
- * cache of 256 plans full by then: while it fills, each new plan is new memory), the kernels compiled and the temporaries blocks allocated
- * after the first step, and the step's minimal traffic (weights and caches read once) over
- * the median run.  Inputs are random (weights and caches in [-0.1, 0.1)), the same every
- * step.  Not a test: CTest never times anything (docs/benchmarking.md, "Decode"). */
+ * cache long past its first plans), each with the calling thread's CPU time (the wall time
+ * less any time the thread was not running) and the page faults; the kernels compiled and
+ * the temporaries blocks allocated after the first step, and the step's minimal traffic
+ * (weights and caches read once) over the median run.  Inputs are random (weights and
+ * caches in [-0.1, 0.1)), the same every step.  Not a test: CTest never times anything
+ * (docs/benchmarking.md, "Decode"). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "decoder.h"
@@ -28,6 +31,23 @@ now_us(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+/* the calling thread's CPU time: the step's wall time less any time it was not running */
+static double
+cpu_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static double
+minor_faults(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_minflt;
 }
 
 static int
@@ -74,8 +94,10 @@ main(int argc, char **argv)
     void **in = calloc((size_t)nin, sizeof *in), **out = calloc((size_t)nout, sizeof *out);
     size_t *cap = calloc((size_t)nin, sizeof *cap);
     double *end_us = calloc((size_t)steps, sizeof(double)),
-           *run_us = calloc((size_t)steps, sizeof(double));
-    if (!dev || !in || !out || !cap || !end_us || !run_us)
+           *run_us = calloc((size_t)steps, sizeof(double)),
+           *faults = calloc((size_t)steps, sizeof(double)),
+           *cpu = calloc((size_t)steps, sizeof(double));
+    if (!dev || !in || !out || !cap || !end_us || !run_us || !faults || !cpu)
         return 1;
     uint64_t seed = 0x6b696c6e;
     kiln_stats first = KILN_STATS_INIT, last = KILN_STATS_INIT;
@@ -86,9 +108,11 @@ main(int argc, char **argv)
         o.mode = mode;
         kiln_program *p = NULL;
         /* a client's step: capture, and end the scope into a program */
-        double a = now_us();
+        double f0 = minor_faults(), c0 = cpu_us(), a = now_us();
         kiln_status st = ts_decoder_capture(dev, &dec, t, &o, &p);
         double b = now_us();
+        cpu[s] = cpu_us() - c0;
+        faults[s] = minor_faults() - f0;
         if (st) {
             fprintf(stderr, "decode_steps: step %d: %s\n", s, kiln_errmsg());
             return 1;
@@ -139,14 +163,16 @@ main(int argc, char **argv)
     /* the program cache keeps 256 plans: while it fills, every step's plan is new memory
      * (page faults); after, evictions recycle it.  Both phases when there are steps enough */
     int n1 = steps - 1 < 30 ? steps - 1 : 30;
-    double e = median(end_us + 1, n1), r = median(run_us + 1, n1);
-    printf("steps 2-%d (median): capture + scope end + plan %.1f us, run %.3f ms "
-           "(%.1f GB/s: %.1f MB of weights, caches and x read once)\n",
-           n1 + 1, e, r / 1e3, traffic / (r * 1e3), traffic / 1e6);
+    double e = median(end_us + 1, n1), r = median(run_us + 1, n1), pf = median(faults + 1, n1),
+           cu = median(cpu + 1, n1);
+    printf("steps 2-%d (median): capture + scope end + plan %.1f us (%.1f us of CPU, %.0f page "
+           "faults), run %.3f ms (%.1f GB/s: %.1f MB of weights, caches and x read once)\n",
+           n1 + 1, e, cu, pf, r / 1e3, traffic / (r * 1e3), traffic / 1e6);
     if (steps > 300) {
-        double e2 = median(end_us + steps - 30, 30), r2 = median(run_us + steps - 30, 30);
-        printf("the last 30 steps, the program cache full (median): capture + scope end + plan "
-               "%.1f us, run %.3f ms\n", e2, r2 / 1e3);
+        double e2 = median(end_us + steps - 30, 30), r2 = median(run_us + steps - 30, 30),
+               pf2 = median(faults + steps - 30, 30), cu2 = median(cpu + steps - 30, 30);
+        printf("the last 30 steps (median): capture + scope end + plan %.1f us (%.1f us of CPU, "
+               "%.0f page faults), run %.3f ms\n", e2, cu2, pf2, r2 / 1e3);
     }
     printf("after the first step: %llu kernels compiled, %llu temporaries blocks allocated\n",
            (unsigned long long)(last.kernel_compiles - first.kernel_compiles),
@@ -160,6 +186,8 @@ main(int argc, char **argv)
     free(cap);
     free(end_us);
     free(run_us);
+    free(faults);
+    free(cpu);
     kiln_device_free(dev);
     return 0;
 }
