@@ -33,7 +33,10 @@
  *     exact where no inexact op feeds it; NaN matches NaN);
  *   - a crash, an internal-error abort, a sanitizer report.
  * Programs are compiled with the in-memory caches (a kernel seen before is not compiled
- * again, which makes the run many times faster); the disk cache is off. */
+ * again, which makes the run many times faster); the disk cache is off.  At exit it prints
+ * how many graphs it checked, how many of them were new to the program cache (libFuzzer
+ * repeats inputs: a mutation of bytes past 16, or to an equivalent option, gives the same
+ * graph), and the kernels LLVM compiled. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +47,9 @@
 #include "randgraph.h"
 
 #define MAX_NODES 256
+
+/* What the process checked, for the line at exit. */
+static uint64_t n_graphs, n_new;
 
 static void
 fail(const char *what, const kiln_graph *g, const char *mode)
@@ -119,8 +125,13 @@ check(const kiln_graph *g, uint64_t seed, bool tame)
         kiln_options o = KILN_OPTIONS_INIT;
         o.mode = m ? KILN_MODE_EAGER : KILN_MODE_FUSED;
         kiln_program *p = NULL;
+        kiln_stats before = KILN_STATS_INIT, after = KILN_STATS_INIT;
+        kiln_jit_stats(&before);
         if (kiln_program_compile(g, &o, &p) != KILN_OK)
             fail(kiln_errmsg(), g, mode); /* the verifier accepted it */
+        kiln_jit_stats(&after);
+        if (m == 0 && after.plan_misses > before.plan_misses)
+            n_new++;
         for (int k = 0; k < no; k++) /* poison: an element never written shows */
             memset(out[k], 0xa5, ir_type_bytes(&g->nodes[g->outputs[k].node].type));
         if (kiln_program_run(p, (const void *const *)in, out) != KILN_OK)
@@ -142,6 +153,7 @@ check(const kiln_graph *g, uint64_t seed, bool tame)
     }
     eb_free(g, eb);
     free(eb);
+    n_graphs++;
     for (int i = 0; i < ni; i++)
         free(in[i]);
     for (int k = 0; k < no; k++)
@@ -153,12 +165,26 @@ check(const kiln_graph *g, uint64_t seed, bool tame)
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static void
+report(void)
+{
+    kiln_stats s = KILN_STATS_INIT;
+    kiln_jit_stats(&s);
+    fprintf(stderr,
+            "fuzz_graphs: %llu graphs checked, %llu new to the program cache; %llu kernels "
+            "compiled, %.1f s in LLVM\n",
+            (unsigned long long)n_graphs, (unsigned long long)n_new,
+            (unsigned long long)s.kernel_compiles,
+            s.compile_ms / 1000);
+}
+
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
     setenv("KILN_CACHE_DIR", "off", 1); /* the in-memory caches only */
+    atexit(report); /* libFuzzer ends a bounded run with exit() */
     return 0;
 }
 

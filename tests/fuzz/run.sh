@@ -55,7 +55,7 @@ for t in "${targets[@]}"; do
         echo "fuzz: FAIL: $t found a problem (input kept in $build/artifacts/)" >&2
         status=1
     else
-        grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$build/$t.log" | sed "s/^/fuzz: $t: /"
+        grep -E "stat::number_of_executed_units|stat::peak_rss_mb|^fuzz_graphs: [0-9]" "$build/$t.log" | sed "s/^$t: //; s/^/fuzz: $t: /"
     fi
 done
 exit $status
