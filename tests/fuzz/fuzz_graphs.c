@@ -23,7 +23,13 @@
  *   byte 15     percent chance that a reduction's consumer reads another value of its
  *               operand's type (a concat, say), and half the time a second consumer
  *               reads both: 0-100
+ *   byte 16     bit 0: compile the graph's elementwise kernels compact (KILN_CODE_COMPACT,
+ *               fused and eager alike; reductions and matmuls are always full); missing
+ *               or clear: the default, full code at these sizes
  * so libFuzzer's mutations of a short input move through graph shapes and op mixes.
+ * Byte 16 puts the compact tier under the oracle too, and pays for itself: a kernel that
+ * LLVM's fast code generator compiles costs about half the CPU time of a full one, and
+ * LLVM is ~70% of this target's time (docs/fuzzing.md, "Throughput").
  *
  * Findings (abort):
  *   - compiling a graph the verifier accepted fails, fused or eager, with any code
@@ -49,7 +55,7 @@
 #define MAX_NODES 256
 
 /* What the process checked, for the line at exit. */
-static uint64_t n_graphs, n_new;
+static uint64_t n_graphs, n_new, n_compact;
 
 static void
 fail(const char *what, const kiln_graph *g, const char *mode)
@@ -100,7 +106,7 @@ options(const uint8_t *d, size_t n, ts_randgraph_opts *o)
 
 /* Run g fused and eager on inputs from `seed` and hold both to the interpreter. */
 static void
-check(const kiln_graph *g, uint64_t seed, bool tame)
+check(const kiln_graph *g, uint64_t seed, bool tame, bool compact)
 {
     int ni = g->ninputs, no = g->noutputs;
     void **in = calloc((size_t)ni + 1, sizeof *in), **out = calloc((size_t)no + 1, sizeof *out);
@@ -121,9 +127,11 @@ check(const kiln_graph *g, uint64_t seed, bool tame)
     if (eb_reference(g, (const void *const *)in, eb) != KILN_OK)
         fail(kiln_errmsg(), g, "interp");
     for (int m = 0; m < 2; m++) {
-        const char *mode = m ? "eager" : "fused";
+        const char *mode = m ? (compact ? "eager, compact code" : "eager")
+                             : (compact ? "fused, compact code" : "fused");
         kiln_options o = KILN_OPTIONS_INIT;
         o.mode = m ? KILN_MODE_EAGER : KILN_MODE_FUSED;
+        o.code = compact ? KILN_CODE_COMPACT : KILN_CODE_AUTO;
         kiln_program *p = NULL;
         kiln_stats before = KILN_STATS_INIT, after = KILN_STATS_INIT;
         kiln_jit_stats(&before);
@@ -154,6 +162,7 @@ check(const kiln_graph *g, uint64_t seed, bool tame)
     eb_free(g, eb);
     free(eb);
     n_graphs++;
+    n_compact += compact;
     for (int i = 0; i < ni; i++)
         free(in[i]);
     for (int k = 0; k < no; k++)
@@ -171,10 +180,10 @@ report(void)
     kiln_stats s = KILN_STATS_INIT;
     kiln_jit_stats(&s);
     fprintf(stderr,
-            "fuzz_graphs: %llu graphs checked, %llu new to the program cache; %llu kernels "
-            "compiled, %.1f s in LLVM\n",
+            "fuzz_graphs: %llu graphs checked, %llu new to the program cache, %llu with "
+            "compact code; %llu kernels compiled, %.1f s in LLVM\n",
             (unsigned long long)n_graphs, (unsigned long long)n_new,
-            (unsigned long long)s.kernel_compiles,
+            (unsigned long long)n_compact, (unsigned long long)s.kernel_compiles,
             s.compile_ms / 1000);
 }
 
@@ -197,7 +206,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (size > 65536 || kiln_graph_parse((const char *)data, size, &g) != KILN_OK)
             return 0;
         if (g->nnodes <= MAX_NODES)
-            check(g, le64(data, size), false);
+            check(g, le64(data, size), false, false);
         kiln_graph_free(g);
         return 0;
     }
@@ -207,7 +216,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     kiln_graph *g = ts_random_graph(seed, &o);
     if (!g)
         fail(kiln_errmsg(), NULL, "the generator failed (a bug in it or in the type rules)");
-    check(g, seed, o.tame_values);
+    check(g, seed, o.tame_values, size > 16 && (data[16] & 1));
     kiln_graph_free(g);
     return 0;
 }
