@@ -25,7 +25,8 @@
  *               reads both: 0-100
  *   byte 16     bit 0: compile the graph's elementwise kernels compact (KILN_CODE_COMPACT,
  *               fused and eager alike; reductions and matmuls are always full); missing
- *               or clear: the default, full code at these sizes
+ *               or clear: the default, full code at these sizes.  KILN_FUZZ_CODE=full or
+ *               =compact overrides it for every graph (docs/fuzzing.md, "Throughput")
  * so libFuzzer's mutations of a short input move through graph shapes and op mixes.
  * Byte 16 puts the compact tier under the oracle too, and pays for itself: a kernel that
  * LLVM's fast code generator compiles costs about half the CPU time of a full one, and
@@ -56,6 +57,8 @@
 
 /* What the process checked, for the line at exit. */
 static uint64_t n_graphs, n_new, n_compact;
+/* KILN_FUZZ_CODE: 'f' (full), 'c' (compact), or 0: byte 16 chooses */
+static char code_env;
 
 static void
 fail(const char *what, const kiln_graph *g, const char *mode)
@@ -193,6 +196,13 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argc;
     (void)argv;
     setenv("KILN_CACHE_DIR", "off", 1); /* the in-memory caches only */
+    const char *c = getenv("KILN_FUZZ_CODE");
+    if (c && (!strcmp(c, "full") || !strcmp(c, "compact")))
+        code_env = c[0];
+    else if (c && *c && strcmp(c, "mixed") != 0) {
+        fprintf(stderr, "fuzz_graphs: KILN_FUZZ_CODE is full, compact or mixed, not '%s'\n", c);
+        exit(2);
+    }
     atexit(report); /* libFuzzer ends a bounded run with exit() */
     return 0;
 }
@@ -206,7 +216,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (size > 65536 || kiln_graph_parse((const char *)data, size, &g) != KILN_OK)
             return 0;
         if (g->nnodes <= MAX_NODES)
-            check(g, le64(data, size), false, false);
+            check(g, le64(data, size), false, code_env == 'c');
         kiln_graph_free(g);
         return 0;
     }
@@ -216,7 +226,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     kiln_graph *g = ts_random_graph(seed, &o);
     if (!g)
         fail(kiln_errmsg(), NULL, "the generator failed (a bug in it or in the type rules)");
-    check(g, seed, o.tame_values, size > 16 && (data[16] & 1));
+    bool compact = code_env ? code_env == 'c' : size > 16 && (data[16] & 1);
+    check(g, seed, o.tame_values, compact);
     kiln_graph_free(g);
     return 0;
 }
