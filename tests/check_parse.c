@@ -323,6 +323,34 @@ START_TEST(test_random_roundtrip)
 }
 END_TEST
 
+/* The element cap holds for every value, also where the fuzzer's options make empty
+ * values common: with a zero dim in the base shape, an input broadcast against it once
+ * had 23 million elements, and a reduction over the empty axis could have had more. */
+START_TEST(test_random_cap)
+{
+    uint64_t base = base_seed();
+    for (uint64_t i = 0; i < 1500; i++) {
+        ts_randgraph_opts o;
+        ts_randgraph_defaults(&o);
+        o.max_rank = 8;
+        o.max_dim = 40;
+        o.max_elems = 4096;
+        o.zero_dim_pct = 15;
+        o.full_reduce_pct = 30;
+        o.reduce_consumer_pct = 50;
+        o.max_nodes = 24;
+        uint64_t seed = base + 300000 + i;
+        kiln_graph *g = ts_random_graph(seed, &o);
+        ck_assert_msg(g != NULL, "seed %" PRIu64 ": %s", seed, kiln_errmsg());
+        for (int32_t k = 0; k < g->nnodes; k++)
+            ck_assert_msg(ir_shape_count(&g->nodes[k].type.shape) <= 4096,
+                          "seed %" PRIu64 ": node %d has %lld elements", seed, (int)k,
+                          (long long)ir_shape_count(&g->nodes[k].type.shape));
+        kiln_graph_free(g);
+    }
+}
+END_TEST
+
 /* Each op required once per seed, and the JIT options. */
 START_TEST(test_random_options)
 {
@@ -1339,6 +1367,7 @@ parse_suite(void)
     tcase_add_test(t, test_interleaved_inputs);
     tcase_add_test(t, test_random_roundtrip);
     tcase_add_test(t, test_random_options);
+    tcase_add_test(t, test_random_cap);
     tcase_add_test(t, test_print_scalar);
     tcase_add_test(t, test_constants_bitexact);
     tcase_add_test(t, test_defaults);

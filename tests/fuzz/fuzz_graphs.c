@@ -23,7 +23,14 @@
  *   byte 15     percent chance that a reduction's consumer reads another value of its
  *               operand's type (a concat, say), and half the time a second consumer
  *               reads both: 0-100
+ *   byte 16     bit 0: compile the graph's elementwise kernels compact (KILN_CODE_COMPACT,
+ *               fused and eager alike; reductions and matmuls are always full); missing
+ *               or clear: the default, full code at these sizes.  KILN_FUZZ_CODE=full or
+ *               =compact overrides it for every graph (docs/fuzzing.md, "Throughput")
  * so libFuzzer's mutations of a short input move through graph shapes and op mixes.
+ * Byte 16 puts the compact tier under the oracle too, and pays for itself: a kernel that
+ * LLVM's fast code generator compiles costs about half the CPU time of a full one, and
+ * LLVM is ~70% of this target's time (docs/fuzzing.md, "Throughput").
  *
  * Findings (abort):
  *   - compiling a graph the verifier accepted fails, fused or eager, with any code
@@ -33,7 +40,10 @@
  *     exact where no inexact op feeds it; NaN matches NaN);
  *   - a crash, an internal-error abort, a sanitizer report.
  * Programs are compiled with the in-memory caches (a kernel seen before is not compiled
- * again, which makes the run many times faster); the disk cache is off. */
+ * again, which makes the run many times faster); the disk cache is off.  At exit it prints
+ * how many graphs it checked, how many of them were new to the program cache (libFuzzer
+ * repeats inputs: a mutation of bytes past 16, or to an equivalent option, gives the same
+ * graph), and the kernels LLVM compiled. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +54,11 @@
 #include "randgraph.h"
 
 #define MAX_NODES 256
+
+/* What the process checked, for the line at exit. */
+static uint64_t n_graphs, n_new, n_compact;
+/* KILN_FUZZ_CODE: 'f' (full), 'c' (compact), or 0: byte 16 chooses */
+static char code_env;
 
 static void
 fail(const char *what, const kiln_graph *g, const char *mode)
@@ -94,7 +109,7 @@ options(const uint8_t *d, size_t n, ts_randgraph_opts *o)
 
 /* Run g fused and eager on inputs from `seed` and hold both to the interpreter. */
 static void
-check(const kiln_graph *g, uint64_t seed, bool tame)
+check(const kiln_graph *g, uint64_t seed, bool tame, bool compact)
 {
     int ni = g->ninputs, no = g->noutputs;
     void **in = calloc((size_t)ni + 1, sizeof *in), **out = calloc((size_t)no + 1, sizeof *out);
@@ -115,12 +130,19 @@ check(const kiln_graph *g, uint64_t seed, bool tame)
     if (eb_reference(g, (const void *const *)in, eb) != KILN_OK)
         fail(kiln_errmsg(), g, "interp");
     for (int m = 0; m < 2; m++) {
-        const char *mode = m ? "eager" : "fused";
+        const char *mode = m ? (compact ? "eager, compact code" : "eager")
+                             : (compact ? "fused, compact code" : "fused");
         kiln_options o = KILN_OPTIONS_INIT;
         o.mode = m ? KILN_MODE_EAGER : KILN_MODE_FUSED;
+        o.code = compact ? KILN_CODE_COMPACT : KILN_CODE_AUTO;
         kiln_program *p = NULL;
+        kiln_stats before = KILN_STATS_INIT, after = KILN_STATS_INIT;
+        kiln_jit_stats(&before);
         if (kiln_program_compile(g, &o, &p) != KILN_OK)
             fail(kiln_errmsg(), g, mode); /* the verifier accepted it */
+        kiln_jit_stats(&after);
+        if (m == 0 && after.plan_misses > before.plan_misses)
+            n_new++;
         for (int k = 0; k < no; k++) /* poison: an element never written shows */
             memset(out[k], 0xa5, ir_type_bytes(&g->nodes[g->outputs[k].node].type));
         if (kiln_program_run(p, (const void *const *)in, out) != KILN_OK)
@@ -142,6 +164,8 @@ check(const kiln_graph *g, uint64_t seed, bool tame)
     }
     eb_free(g, eb);
     free(eb);
+    n_graphs++;
+    n_compact += compact;
     for (int i = 0; i < ni; i++)
         free(in[i]);
     for (int k = 0; k < no; k++)
@@ -153,12 +177,33 @@ check(const kiln_graph *g, uint64_t seed, bool tame)
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static void
+report(void)
+{
+    kiln_stats s = KILN_STATS_INIT;
+    kiln_jit_stats(&s);
+    fprintf(stderr,
+            "fuzz_graphs: %llu graphs checked, %llu new to the program cache, %llu with "
+            "compact code; %llu kernels compiled, %.1f s in LLVM\n",
+            (unsigned long long)n_graphs, (unsigned long long)n_new,
+            (unsigned long long)n_compact, (unsigned long long)s.kernel_compiles,
+            s.compile_ms / 1000);
+}
+
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
     setenv("KILN_CACHE_DIR", "off", 1); /* the in-memory caches only */
+    const char *c = getenv("KILN_FUZZ_CODE");
+    if (c && (!strcmp(c, "full") || !strcmp(c, "compact")))
+        code_env = c[0];
+    else if (c && *c && strcmp(c, "mixed") != 0) {
+        fprintf(stderr, "fuzz_graphs: KILN_FUZZ_CODE is full, compact or mixed, not '%s'\n", c);
+        exit(2);
+    }
+    atexit(report); /* libFuzzer ends a bounded run with exit() */
     return 0;
 }
 
@@ -171,7 +216,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (size > 65536 || kiln_graph_parse((const char *)data, size, &g) != KILN_OK)
             return 0;
         if (g->nnodes <= MAX_NODES)
-            check(g, le64(data, size), false);
+            check(g, le64(data, size), false, code_env == 'c');
         kiln_graph_free(g);
         return 0;
     }
@@ -181,7 +226,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     kiln_graph *g = ts_random_graph(seed, &o);
     if (!g)
         fail(kiln_errmsg(), NULL, "the generator failed (a bug in it or in the type rules)");
-    check(g, seed, o.tame_values);
+    bool compact = code_env ? code_env == 'c' : size > 16 && (data[16] & 1);
+    check(g, seed, o.tame_values, compact);
     kiln_graph_free(g);
     return 0;
 }

@@ -4,7 +4,9 @@
 # Defaults: build-fuzz, 25 seconds, every target (fuzz_parse_run fuzz_npy fuzz_graphs).  Exit 0 when no
 # target found anything (or when clang with libFuzzer is not installed: then it says so and
 # skips), 1 when one did; the input that triggered it is kept as BUILD_DIR/artifacts/*.
-# KILN_FUZZ_CC names the compiler (default clang-19); KILN_FUZZ_JOBS the parallel build.
+# KILN_FUZZ_CC names the compiler (default clang-19); KILN_FUZZ_JOBS the parallel build;
+# KILN_FUZZ_SANITIZE the sanitizers (default address,undefined; "undefined" alone is the
+# throughput flavour, in a BUILD_DIR of its own: docs/fuzzing.md, "Throughput").
 # New inputs the fuzzer finds go to BUILD_DIR/corpus/TARGET, never into the seed corpus
 # (tests/fuzz/corpus/parse_run: .kiln text; tests/fuzz/corpus/npy: .npy images, named
 # without the extension, which .gitignore keeps out of the repository;
@@ -19,6 +21,7 @@ shift $(( $# > 2 ? 2 : $# ))
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse_run fuzz_npy fuzz_graphs)
 cc=${KILN_FUZZ_CC:-clang-19}
+san=${KILN_FUZZ_SANITIZE:-address,undefined}
 
 if ! command -v "$cc" >/dev/null 2>&1; then
     echo "fuzz: skipped: $cc is not installed (Debian: apt-get install clang-19 libclang-rt-19-dev)"
@@ -32,9 +35,9 @@ if ! "$cc" -fsanitize=fuzzer "$probe/p.c" -o "$probe/p" >/dev/null 2>&1; then
     exit 0
 fi
 
-echo "== $build: libFuzzer targets ($cc, AddressSanitizer + UndefinedBehaviorSanitizer)"
+echo "== $build: libFuzzer targets ($cc, -fsanitize=$san)"
 CC=$cc cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON \
-    -DKILN_SANITIZE=address,undefined >"$build.configure.log" 2>&1 \
+    -DKILN_SANITIZE="$san" >"$build.configure.log" 2>&1 \
     || { cat "$build.configure.log"; echo "fuzz: configure failed" >&2; exit 1; }
 cmake --build "$build" -j"${KILN_FUZZ_JOBS:-$(nproc)}" --target "${targets[@]}" >"$build.build.log" 2>&1 \
     || { tail -40 "$build.build.log"; echo "fuzz: build failed" >&2; exit 1; }
@@ -55,7 +58,7 @@ for t in "${targets[@]}"; do
         echo "fuzz: FAIL: $t found a problem (input kept in $build/artifacts/)" >&2
         status=1
     else
-        grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$build/$t.log" | sed "s/^/fuzz: $t: /"
+        grep -E "stat::number_of_executed_units|stat::peak_rss_mb|^fuzz_graphs: [0-9]" "$build/$t.log" | sed "s/^$t: //; s/^/fuzz: $t: /"
     fi
 done
 exit $status

@@ -221,6 +221,18 @@ count_of(const ir_shape *s)
     return n;
 }
 
+/* The elements s would have with its zero dims 1: what the element cap bounds, so that
+ * the values made from an empty one (a reduction over its zero axis, a broadcast partner
+ * with a 1 there) stay within the cap too. */
+static size_t
+span_of(const ir_shape *s)
+{
+    size_t n = 1;
+    for (int i = 0; i < s->rank; i++)
+        n *= s->dims[i] > 1 ? (size_t)s->dims[i] : 1;
+    return n;
+}
+
 static const ir_type *
 type_of(gen *G, int32_t id)
 {
@@ -270,7 +282,7 @@ rand_dim(gen *G)
 static void
 cap_shape(gen *G, ir_shape *s)
 {
-    while (count_of(s) > G->o.max_elems) {
+    while (span_of(s) > G->o.max_elems) {
         int big = 0;
         for (int i = 1; i < s->rank; i++)
             if (s->dims[i] > s->dims[big])
@@ -294,7 +306,8 @@ rand_shape(gen *G, int min_rank, bool nonempty)
 }
 
 /* A shape that broadcasts with s (size-1 dims, fewer or more leading dims), the broadcast
- * staying within the element cap; s itself when the draw would not. */
+ * staying within the element cap (span_of: an empty s does not make any partner fit); s
+ * itself when the draw would not. */
 static ir_shape
 bcast_partner(gen *G, const ir_shape *s)
 {
@@ -318,7 +331,7 @@ bcast_partner(gen *G, const ir_shape *s)
     }
     for (int i = b.rank; i < IR_MAX_RANK; i++)
         b.dims[i] = 0;
-    if (!ir_broadcast(s, &b, &out) || count_of(&out) > G->o.max_elems)
+    if (!ir_broadcast(s, &b, &out) || span_of(&out) > G->o.max_elems)
         return *s;
     return b;
 }
@@ -498,7 +511,7 @@ gen_ternary(gen *G, ir_op op)
     t2.shape = bcast_partner(G, &tx.shape);
     ir_shape s1, s2;
     if (!ir_broadcast(&tx.shape, &t1.shape, &s1) || !ir_broadcast(&s1, &t2.shape, &s2) ||
-        count_of(&s2) > G->o.max_elems)
+        span_of(&s2) > G->o.max_elems)
         t1.shape = t2.shape = tx.shape;
     int32_t in[3];
     if (where) {
@@ -591,7 +604,7 @@ gen_move(gen *G, ir_op op)
             int64_t d = tx.shape.dims[i];
             s->dims[extra + i] = d == 1 && chance(G, 60) ? rand_dim(G) : d;
         }
-        if (count_of(s) > G->o.max_elems) {
+        if (span_of(s) > G->o.max_elems) {
             for (int i = 0; i < extra; i++)
                 s->dims[i] = 1;
             for (int i = 0; i < rank; i++)
@@ -624,7 +637,7 @@ gen_move(gen *G, ir_op op)
             at.high[i] = (int64_t)below(G, 3);
             s.dims[i] += at.low[i] + at.high[i];
         }
-        if (count_of(&s) > G->o.max_elems)
+        if (span_of(&s) > G->o.max_elems)
             for (int i = 0; i < rank; i++)
                 at.low[i] = at.high[i] = 0;
         at.value = rand_scalar(G, tx.dtype);
@@ -636,14 +649,14 @@ gen_move(gen *G, ir_op op)
         at.axis = (int)below(G, (uint64_t)rank);
         size_t total = count_of(&tx.shape);
         for (int k = 1; k < n; k++) {
-            if (chance(G, 15) && total + count_of(&tx.shape) <= G->o.max_elems) {
+            if (chance(G, 15) && total + span_of(&tx.shape) <= G->o.max_elems) {
                 in[k] = x; /* concat(x, x) */
                 total += count_of(&tx.shape);
                 continue;
             }
             ir_type t = tx;
             t.shape.dims[at.axis] = rand_dim(G);
-            if (total + count_of(&t.shape) > G->o.max_elems)
+            if (total + span_of(&t.shape) > G->o.max_elems)
                 t.shape.dims[at.axis] = 0;
             total += count_of(&t.shape);
             if ((in[k] = get_operand(G, &t)) < 0)
@@ -667,7 +680,7 @@ gen_move(gen *G, ir_op op)
         for (int i = 0; i < rank; i++)
             if (i != at.axis)
                 rest *= (size_t)tx.shape.dims[i];
-        if (rest * count_of(&idx) > G->o.max_elems)
+        if (rest * span_of(&idx) > G->o.max_elems)
             idx.rank = 0;
         ti.shape = idx;
         int32_t in[2] = {x, -1};
@@ -850,9 +863,10 @@ gen_matmul(gen *G)
         tb.shape.dims[tb.shape.rank++] = k;
         if (rb >= 2)
             tb.shape.dims[tb.shape.rank++] = n;
-        size_t out = (size_t)(ra == 3 || rb == 3 ? (ba > bb ? ba : bb) : 1) *
-                     (size_t)(ra >= 2 ? m : 1) * (size_t)(rb >= 2 ? n : 1);
-        if (count_of(&ta.shape) > G->o.max_elems || count_of(&tb.shape) > G->o.max_elems ||
+        int64_t bo = ra == 3 || rb == 3 ? (ba > bb ? ba : bb) : 1; /* span_of the result */
+        size_t out = (size_t)(bo > 1 ? bo : 1) * (size_t)(ra >= 2 && m > 1 ? m : 1) *
+                     (size_t)(rb >= 2 && n > 1 ? n : 1);
+        if (span_of(&ta.shape) > G->o.max_elems || span_of(&tb.shape) > G->o.max_elems ||
             out > G->o.max_elems) {
             /* Halve the largest size and retry; the batch dims together, so that they
              * still broadcast (equal, or one of them 1) */
