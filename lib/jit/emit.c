@@ -261,7 +261,7 @@ lower_op(L *l, ir_op op, kiln_dtype t, LLVMValueRef *a)
         return LLVMBuildFDiv(b, fconst(l, vt, 1.0), intr1(l, "llvm.sqrt", a[0]), "");
     case IR_OP_RECIP: return LLVMBuildFDiv(b, fconst(l, vt, 1.0), a[0], "");
     case IR_OP_RELU:
-        return fl ? jit_em_intr2(l, "llvm.maximum", a[0], LLVMConstNull(vt))
+        return fl ? jit_em_fextreme(l, true, a[0], LLVMConstNull(vt))
                   : jit_em_intr2(l, "llvm.smax", a[0], LLVMConstNull(vt));
     case IR_OP_FLOOR: return intr1(l, "llvm.floor", a[0]);
     case IR_OP_CEIL: return intr1(l, "llvm.ceil", a[0]);
@@ -276,8 +276,8 @@ lower_op(L *l, ir_op op, kiln_dtype t, LLVMValueRef *a)
     case IR_OP_MUL: return fl ? LLVMBuildFMul(b, a[0], a[1], "") : LLVMBuildMul(b, a[0], a[1], "");
     case IR_OP_DIV: return fl ? LLVMBuildFDiv(b, a[0], a[1], "") : int_divrem(l, a[0], a[1], false);
     case IR_OP_REM: return fl ? fmod_op(l, a) : int_divrem(l, a[0], a[1], true);
-    case IR_OP_MAX: return jit_em_intr2(l, fl ? "llvm.maximum" : "llvm.smax", a[0], a[1]);
-    case IR_OP_MIN: return jit_em_intr2(l, fl ? "llvm.minimum" : "llvm.smin", a[0], a[1]);
+    case IR_OP_MAX: return fl ? jit_em_fextreme(l, true, a[0], a[1]) : jit_em_intr2(l, "llvm.smax", a[0], a[1]);
+    case IR_OP_MIN: return fl ? jit_em_fextreme(l, false, a[0], a[1]) : jit_em_intr2(l, "llvm.smin", a[0], a[1]);
     case IR_OP_EQ: return fl ? LLVMBuildFCmp(b, LLVMRealOEQ, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntEQ, a[0], a[1], "");
     case IR_OP_NE: return fl ? LLVMBuildFCmp(b, LLVMRealUNE, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntNE, a[0], a[1], "");
     case IR_OP_LT: return fl ? LLVMBuildFCmp(b, LLVMRealOLT, a[0], a[1], "") : LLVMBuildICmp(b, LLVMIntSLT, a[0], a[1], "");
@@ -289,7 +289,7 @@ lower_op(L *l, ir_op op, kiln_dtype t, LLVMValueRef *a)
     case IR_OP_XOR: return LLVMBuildXor(b, a[0], a[1], "");
     case IR_OP_WHERE: return LLVMBuildSelect(b, a[0], a[1], a[2], "");
     case IR_OP_CLAMP:
-        return fl ? jit_em_intr2(l, "llvm.minimum", jit_em_intr2(l, "llvm.maximum", a[0], a[1]), a[2])
+        return fl ? jit_em_fextreme(l, false, jit_em_fextreme(l, true, a[0], a[1]), a[2])
                   : jit_em_intr2(l, "llvm.smin", jit_em_intr2(l, "llvm.smax", a[0], a[1]), a[2]);
     case IR_OP_POW:
         return fl ? math_op(l, op, a) : int_pow(l, a[0], a[1]);
@@ -338,6 +338,38 @@ jit_em_lane_ids(L *l)
     for (int i = 0; i < l->W; i++)
         lanes[i] = LLVMConstInt(l->i64, (unsigned long long)i, 0);
     return LLVMConstVector(lanes, (unsigned)l->W);
+}
+
+/* x (a float or a vector of them) with a signalling NaN made quiet (its quiet bit set),
+ * every other value unchanged (LLVM 19 cannot select llvm.canonicalize on x86). */
+static LLVMValueRef
+quiet_nan(L *l, LLVMValueRef x)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMTypeRef t = LLVMTypeOf(x), et = t;
+    unsigned n = 0;
+    if (LLVMGetTypeKind(t) == LLVMVectorTypeKind) {
+        n = LLVMGetVectorSize(t);
+        et = LLVMGetElementType(t);
+    }
+    bool f64 = et == l->f64;
+    LLVMTypeRef it = f64 ? l->i64 : l->i32, ivt = n ? LLVMVectorType(it, n) : it;
+    LLVMValueRef q = LLVMConstInt(it, f64 ? 1ull << 51 : 1ull << 22, 0);
+    if (n) {
+        LLVMValueRef lanes[64];
+        IR_ASSERT(n <= 64);
+        for (unsigned i = 0; i < n; i++)
+            lanes[i] = q;
+        q = LLVMConstVector(lanes, n);
+    }
+    LLVMValueRef qx = LLVMBuildBitCast(b, LLVMBuildOr(b, LLVMBuildBitCast(b, x, ivt, ""), q, ""), t, "");
+    return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUNO, x, x, ""), qx, x, "");
+}
+
+LLVMValueRef
+jit_em_fextreme(L *l, bool max, LLVMValueRef a, LLVMValueRef b)
+{
+    return jit_em_intr2(l, max ? "llvm.maximum" : "llvm.minimum", quiet_nan(l, a), quiet_nan(l, b));
 }
 
 LLVMValueRef

@@ -46,6 +46,12 @@ IR_HIDDEN LLVMValueRef jit_em_lane_ids(jit_em *l);
 /* The first `rest` lanes (0 <= rest <= W, an i64), compared in i32 lanes: legal vector
  * types keep LLVM's code generation cheap. */
 IR_HIDDEN LLVMValueRef jit_em_first_lanes(jit_em *l, LLVMValueRef rest);
+/* llvm.maximum (max) or llvm.minimum of floats a and b: NaN wins, whichever its kind, and
+ * -0 < +0.  LLVM 19's x86 lowering, when it knows one operand is never a NaN (an integer
+ * converted, a constant), tests the other for a quiet NaN or +0 only, so a signalling NaN
+ * lost to the number; both operands are quieted first (a NaN gets its quiet bit, every other
+ * value is unchanged; folded away where LLVM knows an operand is never a NaN). */
+IR_HIDDEN LLVMValueRef jit_em_fextreme(jit_em *l, bool max, LLVMValueRef a, LLVMValueRef b);
 /* The lanes of a vector that `rest` (an i64: elements left, any value) leaves: clamp(rest,
  * 0, W), for jit_em_first_lanes. */
 IR_HIDDEN LLVMValueRef jit_em_clamp_lanes(jit_em *l, LLVMValueRef rest);
