@@ -23,7 +23,8 @@
  *                           result (f32 sums accumulate in f64, kernels in any order:
  *                           ops.def), / n for the mean; f32 sums also gamma(B-1, 2^-24)
  *                           (sum |x| + sum E): kernels add blocks of B = JIT_SUM_BLOCK
- *                           elements in f32 first
+ *                           elements in f32 first; infinite where sum |x| + sum E exceeds
+ *                           f32's largest finite value (a block's sum may overflow)
  *   matmul                  the change of sum |a||b| when |a|, |b| grow by their E, +
  *                           (gamma(k, u) + 3 gamma(k, 2^-53)) sum |a||b| + 1 ULP: u is the
  *                           output dtype's, so the bound also holds for kernels that
@@ -597,6 +598,10 @@ reduction(const kiln_graph *g, const ir_node *nd, nstate *ns, size_t n, double *
                 b /= cnt;
             if (b > 0)
                 b += ulp(rt, (fabs(ir_load_f64(rt, val, i)) + b) * (1 + 0x1p-20));
+            /* an f32 block's partial sum may overflow f32 where sum |x| exceeds its largest
+             * finite value (the interpreter's f64 sum does not): no bound there */
+            if (t == KILN_DTYPE_F32 && sa[i] + ei > 0x1.fffffep+127)
+                b = INFINITY;
             e[i] = isnan(b) ? INFINITY : b;
         }
         break;
