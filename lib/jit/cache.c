@@ -112,7 +112,7 @@ make_key(const jit_kdesc *d, uint64_t *h)
 static kiln_status
 nomem(void)
 {
-    return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+    return ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
 }
 
 /* A plan's kernels are split into at most this many modules, code-generated in parallel

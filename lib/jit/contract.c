@@ -221,7 +221,7 @@ jit_contract_prepack(jit_step *s)
     size_t n = jit_contract_b_bytes(s);
     s->mm_bpacked = ir_aligned_alloc(64, n ? n : 64);
     if (!s->mm_bpacked)
-        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory packing a constant matmul operand (%zu bytes)", n);
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory packing a constant matmul operand (%zu bytes)", n);
     jit_contract_pack_b(s, s->mm_loc[1].cdata, s->mm_bpacked);
     atomic_fetch_add(&prepacked, 1);
     return KILN_OK;

@@ -41,7 +41,7 @@ static int32_t
 kb_push(kbuild *k, const jit_kinst *in)
 {
     if (k->ninst >= JIT_MAX_INST) {
-        ir_error(KILN_ERR_UNSUPPORTED, "kiln_jit: unsupported: kernel with more than %d instructions",
+        ir_error(KILN_ERR_UNSUPPORTED, "kiln: unsupported: kernel with more than %d instructions",
                  JIT_MAX_INST);
         return -1;
     }
@@ -49,7 +49,7 @@ kb_push(kbuild *k, const jit_kinst *in)
         int32_t m = k->capinst ? 2 * k->capinst : 32;
         jit_kinst *a = ir_realloc(k->inst, sizeof *a * (size_t)m);
         if (!a) {
-            ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+            ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
             return -1;
         }
         k->inst = a;
@@ -139,14 +139,14 @@ kb_slot(kbuild *k, const view *v, int64_t off_adj, const int64_t *st, const int6
             k->load_strides = ss;
         int64_t *ex = ss ? ir_realloc(k->load_ext, sizeof(int64_t) * (size_t)m * (size_t)k->R * 2) : NULL;
         if (!o || !ss || !ex) {
-            ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+            ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
             return -1;
         }
         k->load_ext = ex;
         k->capload = m;
     }
     if (!jit_ivec_push(&k->load_node, v->base)) {
-        ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         return -1;
     }
     k->load_off[slot] = v->offset + off_adj;
@@ -337,7 +337,7 @@ kb_value(kbuild *k, int32_t n, const ir_shape *cs, int ctx)
         return -1;
     *memo = r + 1;
     if (!jit_ivec_push(&k->touched, n)) {
-        ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         return -1;
     }
     return r;
@@ -540,7 +540,7 @@ kb_stream_stores(planner *p, const ivec *loads, const int32_t *nodes, jit_step *
             (rows && s->desc.store_cls[i] != JIT_ST_SPACE))
             continue;
         if (!s->desc.store_cls && !(s->desc.store_cls = ir_calloc((size_t)s->desc.nstores, 1)))
-            return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+            return ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         s->desc.store_cls[i] = JIT_ST_STREAM;
     }
     return KILN_OK;
@@ -558,7 +558,7 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
     k.memo = ir_calloc(2 * (size_t)p->g->nnodes, sizeof(int32_t));
     ivec stores = {0};
     if (!k.memo) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         goto done;
     }
     if (cl->root_copy >= 0) {
@@ -579,7 +579,7 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
                 goto done;
             }
             if (p->ni[n].stored && !jit_ivec_push(&stores, n)) {
-                st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+                st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
                 goto done;
             }
         }
@@ -610,7 +610,7 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
     s->params = k.nparams ? ir_malloc(sizeof(ir_scalar) * (size_t)k.nparams) : NULL;
     if (!s->desc.stores || !s->slot || !s->slot_off || !s->strides || (k.red && !s->desc.store_cls) ||
         (k.nparams && !s->params)) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         goto done;
     }
     if (k.nparams)
@@ -625,7 +625,7 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
         size_t ne = (size_t)k.load_node.n * (size_t)k.R * 2;
         s->ext = ir_malloc(sizeof(int64_t) * ne);
         if (!s->ext) {
-            st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+            st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
             goto done;
         }
         memcpy(s->ext, k.load_ext, sizeof(int64_t) * ne);
@@ -708,7 +708,7 @@ jit_describe_ref(planner *p, int32_t r, jit_step *s)
     int32_t *ids = ir_calloc((size_t)(nd->nin ? nd->nin : 1), sizeof(int32_t));
     kiln_status st = KILN_OK;
     if (!s->sub || !s->in || !ids) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         goto done;
     }
     for (int k = 0; k < nd->nin; k++) {

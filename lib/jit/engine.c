@@ -524,7 +524,7 @@ jit_unit_link(jit_unit *u, int n, const char *const *names, void **addrs, jit_co
     *code = NULL;
     if (u->st || !u->obj) {
         st = u->msg ? ir_error(u->st, "%s", u->msg)
-                    : ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+                    : ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         jit_unit_dispose(u);
         return st;
     }

@@ -223,7 +223,7 @@ settle(planner *p, int32_t n)
         return KILN_OK;
     int32_t c = new_cluster(p, &p->g->nodes[n].type.shape, -1);
     if (c < 0 || !cluster_add(p, c, n))
-        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory planning");
     p->cl[c].indexing = jit_op_is_indexing(p->g->nodes[n].op);
     ni->pending = false;
     if (c > ni->lastdep)
@@ -240,7 +240,7 @@ materialise(planner *p, int32_t n, const char *why)
         return KILN_OK;
     int32_t c = new_cluster(p, &p->g->nodes[n].type.shape, n);
     if (c < 0)
-        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory planning");
     ni->stored = true;
     ni->cluster = c;
     int32_t dep = ni->lastdep > c ? ni->lastdep : c;
@@ -689,7 +689,7 @@ jit_fuse(planner *p)
                  * rather than a copy of x and then a copy of the reshape */
                 int32_t c = new_cluster(p, &g->nodes[x].type.shape, n);
                 if (c < 0)
-                    return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+                    return ir_error(KILN_ERR_NOMEM, "kiln: out of memory planning");
                 p->cl[c].copy_from = x;
                 ni->stored = true;
                 ni->cluster = c;
@@ -740,7 +740,7 @@ jit_fuse(planner *p)
             ni->role = R_SPACE;
             int32_t c = new_cluster(p, &nd->type.shape, -1);
             if (c < 0 || !cluster_add(p, c, n))
-                return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+                return ir_error(KILN_ERR_NOMEM, "kiln: out of memory planning");
             p->cl[c].contract = true;
             p->cl[c].epilogue = !eager && g->nodes[nd->in[0]].type.shape.rank >= 2 &&
                                 g->nodes[nd->in[1]].type.shape.rank >= 2;
@@ -760,7 +760,7 @@ jit_fuse(planner *p)
             }
             int32_t c = new_cluster(p, &nd->type.shape, -1);
             if (c < 0 || !cluster_add(p, c, n))
-                return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+                return ir_error(KILN_ERR_NOMEM, "kiln: out of memory planning");
             p->cl[c].indexing = true;
             if (c > ni->lastdep)
                 ni->lastdep = c;
@@ -803,7 +803,7 @@ jit_fuse(planner *p)
         if (join < 0) {
             join = new_cluster(p, red ? &g->nodes[nd->in[0]].type.shape : &nd->type.shape, -1);
             if (join < 0)
-                return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+                return ir_error(KILN_ERR_NOMEM, "kiln: out of memory planning");
             role = red ? R_ROW : R_SPACE;
         }
         if (red && !p->cl[join].reduce)
@@ -825,7 +825,7 @@ jit_fuse(planner *p)
                      : urole == role ||
                            (urole == R_ROW && row_broadcasts(&p->cl[join], &g->nodes[u].type.shape)))) {
                 if (!cluster_add(p, join, u))
-                    return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+                    return ir_error(KILN_ERR_NOMEM, "kiln: out of memory planning");
                 p->ni[u].pending = false;
                 p->ni[u].lastdep = join;
                 p->ni[u].role = urole;
@@ -841,7 +841,7 @@ jit_fuse(planner *p)
          * and whatever later reads n must see that, or a join could close a cycle */
         refresh_lastdep(p, n);
         if (!cluster_add(p, join, n))
-            return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+            return ir_error(KILN_ERR_NOMEM, "kiln: out of memory planning");
         if (join > ni->lastdep)
             ni->lastdep = join;
         else if (ni->lastdep > join)
@@ -954,7 +954,7 @@ jit_ivec_push(ivec *a, int32_t x)
         int32_t m = a->cap ? 2 * a->cap : 16;
         int32_t *v = ir_realloc(a->v, sizeof(int32_t) * (size_t)m);
         if (!v) {
-            ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory planning");
+            ir_error(KILN_ERR_NOMEM, "kiln: out of memory planning");
             return false;
         }
         a->v = v;

@@ -302,7 +302,7 @@ jit_lower_elementwise(L *l, const jit_kdesc *d, const char *name)
         ir_free(s.ext);
         ir_free(s.nt_ok);
         ir_free(s.nt_align);
-        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory lowering a kernel");
     }
     s.ptr = mem;
     s.off = mem + nslots;

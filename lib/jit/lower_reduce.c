@@ -270,7 +270,7 @@ emit_block(rk *r, LLVMValueRef *arr, LLVMValueRef *arri, LLVMValueRef c, LLVMVal
     if (!cur_set || !cur_seti) {
         ir_free(cur_set);
         ir_free(cur_seti);
-        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory lowering a kernel");
     }
     r->accset[0] = cur_set;
     r->acciset[0] = cur_seti;
@@ -362,7 +362,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
      * scratch was sized too: code spilling into rows it does not provide cannot happen */
     const rplan *plan = d->rsched;
     if (!plan)
-        return ir_error(KILN_ERR_INTERNAL, "kiln_jit: internal error: reduction kernel %s has no "
+        return ir_error(KILN_ERR_INTERNAL, "kiln: internal error: reduction kernel %s has no "
                                            "schedule", name);
     kiln_status st = KILN_OK;
     r.uni = plan->uni;
@@ -412,7 +412,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     if (!r.ptr || !r.dims || !r.kbase || !r.cur || !r.uval || !r.val || !sets_ok ||
         (r.streams && !r.ntok) || (r.ahead && (!r.avar || !r.nuv || !r.nkb || !r.ncur)) ||
         (r.defer && (!r.pkvar || !r.pkb || !r.pcur || !r.puvar || !r.puv))) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
+        st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory lowering a kernel");
         goto done;
     }
     /* prefetching: rows kernels with a later pass (pieces of long rows have none) */
@@ -424,7 +424,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         r.knext = ir_calloc(ns, sizeof(LLVMValueRef));
         r.first_read = ir_calloc(ni, sizeof(bool));
         if (!r.knext || !r.first_read) {
-            st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
+            st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory lowering a kernel");
             goto done;
         }
         rp_pass_needs(d, r.uni, r.spill, r.ph, 0, r.first_read);
@@ -497,7 +497,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     if (!r.cols) {
         LLVMValueRef *zero = ir_calloc((size_t)r.nslots + 1, sizeof(LLVMValueRef));
         if (!zero) {
-            st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
+            st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory lowering a kernel");
             goto done;
         }
         for (int j = 0; j < r.nslots; j++)
@@ -592,7 +592,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         LLVMValueRef cend = LLVMBuildAdd(b, col, seg, "");
         LLVMValueRef *zero = ir_calloc((size_t)r.nslots + 1, sizeof(LLVMValueRef));
         if (!zero) {
-            st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
+            st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory lowering a kernel");
             goto done;
         }
         for (int j = 0; j < r.nslots; j++)
@@ -608,7 +608,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
             if (!arr || !arri) {
                 ir_free(arr);
                 ir_free(arri);
-                st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
+                st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory lowering a kernel");
                 goto done;
             }
             for (int32_t i = 0; i < d->ninst; i++)

@@ -228,7 +228,7 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
     size_t nvals = (size_t)nslots * 4 + (size_t)d->ninst + 1;
     LLVMValueRef *mem = ir_calloc(nvals, sizeof(LLVMValueRef));
     if (!mem)
-        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory lowering a kernel");
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory lowering a kernel");
     LLVMValueRef *ptr = mem, *off = mem + nslots, *sm = mem + 2 * nslots, *istride = mem + 3 * nslots,
                  *val = mem + 4 * nslots;
 

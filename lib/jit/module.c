@@ -29,7 +29,7 @@ jit_module_lower(int n, const jit_kdesc *const *d, const char *const *names, boo
     *out = NULL;
     jit_module *m = ir_calloc(1, sizeof *m);
     if (!m)
-        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
     kiln_status st = jit_unit_new(&m->u, names[0]);
     if (st) {
         ir_free(m);
@@ -87,7 +87,7 @@ jit_module_link(jit_module *m, jit_kernel_fn *fn, void **code, char **dumps, voi
     kiln_status st;
     jit_code *c = NULL;
     if (!addr) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         jit_unit_dispose(&m->u);
     } else {
         st = jit_unit_link(&m->u, n, m->names, addr, &c);

@@ -105,7 +105,7 @@ jit_fma_peak(int chunks_per_thread, double *gflops)
     pctx p = {NULL, jit_host_info()->vector_bits / 32};
     p.out = ir_calloc((size_t)(nchunks * p.W), sizeof(float));
     if (!p.out)
-        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
     double t0 = jit_now_ms();
     jit_pool_run(chunk, &p, nchunks);
     double ms = jit_now_ms() - t0;

@@ -69,7 +69,7 @@ compile_kernels(jit_plan *plan, unsigned flags)
     bool *hit = ir_calloc((size_t)n, sizeof *hit);
     kiln_status st = KILN_OK;
     if (!d || !k || !hit) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         goto done;
     }
     for (int32_t i = 0, j = 0; i < plan->nsteps; i++)
@@ -128,7 +128,7 @@ choose_tier(jit_plan *plan, unsigned flags)
         /* (hash, instructions) of each description, sorted: the distinct ones counted once */
         uint64_t *h = ir_calloc(2 * (size_t)n + 2, sizeof *h);
         if (!h)
-            return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+            return ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         int k = 0;
         for (int32_t i = 0; i < plan->nsteps; i++) {
             const jit_step *s = &plan->steps[i];
@@ -138,7 +138,7 @@ choose_tier(jit_plan *plan, unsigned flags)
             jit_kdesc_serialise(&s->desc, &b);
             if (b.failed) {
                 ir_free(h);
-                return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+                return ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
             }
             h[2 * k] = ir_hash_bytes(0x74696572ull, b.data, b.len);
             h[2 * k + 1] = (uint64_t)s->desc.ninst;
@@ -170,7 +170,7 @@ jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **
     jit_plan *plan = ir_calloc(1, sizeof *plan);
     *out = NULL;
     if (!plan)
-        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
     if ((st = jit_simplify(g0, &plan->g, &plan->simplify_log)))
         goto fail;
     const kiln_graph *g = plan->g;
@@ -179,7 +179,7 @@ jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **
     p->flags = flags;
     p->ni = ir_calloc((size_t)g->nnodes, sizeof *p->ni);
     if (!p->ni) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         goto fail;
     }
     if ((st = jit_fuse(p)) || (st = jit_schedule(p, &sc)))
@@ -195,7 +195,7 @@ jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **
     }
     plan->steps = ir_calloc((size_t)(sc.nsteps + ncopies) + 1, sizeof(jit_step));
     if (!plan->steps) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         goto fail;
     }
     for (int32_t i = 0; i < sc.nsteps; i++) {

@@ -199,7 +199,7 @@ choose_spills(const jit_kdesc *d, const bool *uni, const int *ph, int nphases, i
     bool *need = ir_calloc((size_t)d->ninst + 1, sizeof(bool));
     kiln_status st = KILN_OK;
     if (!first || !later || !need) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory analysing a kernel");
+        st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory analysing a kernel");
     } else {
         for (int p = 0; p <= nphases; p++) {
             rp_pass_needs(d, uni, NULL, ph, p, need);
@@ -359,7 +359,7 @@ rplan_make(const jit_kdesc *d, rplan *a)
     if (!a->uni || !a->ph || !a->spill || !need) {
         ir_free(need);
         rplan_free(a);
-        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory analysing a kernel");
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory analysing a kernel");
     }
     a->nphases = analyse(d, a->uni, a->ph);
     kiln_status st = choose_spills(d, a->uni, a->ph, a->nphases, a->spill, &a->srow);
@@ -392,7 +392,7 @@ jit_reduce_schedule(jit_kdesc *d)
         return KILN_OK;
     rplan *a = ir_malloc(sizeof *a);
     if (!a)
-        return ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory analysing a kernel");
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory analysing a kernel");
     kiln_status st = rplan_make(d, a);
     if (st) {
         ir_free(a);

@@ -86,7 +86,7 @@ jit_schedule(planner *p, jit_sched *sc)
     step_of_cluster = ir_calloc((size_t)p->ncl + 1, sizeof(int32_t));
     step_of_ref = ir_calloc((size_t)g->nnodes + 1, sizeof(int32_t));
     if (!step_of_cluster || !step_of_ref) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         goto fail;
     }
     int32_t nref = 0;
@@ -102,7 +102,7 @@ jit_schedule(planner *p, jit_sched *sc)
     deps = ir_calloc((size_t)nsteps + 1, sizeof(ivec)); /* deps[s] = steps that wait for s */
     refnode = ir_calloc((size_t)nsteps + 1, sizeof(int32_t));
     if (!step_of_cluster || !order || !indeg || !key || !deps || !refnode) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         goto fail;
     }
     for (int32_t c = 0; c < p->ncl; c++) {
@@ -118,14 +118,14 @@ jit_schedule(planner *p, jit_sched *sc)
     for (int32_t s = 0; s < nsteps; s++) {
         bool ok = refnode[s] >= 0 ? jit_step_reads(p, -1, refnode[s], &reads) : jit_step_reads(p, s, -1, &reads);
         if (!ok) {
-            st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+            st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
             goto fail;
         }
         for (int32_t i = 0; i < reads.n; i++) {
             int32_t src = producer(p, reads.v[i], step_of_cluster, step_of_ref);
             if (src >= 0 && src != s) {
                 if (!jit_ivec_push(&deps[src], s)) {
-                            st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+                            st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
                     goto fail;
                 }
                 indeg[s]++;
@@ -139,7 +139,7 @@ jit_schedule(planner *p, jit_sched *sc)
             if (indeg[s] == 0 && (best < 0 || key[s] < key[best]))
                 best = s;
         if (best < 0) {
-            st = ir_error(KILN_ERR_INTERNAL, "kiln_jit: internal error: fusion plan has a cycle");
+            st = ir_error(KILN_ERR_INTERNAL, "kiln: internal error: fusion plan has a cycle");
             goto fail;
         }
         indeg[best] = -1;
@@ -169,7 +169,7 @@ jit_schedule(planner *p, jit_sched *sc)
     for (int32_t i = 0; i < nsteps; i++) {
         int32_t s = order[i];
         if (!(refnode[s] >= 0 ? jit_step_reads(p, -1, refnode[s], &reads) : jit_step_reads(p, s, -1, &reads))) {
-            st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+            st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
             goto fail;
         }
         for (int32_t k = 0; k < reads.n; k++)
@@ -179,7 +179,7 @@ jit_schedule(planner *p, jit_sched *sc)
     int32_t ntb = 0;
     tb = ir_calloc((size_t)g->nnodes + 1, sizeof *tb);
     if (!tb) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         goto fail;
     }
     for (int32_t i = 0; i < g->noutputs; i++) {
@@ -196,7 +196,7 @@ jit_schedule(planner *p, jit_sched *sc)
             tb[ntb++] = (tbuf){n, p->ni[n].step, p->ni[n].last_use,
                                (ir_type_bytes(&g->nodes[n].type) + 63) & ~(size_t)63, 0};
     if (!pack(tb, ntb, &sc->temp_bytes)) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory");
+        st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         goto fail;
     }
     for (int32_t i = 0; i < ntb; i++) {

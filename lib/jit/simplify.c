@@ -144,7 +144,7 @@ split_concat_matmul(kiln_graph *ng, const ir_node *mm, int32_t x, int32_t y, kil
             goto fail;
     }
     if (!ir_type_equal(&ng->nodes[acc].type, &mm->type)) {
-        *st = ir_error(KILN_ERR_INTERNAL, "kiln_jit: internal error: a split matmul's type");
+        *st = ir_error(KILN_ERR_INTERNAL, "kiln: internal error: a split matmul's type");
         return -1;
     }
     return acc;
@@ -174,7 +174,7 @@ jit_simplify(const kiln_graph *g, kiln_graph **out, char **log)
     kiln_graph *ng = ir_graph_new(g->name);
     int dead = 0, merged = 0, folded = 0, split = 0;
     if (!live || !map || !tab || !lf || !ng || !ir_graph_reserve(ng, g->nnodes)) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory simplifying");
+        st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory simplifying");
         goto done;
     }
     for (size_t i = 0; i < cap; i++)
@@ -208,7 +208,7 @@ jit_simplify(const kiln_graph *g, kiln_graph **out, char **log)
             ir_free(inbig);
             inbig = ir_malloc(sizeof(int32_t) * (size_t)nd->nin);
             if (!inbig) {
-                st = ir_error(KILN_ERR_NOMEM, "kiln_jit: out of memory simplifying");
+                st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory simplifying");
                 goto done;
             }
             ins = inbig;
