@@ -340,30 +340,19 @@ jit_em_lane_ids(L *l)
     return LLVMConstVector(lanes, (unsigned)l->W);
 }
 
-/* x (a float or a vector of them) with a signalling NaN made quiet (its quiet bit set),
- * every other value unchanged (LLVM 19 cannot select llvm.canonicalize on x86). */
+/* x (a vector of W floats) with a signalling NaN made quiet (its quiet bit set), every
+ * other value unchanged (LLVM 19 cannot select llvm.canonicalize on x86). */
 static LLVMValueRef
 quiet_nan(L *l, LLVMValueRef x)
 {
     LLVMBuilderRef b = l->b;
-    LLVMTypeRef t = LLVMTypeOf(x), et = t;
-    unsigned n = 0;
-    if (LLVMGetTypeKind(t) == LLVMVectorTypeKind) {
-        n = LLVMGetVectorSize(t);
-        et = LLVMGetElementType(t);
-    }
-    bool f64 = et == l->f64;
-    LLVMTypeRef it = f64 ? l->i64 : l->i32, ivt = n ? LLVMVectorType(it, n) : it;
-    LLVMValueRef q = LLVMConstInt(it, f64 ? 1ull << 51 : 1ull << 22, 0);
-    if (n) {
-        LLVMValueRef lanes[64];
-        IR_ASSERT(n <= 64);
-        for (unsigned i = 0; i < n; i++)
-            lanes[i] = q;
-        q = LLVMConstVector(lanes, n);
-    }
-    LLVMValueRef qx = LLVMBuildBitCast(b, LLVMBuildOr(b, LLVMBuildBitCast(b, x, ivt, ""), q, ""), t, "");
-    return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUNO, x, x, ""), qx, x, "");
+    LLVMTypeRef vt = LLVMTypeOf(x);
+    bool f64 = LLVMGetElementType(vt) == l->f64;
+    LLVMTypeRef ivt = jit_em_vec(l, f64 ? l->i64 : l->i32);
+    LLVMValueRef bits = LLVMBuildOr(b, LLVMBuildBitCast(b, x, ivt, ""),
+                                    iconst(l, ivt, f64 ? INT64_C(1) << 51 : INT64_C(1) << 22), "");
+    return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUNO, x, x, ""),
+                           LLVMBuildBitCast(b, bits, vt, ""), x, "");
 }
 
 LLVMValueRef
@@ -559,10 +548,12 @@ jit_em_stream_fence(L *l)
 void
 jit_em_params(L *l, const jit_kdesc *d, LLVMValueRef pptrs)
 {
+    bool read[JIT_MAX_PARAMS] = {false};
     for (int32_t i = 0; i < d->ninst; i++) {
         const jit_kinst *in = &d->inst[i];
-        if (in->kind != JIT_PARAM)
-            continue;
+        if (in->kind != JIT_PARAM || read[in->slot])
+            continue; /* a `full` read in both contexts of a reduction: two instructions */
+        read[in->slot] = true;
         kiln_dtype t = (kiln_dtype)in->dtype;
         LLVMValueRef p = jit_em_arg(l, l->ptr, pptrs, d->nloads + d->nstores + in->slot, "param");
         LLVMValueRef v;
