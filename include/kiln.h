@@ -351,7 +351,7 @@ typedef struct kiln_options {
     const kiln_tensor *inputs;
     /* The captured graph's name (NULL: "captured"). */
     const char *graph_name;
-    /* KILN_KEEP_DUMPS, KILN_NO_CACHE, KILN_NO_DISK_CACHE (below), or 0. */
+    /* KILN_KEEP_DUMPS, KILN_NO_CACHE, KILN_NO_DISK_CACHE, KILN_TIERED (below), or 0. */
     unsigned flags;
     kiln_stores stores; /* KILN_STORES_AUTO (0), _STREAM or _CACHED */
     kiln_code code;     /* KILN_CODE_AUTO (0), _FULL or _COMPACT */
@@ -366,6 +366,14 @@ typedef struct kiln_options {
 /* KILN_NO_DISK_CACHE: neither read nor write the persistent kernel cache (as
  * KILN_CACHE_DIR=off does for the whole process); the in-memory caches still apply. */
 #define KILN_NO_DISK_CACHE 4u
+/* KILN_TIERED: for a client that wants its first result soon (a model's first step): the
+ * kernels a compile must make (in neither cache) are generated first by LLVM's fast code
+ * generator, in about half the time, and run from that code until the full code, made
+ * on a background thread, replaces it (kiln_jit_sync waits for that).  Results are the
+ * same bits from either code; the first code's loops are slower (docs/jit.md, "Tiered
+ * compile").  Only the full code goes to the disk cache.  Ignored with KILN_NO_CACHE or
+ * KILN_KEEP_DUMPS. */
+#define KILN_TIERED 128u /* bits 8-64 are retired: docs/abi.md */
 
 /* kiln_scope_end: finish the scope.  The `noutputs` tensors in `outputs` become outputs
  * after any marked with kiln_scope_output.  Boundaries are checked, the client is
@@ -567,11 +575,18 @@ typedef struct kiln_stats {
     uint64_t workspace_allocs, workspace_bytes;
     /* held inputs (kiln_program_hold_input): packed forms made from them so far */
     uint64_t held_packs;
+    /* KILN_TIERED: kernels whose first code was replaced by their full code so far */
+    uint64_t kernel_tierups;
 } kiln_stats;
 #define KILN_STATS_INIT {.size = sizeof(kiln_stats)}
 /* Errors: KILN_ERR_INVALID_ARG (stats NULL, or stats->size smaller than the first field
  * after it: 0 included); nothing is written then. */
 KILN_API kiln_status kiln_jit_stats(kiln_stats *stats);
+
+/* kiln_jit_sync: wait until the background thread has made the full code of every kernel
+ * compiled with KILN_TIERED before the call (a benchmark's runs, a test that wants the
+ * final code).  Never needed for correctness: programs run either code. */
+KILN_API void kiln_jit_sync(void);
 
 /* kiln_jit_cache_drop: empty the in-memory caches as far as nothing holds them: compiled
  * programs and kernels no live program uses are freed (their machine code with them), and

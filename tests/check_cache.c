@@ -10,7 +10,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -933,6 +935,227 @@ START_TEST(test_scalar_arguments)
 }
 END_TEST
 
+/* ---- KILN_TIERED: a quick first tier, the full code from the background thread ---------- */
+
+/* Every kind of kernel: a packed matmul with a vector-math epilogue, a skinny one, a row
+ * reduction (softmax) and a column one, elementwise vector math (all outputs f32). */
+static const char tiered_graph[] =
+    "graph t(x: f32[48,96], w: f32[96,80], b: f32[80], v: f32[1,96]) -> "
+    "(y: f32[48,80], s: f32[48,96], c: f32[1,96], e: f32[48,96], k: f32[1,80]) {\n"
+    "  h = matmul(x, w)\n"
+    "  z = add(h, b)\n"
+    "  y = tanh(z)\n"
+    "  m = reduce_max(x, axes=[1], keepdim=true)\n"
+    "  d = sub(x, m)\n"
+    "  ex = exp(d)\n"
+    "  sm = reduce_sum(ex, axes=[1], keepdim=true)\n"
+    "  s = div(ex, sm)\n"
+    "  c = reduce_sum(x, axes=[0], keepdim=true)\n"
+    "  e = log1p(ex)\n"
+    "  k0 = matmul(v, w)\n"
+    "  k = sigmoid(k0)\n"
+    "}\n";
+
+typedef struct tiered_io {
+    const kiln_graph *g;
+    kiln_program *p;
+    void *in[4], *out[5], *want[5];
+    size_t bytes[5];
+    int nout;
+    _Atomic bool stop;
+    _Atomic int runs, bad;
+} tiered_io;
+
+static void
+tiered_io_init(tiered_io *t, const kiln_graph *g)
+{
+    memset(t, 0, sizeof *t);
+    t->g = g;
+    ts_rng r;
+    ts_rng_seed(&r, 77);
+    for (int i = 0; i < kiln_graph_num_inputs(g); i++) {
+        kiln_value_info vi = KILN_VALUE_INFO_INIT;
+        kiln_graph_input(g, i, &vi);
+        t->in[i] = malloc(vi.bytes);
+        ck_assert_ptr_nonnull(t->in[i]);
+        ts_random_elements(&r, vi.dtype, t->in[i], vi.count, true);
+    }
+    t->nout = kiln_graph_num_outputs(g);
+    for (int i = 0; i < t->nout; i++) {
+        kiln_value_info vi = KILN_VALUE_INFO_INIT;
+        kiln_graph_output(g, i, &vi);
+        t->bytes[i] = vi.bytes;
+        t->out[i] = malloc(vi.bytes);
+        t->want[i] = malloc(vi.bytes);
+        ck_assert(t->out[i] && t->want[i]);
+    }
+}
+
+static void
+tiered_io_free(tiered_io *t)
+{
+    for (int i = 0; i < 4; i++)
+        free(t->in[i]);
+    for (int i = 0; i < 5; i++) {
+        free(t->out[i]);
+        free(t->want[i]);
+    }
+}
+
+/* Run t->p into t->out; the first output that differs from t->want, or -1.  Bit for bit,
+ * but a NaN is any NaN (payloads are not specified, docs/semantics.md: the two code
+ * generators order an add's operands differently, and x86 returns the first NaN's). */
+static int
+tiered_run(tiered_io *t, void **out)
+{
+    if (kiln_program_run(t->p, (const void *const *)t->in, out) != KILN_OK)
+        return 99;
+    for (int i = 0; i < t->nout; i++)
+        for (size_t e = 0; e < t->bytes[i] / sizeof(float); e++) {
+            float a = ((const float *)out[i])[e], b = ((const float *)t->want[i])[e];
+            if (isnan(a) ? !isnan(b) : memcmp(&a, &b, sizeof a) != 0)
+                return i;
+        }
+    return -1;
+}
+
+/* Runs the program over and over on another thread while its code changes under it. */
+static void *
+tiered_runner(void *arg)
+{
+    tiered_io *t = arg;
+    void *out[5] = {0};
+    for (int i = 0; i < t->nout; i++)
+        out[i] = malloc(t->bytes[i]);
+    while (!atomic_load(&t->stop)) {
+        if (tiered_run(t, out) >= 0)
+            atomic_fetch_add(&t->bad, 1);
+        atomic_fetch_add(&t->runs, 1);
+    }
+    for (int i = 0; i < t->nout; i++)
+        free(out[i]);
+    return NULL;
+}
+
+/* The first tier's results are the full code's, bit for bit but for NaN payloads (finite
+ * inputs, so that few results are NaN; the full code compiled apart, past the caches, is
+ * the oracle; the interpreter checks it elsewhere), before,
+ * while and after the full code replaces it under a program running on another thread;
+ * only the full code is written to disk, and a new process's compile loads it. */
+START_TEST(test_tiered)
+{
+    char *dir = make_dir();
+    use_dir(dir);
+    drop_memory_caches();
+    kiln_graph *g = ts_parse(tiered_graph);
+    ck_assert_ptr_nonnull(g);
+    tiered_io t;
+    tiered_io_init(&t, g);
+
+    /* the oracle: full code, compiled past the caches */
+    kiln_options o = KILN_OPTIONS_INIT;
+    o.flags = KILN_NO_CACHE;
+    kiln_program *full = NULL;
+    ck_assert_int_eq(kiln_program_compile(g, &o, &full), KILN_OK);
+    ck_assert_int_eq(kiln_program_run(full, (const void *const *)t.in, t.want), KILN_OK);
+    kiln_program_free(full);
+
+    /* the first tier, for sure: the background thread holds its job */
+    jit_background_hold(true);
+    kiln_stats s0 = stats();
+    o.flags = KILN_TIERED;
+    ck_assert_int_eq(kiln_program_compile(g, &o, &t.p), KILN_OK);
+    kiln_stats s1 = stats();
+    uint64_t kernels = s1.kernel_compiles - s0.kernel_compiles;
+    ck_assert_uint_ge(kernels, 4);
+    ck_assert_uint_eq(s1.kernel_tierups, s0.kernel_tierups);
+    ck_assert_uint_eq(s1.disk_writes, s0.disk_writes); /* the first tier is never written */
+    size_t finite = 0;
+    for (int i = 0; i < t.nout; i++)
+        for (size_t e = 0; e < t.bytes[i] / sizeof(float); e++)
+            finite += isfinite(((const float *)t.want[i])[e]);
+    ck_assert_uint_gt(finite, 9000); /* of 9,056 */
+    int bad = tiered_run(&t, t.out);
+    ck_assert_msg(bad < 0, "first tier: output %d differs from the full code's", bad);
+
+    /* the full code arrives while another thread runs the program */
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, tiered_runner, &t), 0);
+    while (atomic_load(&t.runs) < 3)
+        sched_yield();
+    jit_background_hold(false);
+    kiln_jit_sync();
+    int before = atomic_load(&t.runs);
+    while (atomic_load(&t.runs) < before + 3)
+        sched_yield();
+    atomic_store(&t.stop, true);
+    pthread_join(th, NULL);
+    int wrong = atomic_load(&t.bad);
+    ck_assert_msg(wrong == 0, "%d runs differed while the code changed", wrong);
+    kiln_stats s2 = stats();
+    ck_assert_uint_eq(s2.kernel_tierups - s1.kernel_tierups, kernels);
+    ck_assert_uint_eq(s2.kernel_compiles, s1.kernel_compiles);
+    ck_assert_uint_eq(s2.disk_writes - s1.disk_writes, 1);
+    bad = tiered_run(&t, t.out);
+    ck_assert_msg(bad < 0, "full code: output %d differs", bad);
+    kiln_program_free(t.p);
+
+    /* as a new process: the disk entry holds the full code (no LLVM code generation) */
+    drop_memory_caches();
+    ck_assert_int_eq(kiln_program_compile(g, NULL, &t.p), KILN_OK);
+    kiln_stats s3 = stats();
+    ck_assert_uint_eq(s3.kernel_compiles, s2.kernel_compiles);
+    ck_assert_uint_eq(s3.disk_hits - s2.disk_hits, 1);
+    bad = tiered_run(&t, t.out);
+    ck_assert_msg(bad < 0, "from disk: output %d differs", bad);
+    kiln_program_free(t.p);
+
+    /* a process that exits while the full code is being made exits cleanly */
+    const char *args[] = {"--tiered-exit", dir, NULL};
+    ck_assert_int_eq(wait_child(spawn_child(args)), 0);
+
+    tiered_io_free(&t);
+    kiln_graph_free(g);
+    drop_memory_caches();
+    setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
+    remove_dir(dir);
+}
+END_TEST
+
+/* --tiered-exit DIR: compile a new graph with KILN_TIERED, run it once, and return from
+ * main at once, the background thread busy (or with jobs still queued). */
+static int
+tiered_exit(const char *dir)
+{
+    setenv("KILN_CACHE_DIR", dir, 1);
+    ir_config_reload();
+    kiln_options o = KILN_OPTIONS_INIT;
+    o.flags = KILN_TIERED;
+    for (int k = 0; k < 3; k++) {
+        char text[512];
+        snprintf(text, sizeof text, /* not in the disk cache: a kernel per k */
+                 "graph e(x: f32[64]) -> (y: f32[64]) {\n  a = exp(x)\n  b = tanh(a)\n"
+                 "  c = full(value=%d) : f32[]\n  y = %s(b, c)\n}\n",
+                 k, k == 0 ? "add" : k == 1 ? "mul" : "sub");
+        kiln_graph *g = NULL;
+        kiln_program *p = NULL;
+        if (kiln_graph_parse(text, strlen(text), &g) != KILN_OK ||
+            kiln_program_compile(g, &o, &p) != KILN_OK) {
+            fprintf(stderr, "tiered-exit: %s\n", kiln_errmsg());
+            return 3;
+        }
+        float x[64] = {0}, y[64];
+        const void *in[] = {x};
+        void *out[] = {y};
+        if (kiln_program_run(p, in, out) != KILN_OK)
+            return 4;
+        kiln_program_free(p);
+        kiln_graph_free(g);
+    }
+    return 0;
+}
+
 /* Every write rescanned the whole directory to trim it: ~95 ms a write at 45,000 entries.
  * Writes below the cap scan it once per process (the first), and the cap still holds. */
 START_TEST(test_running_size)
@@ -1486,6 +1709,7 @@ cache_suite(void)
     tcase_add_test(disk, test_stale_temp_files);
     tcase_add_test(disk, test_running_size);
     tcase_add_test(disk, test_scalar_arguments);
+    tcase_add_test(disk, test_tiered);
     tcase_add_test(disk, test_group_writable_dir_refused);
     tcase_add_test(disk, test_off_and_option);
     tcase_add_test(disk, test_trim_lru);
@@ -1503,5 +1727,7 @@ main(int argc, char **argv)
         return fsize_child(argv[2]);
     if (argc == 4 && strcmp(argv[1], "--race") == 0)
         return race(argv[2], atoi(argv[3]));
+    if (argc == 3 && strcmp(argv[1], "--tiered-exit") == 0)
+        return tiered_exit(argv[2]);
     return ts_run(cache_suite());
 }

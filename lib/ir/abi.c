@@ -97,12 +97,12 @@ ir_options_read(const char *api, const kiln_options *o, kiln_options *out)
                         "%s: invalid argument: code %d (expected KILN_CODE_AUTO, _FULL or "
                         "_COMPACT)",
                         api, (int)out->code);
-    unsigned known = KILN_KEEP_DUMPS | KILN_NO_CACHE | KILN_NO_DISK_CACHE;
+    unsigned known = KILN_KEEP_DUMPS | KILN_NO_CACHE | KILN_NO_DISK_CACHE | KILN_TIERED;
     if (out->flags & ~known)
         return ir_error(KILN_ERR_INVALID_ARG,
                         "%s: invalid argument: flags 0x%x: bits 0x%x are not KILN_KEEP_DUMPS, "
-                        "KILN_NO_CACHE or KILN_NO_DISK_CACHE (stores and code are fields of "
-                        "their own)",
+                        "KILN_NO_CACHE, KILN_NO_DISK_CACHE or KILN_TIERED (stores and code are "
+                        "fields of their own)",
                         api, out->flags, out->flags & ~known);
     return KILN_OK;
 }

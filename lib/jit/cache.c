@@ -50,8 +50,12 @@ typedef struct code_obj {
 struct jit_kernel {
     jit_lru_entry *entry; /* NULL: not cached, freed when refs reaches 0 */
     _Atomic int refs;     /* uncached kernels only */
-    jit_kernel_fn fn;
+    /* the entry point: the first tier's until the background thread stores the full
+     * code's (KILN_TIERED); runs read it once per run (jit_kernel_entry) */
+    _Atomic(jit_kernel_fn) fn;
     code_obj *code;
+    code_obj *full; /* KILN_TIERED: the full code, once made (the first tier's stays in
+                     * `code` to the end: a run may still be in it) */
     char *dumps[3];
 };
 
@@ -60,7 +64,7 @@ typedef struct kkey {
     unsigned char bytes[];
 } kkey;
 
-static _Atomic uint64_t n_compiles, n_serial;
+static _Atomic uint64_t n_compiles, n_serial, n_tierups;
 
 static bool
 key_equal(const void *a, const void *b)
@@ -85,6 +89,7 @@ kernel_destroy(void *v)
 {
     jit_kernel *k = v;
     code_release(k->code);
+    code_release(k->full);
     for (int i = 0; i < 3; i++)
         free(k->dumps[i]);
     ir_free(k);
@@ -212,8 +217,11 @@ load_objects(const unsigned char *p, size_t len, modjob *jobs, int ng, code_obj 
         void **addrs = ir_calloc((size_t)jobs[g].n, sizeof *addrs);
         bool ok = addrs && jit_object_load(p + at, (size_t)l, jobs[g].np[0], jobs[g].n,
                                            jobs[g].np, addrs, &co->codes[g]) == KILN_OK;
-        for (int k = 0; ok && k < jobs[g].n; k++) /* object to function, as dlsym */
-            memcpy(&ks[jobs[g].idx[k]]->fn, &addrs[k], sizeof ks[0]->fn);
+        for (int k = 0; ok && k < jobs[g].n; k++) {
+            jit_kernel_fn f;
+            memcpy(&f, &addrs[k], sizeof f); /* object to function, as dlsym */
+            atomic_store_explicit(&ks[jobs[g].idx[k]]->fn, f, memory_order_relaxed);
+        }
         ir_free(addrs);
         if (!ok)
             goto fail;
@@ -249,7 +257,7 @@ pack_objects(const modjob *jobs, int ng, jit_buf *out)
 /* Lower every module, generate them in parallel, link them one by one; the first error
  * wins (the other modules are still freed or linked, and freed with the batch). */
 static kiln_status
-compile_modules(modjob *jobs, int ng, unsigned flags, bool want_obj, code_obj *co,
+compile_modules(modjob *jobs, int ng, unsigned flags, bool want_obj, bool quick, code_obj *co,
                 jit_kernel **ks)
 {
     kiln_status st = KILN_OK;
@@ -258,7 +266,7 @@ compile_modules(modjob *jobs, int ng, unsigned flags, bool want_obj, code_obj *c
         return nomem();
     for (int g = 0; g < ng && !st; g++)
         if (!(st = jit_module_lower(jobs[g].n, jobs[g].d, jobs[g].np, flags & JIT_F_DUMPS,
-                                    want_obj, &jobs[g].m)))
+                                    want_obj, quick, &jobs[g].m)))
             gen[g] = jobs[g].m;
     if (!st)
         jit_modules_generate(ng, gen);
@@ -282,19 +290,173 @@ compile_modules(modjob *jobs, int ng, unsigned flags, bool want_obj, code_obj *c
                              flags & JIT_F_DUMPS ? ks[jobs[g].idx[0]]->dumps : NULL,
                              want_obj ? &jobs[g].obj : NULL, &jobs[g].obj_len);
         for (int k = 0; !st && k < jobs[g].n; k++)
-            ks[jobs[g].idx[k]]->fn = fn[k];
+            atomic_store_explicit(&ks[jobs[g].idx[k]]->fn, fn[k], memory_order_relaxed);
         if (fn != fns)
             ir_free(fn);
     }
     return st;
 }
 
+/* ---- KILN_TIERED: a quick first tier now, the full code from the background thread ----
+ *
+ * A batch that must be compiled (not in memory, not on disk) is lowered twice: the first
+ * tier's modules are generated at once, in parallel, with LLVM's fast code generator
+ * after the full optimiser (about half the time; slower loops), and their kernels are
+ * published; the full modules, lowered now because the descriptions belong to the
+ * caller's plan, go to the background thread (background.c), which generates and links
+ * them one by one, stores each kernel's full entry point in place of the first tier's,
+ * and writes the disk cache entry (full code only: a later process loads that).  Both
+ * tiers are the same IR, optimised the same way, so a kernel's results are the same bits
+ * before and after (check_cache `test_tiered`).  The first tier's code stays until the
+ * kernel is freed: a run may still be in it when the full code arrives. */
+typedef struct tierup {
+    jit_job job;        /* first: background.c's handle */
+    int n, ng;
+    modjob *jobs;       /* the full modules (jobs[g].m), lowered, not generated */
+    char (*names)[64];  /* the full code's kernel names (jobs[g].np point here) */
+    jit_kernel **ks;    /* the batch's kernels, one reference each (jit_kernels_get) */
+    bool use_disk;
+    jit_disk disk;
+    uint8_t digest[32];
+    jit_buf key;
+} tierup;
+
+static void
+modjobs_free(modjob *jobs, int ng)
+{
+    for (int g = 0; jobs && g < ng; g++) {
+        jit_module_free(jobs[g].m);
+        ir_free(jobs[g].idx);
+        ir_free(jobs[g].d);
+        ir_free(jobs[g].np);
+        free(jobs[g].obj);
+    }
+    ir_free(jobs);
+}
+
+static void
+tierup_free(tierup *t)
+{
+    for (int i = 0; t->ks && i < t->n; i++)
+        jit_kernel_release(t->ks[i]);
+    ir_free(t->ks);
+    modjobs_free(t->jobs, t->ng);
+    ir_free(t->names);
+    jit_buf_free(&t->key);
+    ir_free(t);
+}
+
+static void
+tierup_cancel(jit_job *j)
+{
+    tierup_free((tierup *)j);
+}
+
+/* The background thread's job: generate and link the full modules; only when all of them
+ * linked are the kernels switched to them (else they keep their first tier, which gives
+ * the same results). */
+static void
+tierup_run(jit_job *j)
+{
+    tierup *t = (tierup *)j;
+    code_obj *co = ir_calloc(1, sizeof *co);
+    jit_kernel_fn *fn = ir_calloc((size_t)t->n, sizeof *fn);
+    bool ok = co && fn && (co->codes = ir_calloc((size_t)t->ng, sizeof *co->codes));
+    for (int g = 0; g < t->ng; g++) {
+        modjob *mj = &t->jobs[g];
+        jit_module *m = mj->m;
+        mj->m = NULL;
+        jit_kernel_fn *f = ok ? ir_calloc((size_t)mj->n, sizeof *f) : NULL;
+        if (!f) {
+            ok = false;
+            jit_module_free(m);
+            continue;
+        }
+        jit_module_generate(m);
+        ok = jit_module_link(m, f, &co->codes[g], NULL, t->use_disk ? &mj->obj : NULL,
+                             &mj->obj_len) == KILN_OK;
+        for (int k = 0; ok && k < mj->n; k++)
+            fn[mj->idx[k]] = f[k];
+        ir_free(f);
+    }
+    if (ok) {
+        co->ncodes = t->ng;
+        for (int g = 0; g < t->ng; g++)
+            co->bytes += t->jobs[g].obj_len;
+        atomic_store(&co->refs, t->n);
+        for (int i = 0; i < t->n; i++) {
+            t->ks[i]->full = co;
+            atomic_store_explicit(&t->ks[i]->fn, fn[i], memory_order_release);
+        }
+        atomic_fetch_add(&n_tierups, (uint64_t)t->n);
+        jit_buf entry = {0};
+        if (t->use_disk && pack_objects(t->jobs, t->ng, &entry))
+            jit_disk_store(&t->disk, t->digest, &t->key, entry.data, entry.len);
+        jit_buf_free(&entry);
+    } else if (co) {
+        for (int g = 0; co->codes && g < t->ng; g++)
+            jit_lower_free_code(co->codes[g]);
+        ir_free(co->codes);
+        ir_free(co);
+    }
+    ir_free(fn);
+    tierup_free(t);
+}
+
+/* The first tier of a batch into co and ks (as compile_modules), and the full modules
+ * lowered into jobs[g].m for t. */
+static kiln_status
+compile_tiered(modjob *jobs, int ng, int n, const char (*names)[64], unsigned flags,
+               bool want_obj, code_obj *co, jit_kernel **ks)
+{
+    kiln_status st = KILN_OK;
+    for (int g = 0; g < ng && !st; g++)
+        st = jit_module_lower(jobs[g].n, jobs[g].d, jobs[g].np, false, want_obj, false,
+                              &jobs[g].m);
+    /* the first tier under names of its own: one JIT never sees a name twice */
+    char (*qn)[64] = ir_calloc((size_t)n, sizeof *qn);
+    modjob *q = ir_calloc((size_t)ng, sizeof *q);
+    if (!st && (!qn || !q))
+        st = nomem();
+    for (int g = 0; g < ng && !st; g++) {
+        q[g] = (modjob){.n = jobs[g].n, .idx = jobs[g].idx, .d = jobs[g].d};
+        if (!(q[g].np = ir_calloc((size_t)jobs[g].n, sizeof *q[g].np))) {
+            st = nomem();
+            break;
+        }
+        for (int k = 0; k < jobs[g].n; k++) {
+            int i = jobs[g].idx[k];
+            snprintf(qn[i], sizeof qn[i], "%.60s_q", names[i]);
+            q[g].np[k] = qn[i];
+        }
+    }
+    if (!st)
+        st = compile_modules(q, ng, flags, true, true, co, ks);
+    for (int g = 0; q && g < ng; g++) {
+        co->bytes += q[g].obj_len; /* the cache weighs the first tier's code */
+        ir_free(q[g].np);
+        free(q[g].obj);
+    }
+    ir_free(q);
+    ir_free(qn);
+    if (st)
+        for (int g = 0; g < ng; g++) {
+            jit_module_free(jobs[g].m);
+            jobs[g].m = NULL;
+        }
+    return st;
+}
+
 /* The n descriptions d[] as one batch: one disk cache entry, in modules (one per kernel
  * with `each`, else at most MODULES_MAX) whose objects are loaded from that entry, or
  * lowered, code-generated in parallel and linked.  On success ks[i] are new kernels
- * (uncached, refs 1) sharing the batch's code. */
+ * (uncached, refs 1) sharing the batch's code.  With tu (JIT_F_TIERED, cached kernels
+ * only), a batch that is compiled gets its first tier, and *tu the job that makes its
+ * full code (its ks[] for the caller to fill and retain before submitting it); *tu stays
+ * NULL when the batch came from the disk. */
 static kiln_status
-build_modules(int n, const jit_kdesc *const *d, unsigned flags, bool each, jit_kernel **ks)
+build_modules(int n, const jit_kdesc *const *d, unsigned flags, bool each, jit_kernel **ks,
+              tierup **tu)
 {
     bool cacheable = !(flags & (JIT_F_DUMPS | JIT_F_NOCACHE));
     int ng = each || n < MODULES_MAX ? n : MODULES_MAX;
@@ -306,8 +468,11 @@ build_modules(int n, const jit_kdesc *const *d, unsigned flags, bool each, jit_k
     jit_buf key = {0}, entry = {0};
     void *data = NULL;
     kiln_status st = KILN_OK;
+    tierup *t = NULL;
     for (int i = 0; i < n; i++)
         ks[i] = NULL;
+    if (tu)
+        *tu = NULL;
     if (!jobs || !names || !grp || !order || !load || !co ||
         !(co->codes = ir_calloc((size_t)ng, sizeof *co->codes))) {
         st = nomem();
@@ -368,7 +533,38 @@ build_modules(int n, const jit_kdesc *const *d, unsigned flags, bool each, jit_k
         }
         jit_disk_unusable(&disk); /* passed its checks, did not link: compiled anew */
     }
-    if ((st = compile_modules(jobs, ng, flags, use_disk, co, ks)))
+    bool any_full = false; /* compact code is the first tier's already */
+    for (int i = 0; i < n; i++)
+        any_full |= d[i]->tier != JIT_TIER_COMPACT;
+    if (tu && cacheable && any_full) {
+        if (!(t = ir_calloc(1, sizeof *t)) || !(t->ks = ir_calloc((size_t)n, sizeof *t->ks))) {
+            st = nomem();
+            goto done;
+        }
+        if ((st = compile_tiered(jobs, ng, n, (const char (*)[64])names, flags, use_disk, co,
+                                 ks)))
+            goto done;
+        atomic_fetch_add(&n_compiles, (uint64_t)n);
+        /* the full modules, their names and the disk entry's key go with the job */
+        t->job.run = tierup_run;
+        t->job.cancel = tierup_cancel;
+        t->n = n;
+        t->ng = ng;
+        t->jobs = jobs;
+        t->names = names;
+        t->use_disk = use_disk;
+        if (use_disk)
+            t->disk = disk;
+        memcpy(t->digest, digest, sizeof digest);
+        t->key = key;
+        jobs = NULL;
+        names = NULL;
+        key = (jit_buf){0};
+        *tu = t;
+        t = NULL;
+        goto publish;
+    }
+    if ((st = compile_modules(jobs, ng, flags, use_disk, false, co, ks)))
         goto done;
     atomic_fetch_add(&n_compiles, (uint64_t)n);
     for (int g = 0; g < ng; g++)
@@ -398,13 +594,11 @@ done:
         ir_free(co->codes);
         ir_free(co);
     }
-    for (int g = 0; jobs && g < ng; g++) {
-        ir_free(jobs[g].idx);
-        ir_free(jobs[g].d);
-        ir_free(jobs[g].np);
-        free(jobs[g].obj);
+    if (t) {
+        ir_free(t->ks);
+        ir_free(t);
     }
-    ir_free(jobs);
+    modjobs_free(jobs, ng);
     ir_free(names);
     ir_free(grp);
     ir_free(order);
@@ -443,7 +637,7 @@ get_uncached(int n, const jit_kdesc *const *d, unsigned flags, jit_kernel **out)
         if (j == i)
             ud[nu++] = d[i];
     }
-    if ((st = build_modules(nu, ud, flags, flags & JIT_F_DUMPS, uk)))
+    if ((st = build_modules(nu, ud, flags, flags & JIT_F_DUMPS, uk, NULL)))
         goto done;
     /* one reference per user */
     for (int u = 0; u < nu; u++)
@@ -513,7 +707,8 @@ jit_kernels_get(int n, const jit_kdesc *const *d, unsigned flags, jit_kernel **o
     }
     /* 2. our misses, in modules code-generated in parallel */
     if (np) {
-        st = build_modules(np, pd, flags, false, pk);
+        tierup *tu = NULL;
+        st = build_modules(np, pd, flags, false, pk, flags & JIT_F_TIERED ? &tu : NULL);
         if (st)
             goto fail;
         for (int j = 0; j < np; j++) {
@@ -521,7 +716,13 @@ jit_kernels_get(int n, const jit_kdesc *const *d, unsigned flags, jit_kernel **o
             out[pi[j]] = pk[j];
             jit_lru_fill(&cache, pend[j], pk[j], pk[j]->code->bytes / (size_t)np);
             pend[j] = NULL;
+            if (tu) {
+                jit_lru_retain(&cache, pk[j]->entry);
+                tu->ks[j] = pk[j];
+            }
         }
+        if (tu)
+            jit_background_submit(&tu->job);
         np = 0;
     }
     /* 3. the keys other threads were compiling (or an equal description of this batch) */
@@ -544,7 +745,7 @@ jit_kernels_get(int n, const jit_kdesc *const *d, unsigned flags, jit_kernel **o
         }
         /* its compiler gave up: compile it here (and report our own error) */
         jit_kernel *k;
-        if ((st = build_modules(1, &d[i], flags, false, &k)) != KILN_OK) {
+        if ((st = build_modules(1, &d[i], flags, false, &k, NULL)) != KILN_OK) {
             jit_lru_abandon(&cache, e);
             goto fail;
         }
@@ -578,7 +779,8 @@ fail:
 jit_kernel_fn
 jit_kernel_entry(const jit_kernel *k)
 {
-    return k->fn;
+    /* acquire: the full code's stores (its linking) happen before its entry is seen */
+    return atomic_load_explicit(&((jit_kernel *)k)->fn, memory_order_acquire);
 }
 
 const char *
@@ -615,4 +817,5 @@ jit_cache_counters(jit_cache_stats *s)
     s->bytes = ls.bytes;
     s->evictions = ls.evictions;
     s->waits = ls.waits;
+    s->tierups = atomic_load(&n_tierups);
 }

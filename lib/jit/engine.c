@@ -452,7 +452,8 @@ jit_unit_generate(jit_unit *u, jit_dumps *dumps)
         dumps->llvm = print_module(u->mod);
 
     char *err = NULL;
-    LLVMTargetMachineRef tm = tm_take(u->compact, &err);
+    bool fast = u->compact || u->quick; /* the code generator's level */
+    LLVMTargetMachineRef tm = tm_take(fast, &err);
     if (!tm) {
         unit_fail(u, KILN_ERR_COMPILE, "%s: compilation failed: %s", api, err ? err : "");
         free(err);
@@ -510,7 +511,7 @@ jit_unit_generate(jit_unit *u, jit_dumps *dumps)
             dumps->obj_len = 0;
     }
 give:
-    tm_give(u->compact, tm);
+    tm_give(fast, tm);
 done:
     LLVMDisposeModule(u->mod);
     u->mod = NULL;

@@ -20,6 +20,8 @@ typedef struct jit_unit {
     double opt_ms, gen_ms;
     char name[64]; /* the module's, for messages */
     bool compact;  /* JIT_TIER_COMPACT kernels: LLVM's fast code generator */
+    bool quick;    /* a first tier (cache.c, KILN_TIERED): optimised as in full, then LLVM's
+                    * fast code generator */
 } jit_unit;
 
 /* What to capture while compiling (each a malloc'd string the caller frees). */

@@ -24,7 +24,7 @@ struct jit_module {
 
 kiln_status
 jit_module_lower(int n, const jit_kdesc *const *d, const char *const *names, bool dumps,
-                 bool want_obj, jit_module **out)
+                 bool want_obj, bool quick, jit_module **out)
 {
     *out = NULL;
     jit_module *m = ir_calloc(1, sizeof *m);
@@ -37,6 +37,7 @@ jit_module_lower(int n, const jit_kdesc *const *d, const char *const *names, boo
     }
     /* one tier per module (cache.c groups them so): it sets the code generator's level */
     m->u.compact = n > 0 && d[0]->tier == JIT_TIER_COMPACT;
+    m->u.quick = quick && !m->u.compact;
     L l;
     jit_em_init(&l, m->u.ctx, m->u.mod);
     for (int i = 0; i < n && !st; i++) {
@@ -75,6 +76,12 @@ void
 jit_modules_generate(int n, jit_module *const *m)
 {
     jit_pool_run(generate_one, (void *)m, n);
+}
+
+void
+jit_module_generate(jit_module *m)
+{
+    jit_unit_generate(&m->u, &m->dm);
 }
 
 kiln_status

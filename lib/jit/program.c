@@ -261,7 +261,8 @@ program_new(const char *api, kiln_graph *g, const kiln_options *options, kiln_pr
                          (o->stores == KILN_STORES_STREAM ? JIT_F_STREAM : 0) |
                          (o->stores == KILN_STORES_CACHED ? JIT_F_NO_STREAM : 0) |
                          (o->code == KILN_CODE_COMPACT ? JIT_F_COMPACT : 0) |
-                         (o->code == KILN_CODE_FULL ? JIT_F_NO_COMPACT : 0);
+                         (o->code == KILN_CODE_FULL ? JIT_F_NO_COMPACT : 0) |
+                         (of & KILN_TIERED ? JIT_F_TIERED : 0);
         kiln_status st = compile(api, g, mode, flags, &p->comp);
         if (st) {
             kiln_program_free(p);
@@ -647,8 +648,15 @@ kiln_jit_stats(kiln_stats *stats)
     s->weights_packed = jit_contract_prepacked();
     jit_ws_counters(&s->workspace_allocs, &s->workspace_bytes);
     s->held_packs = atomic_load(&held_packs);
+    s->kernel_tierups = ks.tierups;
     return ir_abi_out("kiln_jit_stats", "kiln_stats", stats, &all, sizeof all,
                       offsetof(kiln_stats, kernel_compiles) + sizeof all.kernel_compiles);
+}
+
+void
+kiln_jit_sync(void)
+{
+    jit_background_wait();
 }
 
 void

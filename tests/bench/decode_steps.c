@@ -3,7 +3,7 @@
  * input) captured through the public tensor API with its K/V caches one row longer every
  * step, then run.
  *
- *     decode_steps [--layers L] [--t0 T] [--steps N] [--mode fused|eager]
+ *     decode_steps [--layers L] [--t0 T] [--steps N] [--mode fused|eager] [--tiered]
  *
  * Per step: the capture (kiln_scope_begin and one call per op), kiln_scope_end (the
  * program cache misses: new sizes; the plan is built, every kernel found in the kernel
@@ -13,7 +13,9 @@
  * less any time the thread was not running) and the page faults; the kernels compiled and
  * the temporaries blocks allocated after the first step, and the step's minimal traffic
  * (weights and caches read once) over the median run.  Inputs are random (weights and
- * caches in [-0.1, 0.1)), the same every step.  Not a test: CTest never times anything
+ * caches in [-0.1, 0.1)), the same every step.  --tiered compiles with KILN_TIERED (a quick
+ * first tier, the full code from a background thread) and prints the first five steps'
+ * run times, over which the full code arrives.  Not a test: CTest never times anything
  * (docs/benchmarking.md, "Decode"). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -71,6 +73,7 @@ main(int argc, char **argv)
     int64_t t0 = 512;
     int steps = 21;
     kiln_mode mode = KILN_MODE_FUSED;
+    unsigned flags = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--layers") && i + 1 < argc)
             dec.layers = atoi(argv[++i]);
@@ -80,8 +83,11 @@ main(int argc, char **argv)
             steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--mode") && i + 1 < argc)
             mode = !strcmp(argv[++i], "eager") ? KILN_MODE_EAGER : KILN_MODE_FUSED;
+        else if (!strcmp(argv[i], "--tiered"))
+            flags |= KILN_TIERED;
         else {
-            fprintf(stderr, "usage: decode_steps [--layers L] [--t0 T] [--steps N] [--mode fused|eager]\n");
+            fprintf(stderr, "usage: decode_steps [--layers L] [--t0 T] [--steps N] [--mode "
+                            "fused|eager] [--tiered]\n");
             return 2;
         }
     }
@@ -106,6 +112,7 @@ main(int argc, char **argv)
         int64_t t = t0 + s;
         kiln_options o = KILN_OPTIONS_INIT;
         o.mode = mode;
+        o.flags = flags;
         kiln_program *p = NULL;
         /* a client's step: capture, and end the scope into a program */
         double f0 = minor_faults(), c0 = cpu_us(), a = now_us();
@@ -160,6 +167,17 @@ main(int argc, char **argv)
            (long long)(t0 + steps - 1), mode == KILN_MODE_EAGER ? "eager" : "fused");
     printf("first step: capture + scope end (compiles) %.1f ms, run %.3f ms\n", end_us[0] / 1e3,
            run_us[0] / 1e3);
+    printf("first step's LLVM: %llu kernels; start-up %.1f ms (LLJIT %.1f); CPU summed over "
+           "threads: optimise %.1f, code generation %.1f, link %.1f ms\n",
+           (unsigned long long)first.kernel_compiles, first.startup_ms, first.lljit_ms,
+           first.optimise_ms, first.codegen_ms, first.link_ms);
+    if (flags & KILN_TIERED) {
+        printf("tiered: runs of steps 1-%d:", steps < 5 ? steps : 5);
+        for (int s = 0; s < steps && s < 5; s++)
+            printf(" %.3f", run_us[s] / 1e3);
+        printf(" ms; full code for %llu kernels by the last step\n",
+               (unsigned long long)last.kernel_tierups);
+    }
     /* the program cache keeps 256 plans: while it fills, every step's plan is new memory
      * (page faults); after, evictions recycle it.  Both phases when there are steps enough */
     int n1 = steps - 1 < 30 ? steps - 1 : 30;
