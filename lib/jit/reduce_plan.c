@@ -51,6 +51,15 @@ rp_acc_bytes(int W, const jit_kdesc *d, const jit_kinst *in)
     return (size_t)W * (s + (rp_is_arg((ir_op)in->op) ? 8 : 0));
 }
 
+/* Rows kernels take a float max or min with the bare vmaxps/vminps, the NaNs and the zeros'
+ * signs tracked apart (lower_reduce_acc.c's fast extremes). */
+bool
+rp_fast_extreme(const jit_kdesc *d, const jit_kinst *in)
+{
+    rp_combine c = rp_algebra_of((ir_op)in->op)->combine;
+    return !d->lanes_kept && (c == RP_MAX || c == RP_MIN) && ir_dtype_is_float(rp_operand_dtype(d, in));
+}
+
 bool
 rp_blocked_sum(const jit_kdesc *d, const jit_kinst *in)
 {
@@ -324,7 +333,7 @@ partial_of(const jit_kdesc *d, const int *ph)
 {
     if (d->kind != JIT_KERNEL_REDUCTION)
         return 0;
-    int W = jit_host_info()->vector_bits / 32;
+    int W = d->sched.lanes;
     size_t bytes = 0;
     /* each piece reduces, and stores, its own range of the row */
     bool ok = rp_first_pass_only(d, ph);
@@ -337,12 +346,85 @@ partial_of(const jit_kdesc *d, const int *ph)
     return bytes;
 }
 
+/* Does pass p compute vector math (a reduction's operand or a stored value)? */
+bool
+rp_pass_has_math(const jit_kdesc *d, const bool *uni, const int *ph, int p)
+{
+    int cost = 0;
+    for (int32_t i = 0; i < d->ninst; i++)
+        if (rp_reduces_in(d, ph, i, p))
+            cost += rp_recompute_cost(d, uni, d->inst[i].a[0], 0);
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (rp_space_store_in(d, ph, k, p))
+            cost += rp_recompute_cost(d, uni, d->stores[k], 0);
+    return cost >= 20;
+}
+
+/* Rows kernels with a later pass (pieces of long rows have none): the full vectors of the
+ * first later pass prefetch the same position of the next row (lower_reduce_pass.c's
+ * prefetch_next_row says why and what): the slots the first pass reads, and, when that pass
+ * computes vector math, the next row's stores over the space for writing.  Returns the
+ * pass, -1 for none. */
+static int
+prefetch_of(const jit_kdesc *d, const rplan *a, bool *stores)
+{
+    *stores = false;
+    if (d->lanes_kept || a->partial)
+        return -1;
+    for (int p = 1; p <= a->nphases; p++)
+        if (rp_pass_needed_d(d, a->ph, p)) {
+            *stores = rp_pass_has_math(d, a->uni, a->ph, p);
+            return p;
+        }
+    return -1;
+}
+
+/* Is pass p of a rows kernel a cheap reduction pass (worth RP_UNROLL independent
+ * accumulators)?  Not when its reductions are all fast max/min: their chains are one
+ * instruction long, so one set keeps up (0.65 ns a vector either way) and the four-vector
+ * loop would only cost compile time. */
+static bool
+unroll_of(const jit_kdesc *d, const rplan *a, int p)
+{
+    bool red = false, slow = false;
+    int cost = 0;
+    if (d->lanes_kept)
+        return false;
+    for (int32_t i = 0; i < d->ninst; i++)
+        if (rp_reduces_in(d, a->ph, i, p)) {
+            red = true;
+            slow |= !rp_fast_extreme(d, &d->inst[i]);
+            cost += rp_recompute_cost(d, a->uni, d->inst[i].a[0], 0);
+        }
+    if (!slow)
+        return false;
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (rp_space_store_in(d, a->ph, k, p))
+            cost += 8;
+    return red && cost < 16;
+}
+
+/* Columns kernels whose reductions all read the first pass and that store nothing over the
+ * space reduce blocks of RP_COL_BLOCK vectors of columns at once (lower_reduce.c's
+ * emit_block). */
+static bool
+col_blocks_of(const jit_kdesc *d, const rplan *a)
+{
+    if (!d->lanes_kept || !rp_first_pass_only(d, a->ph))
+        return false;
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (d->store_cls[k] != JIT_ST_ROW)
+            return false;
+    return true;
+}
+
 void
 rplan_free(rplan *a)
 {
     ir_free(a->uni);
     ir_free(a->ph);
     ir_free(a->spill);
+    ir_free(a->unroll);
     memset(a, 0, sizeof *a);
 }
 
@@ -372,6 +454,17 @@ rplan_make(const jit_kdesc *d, rplan *a)
     a->defer = defer_of(d, a->uni, a->ph, a->spill, a->nphases, a->partial, need);
     a->ahead = ahead_of(d, a->uni, a->ph, a->spill, a->nphases, a->partial);
     ir_free(need);
+    a->unroll = ir_calloc((size_t)a->nphases + 1, sizeof(bool));
+    if (!a->unroll) {
+        rplan_free(a);
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory analysing a kernel");
+    }
+    for (int p = 0; p <= a->nphases; p++)
+        a->unroll[p] = unroll_of(d, a, p);
+    a->prefetch = prefetch_of(d, a, &a->prefetch_stores);
+    a->col_blocks = col_blocks_of(d, a);
+    for (int32_t k = 0; k < d->nstores; k++)
+        a->streams = a->streams || (!d->lanes_kept && d->store_cls[k] == JIT_ST_STREAM);
     return KILN_OK;
 }
 
