@@ -76,7 +76,7 @@ IR_HIDDEN const jit_host *jit_host_info(void);
  * batch element, every row of it (at most the description's tile_m) and a block of columns,
  * and A and B in place with their strides. */
 typedef enum jit_kernel_kind {
-#define KIND(E, name, schedule, lower, run) JIT_KERNEL_##E,
+#define KIND(E, name, schedule, lower, run, dump) JIT_KERNEL_##E,
 #include "kinds.def"
 #undef KIND
 } jit_kernel_kind;
@@ -257,7 +257,14 @@ IR_HIDDEN int jit_skinny_max_rows(kiln_dtype t);
 IR_HIDDEN kiln_status jit_kernel_schedule(jit_kdesc *d);
 /* (ksched.c) The dtype of a CONTRACTION or SKINNY description's matmul instruction. */
 IR_HIDDEN kiln_dtype jit_matmul_dtype(const jit_kdesc *d);
+/* (ksched.c) For `kiln dump --plan`: description d's schedule, in lines indented by six
+ * spaces (its kind's `dump` hook). */
+IR_HIDDEN void jit_kernel_schedule_dump(const jit_kdesc *d, FILE *f);
 IR_HIDDEN kiln_status jit_elementwise_schedule(jit_kdesc *d);
+IR_HIDDEN void jit_elementwise_dump(const jit_kdesc *d, FILE *f);
+IR_HIDDEN void jit_contract_dump(const jit_kdesc *d, FILE *f);
+IR_HIDDEN void jit_skinny_dump(const jit_kdesc *d, FILE *f);
+IR_HIDDEN void jit_reduce_dump(const jit_kdesc *d, FILE *f);
 IR_HIDDEN kiln_status jit_contract_schedule(jit_kdesc *d);
 IR_HIDDEN kiln_status jit_skinny_schedule(jit_kdesc *d);
 /* Constant matmul operands packed so far (contract.c), for kiln_jit_stats. */
@@ -289,13 +296,6 @@ typedef struct jit_raux {
  * other kinds.  KILN_ERR_NOMEM when out of memory (nothing made). */
 IR_HIDDEN kiln_status jit_reduce_schedule(jit_kdesc *d);
 IR_HIDDEN void jit_reduce_schedule_free(jit_kdesc *d);
-/* For `kiln dump --plan`, from d->rsched: the passes a "rows" kernel makes over each row,
- * the pass that runs one row behind, inside the next row's pass before it (0: none;
- * defer_of), whether pass 0 runs one row ahead, inside the previous row's pass 1
- * (ahead_of), and the values spilled to scratch rows; 0 and false for other kernels. */
-IR_HIDDEN void jit_reduce_passes(const jit_kdesc *d, int *passes, int *deferred, bool *ahead,
-                                 int *spilled);
-
 /* Can the JIT compute this op in a kernel (for these operand dtypes)? */
 IR_HIDDEN bool jit_op_is_lowerable(const kiln_graph *g, const ir_node *nd);
 /* Does vmath provide this (transcendental) op? (emit.c) */

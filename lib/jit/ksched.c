@@ -4,6 +4,7 @@
  * reduce_plan.c's, the skinny contraction's skinny.c's).  The emitters emit what the
  * schedule says, the runners split work by it, kdesc.c writes it into the cache key and
  * `kiln dump --plan` prints it. */
+#include <stdio.h>
 #include <string.h>
 
 #include "jit.h"
@@ -14,12 +15,23 @@ jit_kernel_schedule(jit_kdesc *d)
     memset(&d->sched, 0, sizeof d->sched);
     d->sched.lanes = jit_host_info()->vector_bits / 32;
     switch ((jit_kernel_kind)d->kind) { /* every kind, no default (-Werror=switch) */
-#define KIND(E, name, schedule, lower, run)                                                     \
+#define KIND(E, name, schedule, lower, run, dump)                                              \
     case JIT_KERNEL_##E: return schedule(d);
 #include "kinds.def"
 #undef KIND
     }
     return ir_error(KILN_ERR_INTERNAL, "kiln: internal error: kernel kind %d", (int)d->kind);
+}
+
+void
+jit_kernel_schedule_dump(const jit_kdesc *d, FILE *f)
+{
+    switch ((jit_kernel_kind)d->kind) { /* every kind, no default (-Werror=switch) */
+#define KIND(E, name, schedule, lower, run, dump)                                              \
+    case JIT_KERNEL_##E: dump(d, f); return;
+#include "kinds.def"
+#undef KIND
+    }
 }
 
 /* ---- ELEMENTWISE ----------------------------------------------------------------------------
@@ -55,6 +67,21 @@ jit_elementwise_schedule(jit_kdesc *d)
     d->sched.peel = k0 >= 0 ? k0 : d->nstores > 0 ? 0 : -1;
     d->sched.peel_min = k0 >= 0 ? 0 : PEEL_MIN_VECTORS;
     return KILN_OK;
+}
+
+void
+jit_elementwise_dump(const jit_kdesc *d, FILE *f)
+{
+    const jit_ksched *k = &d->sched;
+    fprintf(f, "      schedule: %d lanes", (int)k->lanes);
+    if (d->tier == JIT_TIER_COMPACT)
+        fprintf(f, "; compact: every vector under a mask, nothing peeled or streamed");
+    else if (k->peel >= 0 && k->peel_min == 0)
+        fprintf(f, "; rows peeled to streaming store %d's alignment", (int)k->peel);
+    else if (k->peel >= 0)
+        fprintf(f, "; rows of at least %d vectors peeled to store %d's alignment",
+                (int)k->peel_min, (int)k->peel);
+    fputc('\n', f);
 }
 
 /* ---- CONTRACTION ------------------------------------------------------------------------- */
@@ -97,4 +124,16 @@ jit_contract_schedule(jit_kdesc *d)
     d->sched.nr = nr;
     d->sched.kunroll = 1;
     return KILN_OK;
+}
+
+void
+jit_contract_dump(const jit_kdesc *d, FILE *f)
+{
+    const jit_ksched *k = &d->sched;
+    fprintf(f, "      schedule: %d lanes; register tile %d rows x %d vectors; k loop ", (int)k->lanes,
+            (int)k->mr, (int)k->nrv);
+    if (k->kunroll > 1)
+        fprintf(f, "unrolled %d times\n", (int)k->kunroll);
+    else
+        fprintf(f, "not unrolled\n");
 }

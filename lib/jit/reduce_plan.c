@@ -1,6 +1,7 @@
 /* reduce_plan.c — a REDUCTION kernel's schedule, computed from its description without LLVM
  * (reduce_plan.h): phases, row-wise values, spills, the partials of split rows, and the
  * passes that move between rows (lower_reduce.c's header explains the algorithm). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -507,18 +508,52 @@ jit_reduce_schedule_free(jit_kdesc *d)
     }
 }
 
+/* The passes a "rows" kernel makes over each row and what moves between rows; a long row's
+ * pieces; then the schedule's line: the lanes, prefetching, unrolled passes, column blocks,
+ * streaming. */
 void
-jit_reduce_passes(const jit_kdesc *d, int *passes, int *deferred, bool *ahead, int *spilled)
+jit_reduce_dump(const jit_kdesc *d, FILE *f)
 {
-    *passes = *deferred = *spilled = 0;
-    *ahead = false;
     const rplan *a = d->rsched;
-    if (d->kind != JIT_KERNEL_REDUCTION || d->lanes_kept || !a)
+    if (!a)
         return;
+    int passes = 0, spilled = 0;
     for (int p = 0; p <= a->nphases; p++)
-        *passes += rp_pass_needed_d(d, a->ph, p);
+        passes += rp_pass_needed_d(d, a->ph, p);
     for (int32_t i = 0; i < d->ninst; i++)
-        *spilled += a->spill[i] != 0;
-    *deferred = a->defer;
-    *ahead = a->ahead;
+        spilled += a->spill[i] != 0;
+    if (!d->lanes_kept && passes > 1) {
+        fprintf(f, "      %d passes over each row", passes);
+        if (a->ahead)
+            fprintf(f, "; pass 0 runs one row ahead, in the previous row's pass 1");
+        if (a->defer)
+            fprintf(f, "; pass %d runs one row behind, in the next row's pass %d", a->defer,
+                    a->defer - 1);
+        if (spilled)
+            fprintf(f, "; %d value%s kept in a scratch row for a later pass", spilled,
+                    spilled > 1 ? "s" : "");
+        fputc('\n', f);
+    }
+    if (d->partial_bytes)
+        fprintf(f, "      a long row is reduced in pieces on several threads (%zu bytes of "
+                   "accumulators a piece), combined in order\n",
+                d->partial_bytes);
+    fprintf(f, "      schedule: %d lanes along the %s", (int)d->sched.lanes,
+            d->lanes_kept ? "kept innermost axis" : "reduced axis");
+    if (a->prefetch > 0)
+        fprintf(f, "; pass %d prefetches the next row's %s", a->prefetch,
+                a->prefetch_stores ? "loads and stores" : "loads");
+    for (int p = 0, n = 0; p <= a->nphases; p++) {
+        if (!a->unroll[p])
+            continue;
+        if (n++)
+            fprintf(f, ",%d", p);
+        else
+            fprintf(f, "; unrolled (%d vectors an iteration) in pass %d", RP_UNROLL, p);
+    }
+    if (a->col_blocks)
+        fprintf(f, "; columns in blocks of %d vectors", RP_COL_BLOCK);
+    if (a->streams)
+        fprintf(f, "; streaming stores, fenced");
+    fputc('\n', f);
 }

@@ -3,7 +3,7 @@
  * spilled to scratch rows, the bytes of a piece's accumulators, and the passes that run one
  * row behind or ahead.  The describe pass makes it once (jit_reduce_schedule: the
  * description's rsched), the runner's scratch is sized from it, the lowering emits it
- * (lower_reduce.c) and the dump prints it (jit_reduce_passes), so none can disagree.  The
+ * (lower_reduce.c) and the dump prints it (jit_reduce_dump), so none can disagree.  The
  * algorithm is in lower_reduce.c's header. */
 #ifndef KILN_JIT_REDUCE_PLAN_H
 #define KILN_JIT_REDUCE_PLAN_H

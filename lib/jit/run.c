@@ -301,7 +301,7 @@ jit_plan_run(const jit_plan *p, const void *const *inputs, void *const *outputs,
         args.bpacked = bpacked ? bpacked[i] : NULL;
         kiln_status st = KILN_OK;
         switch ((jit_kernel_kind)s->desc.kind) { /* every kind, no default (-Werror=switch) */
-#define KIND(E, name, schedule, lower, run)                                                     \
+#define KIND(E, name, schedule, lower, run, dump)                                              \
     case JIT_KERNEL_##E: st = run(s, ptrs, &args); break;
 #include "kinds.def"
 #undef KIND

@@ -95,6 +95,19 @@ jit_skinny_schedule(jit_kdesc *d)
     return KILN_OK;
 }
 
+void
+jit_skinny_dump(const jit_kdesc *d, FILE *f)
+{
+    const jit_ksched *k = &d->sched;
+    if (d->bform == JIT_SKINNY_ROWS)
+        fprintf(f, "      schedule: %d lanes; register tile %d rows x %d vectors; %d rows of B a "
+                   "step of k; at most %d columns a call\n",
+                (int)k->lanes, (int)d->tile_m, (int)k->tile_n, (int)k->kblock, (int)k->cols);
+    else
+        fprintf(f, "      schedule: %d lanes; register tile %d rows x %d columns, lanes along "
+                   "k\n", (int)k->lanes, (int)d->tile_m, (int)k->tile_n);
+}
+
 int64_t
 jit_skinny_cols(kiln_dtype t, int tile_m)
 {
