@@ -419,9 +419,8 @@ jit_skinny_run(const jit_step *s, void *const *ptrs, const jit_run_args *args)
     int threads = macs < SMALL_MACS ? 1 : jit_pool_threads();
     /* columns in blocks of whole cache lines of the output (16 f32), one per thread: each
      * streams its own columns of B, never a split of K, in segments of rows as long as can
-     * be (gemv on 2 threads, alternated three times: one block per thread 2.3-2.6 ms, two
-     * 2.9-3.4; with 1024-column calls, one or two 3.5-4.9 ms, four 5.0-5.3, eight
-     * 5.5-11.9) */
+     * be (docs/benchmarking.md, "Skinny contraction: rows of B per step, columns per call,
+     * blocks per thread") */
     int64_t line = 64 / (int64_t)r.es;
     int64_t want = threads > 1 ? (int64_t)threads : 1;
     int64_t per = want > s->mm_batch ? (want + s->mm_batch - 1) / s->mm_batch : 1;

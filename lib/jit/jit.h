@@ -242,8 +242,9 @@ typedef struct jit_saux {
 } jit_saux;
 /* Rows form: the columns one call takes at most (jit_skinny_cols): its running sums live in
  * a stack array of tile_m rows of that many elements, JIT_SKINNY_YBYTES in all.  Each row of
- * B is read in a contiguous segment of that many columns, so the longer the better (gemv on
- * one core: 1024 columns 3.9-4.3 ms, 4096 columns 2.8-3.6). */
+ * B is read in a contiguous segment of that many columns, so the longer the better
+ * (docs/benchmarking.md, "Skinny contraction: rows of B per step, columns per call, blocks
+ * per thread"). */
 #define JIT_SKINNY_YBYTES (32 << 10)
 IR_HIDDEN int64_t jit_skinny_cols(kiln_dtype t, int tile_m);
 /* (skinny.c) The rows form's tile (rows x vectors), the dots form's (rows x columns) for a

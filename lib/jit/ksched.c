@@ -41,11 +41,9 @@ jit_kernel_schedule_dump(const jit_kdesc *d, FILE *f)
  * PEEL_MIN_VECTORS vectors are peeled to the first store's alignment all the same: a
  * 64-byte store that crosses a cache line costs (malloc's large blocks start 16 bytes past
  * a page, so every output is misaligned), and when the loads are misaligned alike, as
- * malloc makes them, they end up aligned too (chain over 32768 elements, cache-resident,
- * one thread, every buffer at 16 bytes past a line: 2-10% faster peeled, level with every
- * buffer aligned).  Short segments are not: the head and the tail are two masked
- * iterations a row, which cost bcast (rows of 64 vectors, every buffer 16 bytes past a
- * line) 3-5% more than the aligned stores saved.
+ * malloc makes them, they end up aligned too.  Short segments are not: the head and the
+ * tail are two masked iterations a row, which cost more than the aligned stores save
+ * (docs/benchmarking.md, "Elementwise: peeling rows to an aligned store").
  *
  * A streaming store streams when its element size is the peeled store's (then its buffer's
  * alignment, checked per call, can match); another is made an ordinary store here. */
@@ -112,8 +110,8 @@ jit_matmul_dtype(const jit_kdesc *d)
     return KILN_DTYPE_F32;
 }
 
-/* The register tile, and the k loop not unrolled: unrolling by 4 ran no faster on znver4
- * and cost 30% more compile time. */
+/* The register tile, and the k loop not unrolled: unrolled, it ran no faster and compiled
+ * slower (docs/benchmarking.md, "Contraction: the k loop not unrolled"). */
 kiln_status
 jit_contract_schedule(jit_kdesc *d)
 {

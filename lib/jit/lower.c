@@ -217,7 +217,8 @@ loop_compact(L *l, const jit_kdesc *d, kstate *s, const rowloop *r)
 /* Full kernels: the vector body unmasked while c + W <= cend, and `masked`, the same
  * instructions under a mask, for the head (then on to the vector body) and the tail
  * (then the next row).  (One body under a mask for every iteration halves the code, but
- * measured 1.4-2x slower on AVX-512: kept two, but for compact kernels.) */
+ * ran slower on AVX-512: kept two, but for compact kernels; docs/benchmarking.md,
+ * "Elementwise: two vector bodies".) */
 static void
 loop_full(L *l, const jit_kdesc *d, kstate *s, const rowloop *r)
 {
@@ -232,12 +233,12 @@ loop_full(L *l, const jit_kdesc *d, kstate *s, const rowloop *r)
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, cn, r->cend, ""), r->vbody, r->tailchk);
     LLVMPositionBuilderAtEnd(b, r->vbody);
     /* the position through jit_em_opaque: loop strength reduction then has no address to
-     * rewrite (x86 addresses base + index * 4 for free), which saves it its analysis: 4-13%
-     * of a small kernel's compile instructions, the same code speed */
+     * rewrite (x86 addresses base + index * 4 for free), which saves it its analysis, at the
+     * same code speed (docs/benchmarking.md, "Elementwise: opaque positions") */
     emit_body(l, d, s, jit_em_opaque(l, c), NULL);
     LLVMBasicBlockRef vbody_end = LLVMGetInsertBlock(b);
-    /* and the next position too: scalar evolution then sees no induction variable (5-6%
-     * fewer compile instructions for chain, gelu and bcast, the same loop) */
+    /* and the next position too: scalar evolution then sees no induction variable (fewer
+     * compile instructions, the same loop) */
     cn = jit_em_opaque(l, cn);
     LLVMBuildBr(b, r->vhead);
     LLVMBasicBlockRef mend;

@@ -529,8 +529,8 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         if (r.defer)
             r.sbase = scratch_row(&r, srow, lt.i);
         /* the row to prefetch: the next, or with pass 0 one row ahead the one after it
-         * (pass 0 reads the next itself: logsumexp f32[4096,1024] cold, one core, 1.43-1.47
-         * ms prefetching nothing there, 1.35 the row after next) */
+         * (pass 0 reads the next itself; docs/benchmarking.md, "Rows kernels: prefetching
+         * the next row") */
         if (r.knext)
             rk_add_offsets(&r, r.knext, zero, LLVMBuildAdd(b, row, jit_em_i64(l, r.ahead ? 2 : 1), ""),
                         0, r.nk);

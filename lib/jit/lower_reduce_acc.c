@@ -27,8 +27,8 @@ rk_block_identity(jit_em *l)
 }
 
 /* Float max/min in rows kernels.  llvm.maximum (NaN wins, -0 < +0) is six instructions
- * on AVX-512, three of them on mask registers, in one dependency chain: the max pass of
- * softmax cost 1.4 ns a vector on one core.  Instead a pass keeps three accumulators per
+ * on AVX-512, three of them on mask registers, in one dependency chain (docs/benchmarking.md,
+ * "Rows kernels: bare vmaxps/vminps").  Instead a pass keeps three accumulators per
  * lane, each one instruction a vector and independent of the others:
  *   a = x > a ? x : a       (vmaxps: a stays on NaN and on equal values, -0 == +0)
  *   n = n | isnan(x)        (a NaN was seen)

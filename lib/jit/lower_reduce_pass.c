@@ -191,9 +191,9 @@ prefetch_next_row(rk *r)
     }
     /* the next row's stores over the space, for writing, when this pass is costly (vector
      * math): their lines' read-for-ownership overlaps the arithmetic instead of stalling the
-     * later pass's stores (softmax on one core, f32[4096,1024]: 3.06 -> 2.80 ms).  Cheap
-     * passes leave it to the hardware: there it cost layernorm 10%, its x, y, gamma and
-     * beta rows and the next x and y all 4 KiB apart, in the same sets of L1. */
+     * later pass's stores.  Cheap passes leave it to the hardware: there it cost layernorm,
+     * its x, y, gamma and beta rows and the next x and y all 4 KiB apart, in the same sets
+     * of L1 (docs/benchmarking.md, "Rows kernels: prefetching the next row"). */
     for (int32_t k = 0; k < d->nstores && r->plan->prefetch_stores; k++)
         if (d->store_cls[k] == JIT_ST_SPACE)
             prefetch_slot(r, d->nloads + k, (kiln_dtype)d->inst[d->stores[k]].dtype, true);

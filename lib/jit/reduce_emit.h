@@ -73,8 +73,8 @@ typedef struct rk {
 
 /* f32 sums and means in rows kernels add SUM_BLOCK elements per lane in f32, then that block
  * sum into the lane's f64 accumulator: a conversion and a double add per SUM_BLOCK vectors
- * instead of per vector (the exp-and-sum pass of softmax: 6.5 -> 5.2 ns a vector on one
- * core, its data in L2).  Each block adds at most (SUM_BLOCK - 1) f32 roundings to a lane's
+ * instead of per vector (docs/benchmarking.md, "Rows kernels: f32 blocks of sums").  Each
+ * block adds at most (SUM_BLOCK - 1) f32 roundings to a lane's
  * terms: docs/semantics.md states the bound. */
 #define SUM_BLOCK JIT_SUM_BLOCK
 

@@ -265,7 +265,8 @@ defer_of(const jit_kdesc *d, const bool *uni, const int *ph, const int *spill, i
     if (L < 2 || !rp_pass_needed_d(d, ph, L - 1))
         return 0;
     /* only behind a pass with vector math: layernorm's cheap passes (a sum of squares, then
-     * the normalisation) ran 30% slower merged (one core, caches cold), the rows of x, y,
+     * the normalisation) ran slower merged (docs/benchmarking.md, "Rows kernels: a pass one
+     * row behind or ahead"), the rows of x, y,
      * gamma and beta of two rows then all in use and all 4 KiB apart, in the same sets of
      * L1, where softmax's exp pass took the division of the row before for nothing */
     int cost = 0;
@@ -288,7 +289,7 @@ defer_of(const jit_kdesc *d, const bool *uni, const int *ph, const int *spill, i
  * logsumexp's) and whose second pass computes vector math run the first pass one row
  * ahead: row t + 1's max goes into the loop of row t's exp pass, after that row's body at
  * each position, so the load-bound max of one row overlaps the FMA-bound exp of the other
- * (logsumexp on one core, rows of 1024 in L2: 5.65 -> 5.07 ns a vector).  The first row's
+ * (docs/benchmarking.md, "Rows kernels: a pass one row behind or ahead").  The first row's
  * max comes from a warm-up iteration of the rows loop (jit_lower_reduce), and the last
  * row's iteration takes its own row's max again (the row after it does not exist), so pass
  * 0 is emitted once, inside pass 1.  Same bits: every row's max is the same operations over
@@ -297,8 +298,7 @@ defer_of(const jit_kdesc *d, const bool *uni, const int *ph, const int *spill, i
  * nothing, no row-wise load (pass 0's row values are then constants, the same for every
  * row), and pass 1 has vector math (so it runs one vector per iteration).  Softmax is not
  * ahead: with its output rows and scratch rows besides the two rows of x, all 4 KiB apart
- * in the same sets of L1, it ran 20% slower from cold caches (one core, f32[4096,1024]:
- * 2.0-2.2 ms with its last pass deferred alone, 2.6-3.9 ahead too), though faster in L2. */
+ * in the same sets of L1, it ran slower from cold caches, though faster in L2. */
 static bool
 ahead_of(const jit_kdesc *d, const bool *uni, const int *ph, const int *spill, int nphases,
          size_t partial_bytes)
@@ -382,8 +382,8 @@ prefetch_of(const jit_kdesc *d, const rplan *a, bool *stores)
 
 /* Is pass p of a rows kernel a cheap reduction pass (worth RP_UNROLL independent
  * accumulators)?  Not when its reductions are all fast max/min: their chains are one
- * instruction long, so one set keeps up (0.65 ns a vector either way) and the four-vector
- * loop would only cost compile time. */
+ * instruction long, so one set keeps up and the four-vector loop would only cost compile
+ * time (docs/benchmarking.md, "Rows kernels: bare vmaxps/vminps"). */
 static bool
 unroll_of(const jit_kdesc *d, const rplan *a, int p)
 {

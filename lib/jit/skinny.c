@@ -78,9 +78,9 @@ jit_skinny_tile(kiln_dtype t, int tile_m, int bform, int *n)
     *n = nc < 1 ? 1 : nc;
 }
 
-/* Rows form: rows of B per step of the k loop, the streams in flight.  gemv (1 x 4096 x 4096,
- * one thread, cold caches): 4 rows 4.1-4.3 ms, 8 rows 3.4-3.5, 16 rows 3.8-4.5; prefetching
- * the next block of rows as well made 8 rows slower (4.4-4.8 ms). */
+/* Rows form: rows of B per step of the k loop, the streams in flight: 8 ran faster than 4 or
+ * 16, and prefetching the next block as well slower (docs/benchmarking.md, "Skinny
+ * contraction: rows of B per step, columns per call, blocks per thread"). */
 #define ROWS_KBLOCK 8
 
 kiln_status
