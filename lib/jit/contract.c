@@ -48,7 +48,11 @@ static void
 geom(const jit_step *s, cgeom *g)
 {
     kiln_dtype t = mm_dtype(s);
-    jit_contract_tile(t, &g->mr, &g->nrv, &g->nr);
+    /* the register tile the kernel was emitted with: its schedule's */
+    IR_ASSERT(s->desc.kind == JIT_KERNEL_CONTRACTION && s->desc.sched.mr >= 1);
+    g->mr = s->desc.sched.mr;
+    g->nrv = s->desc.sched.nrv;
+    g->nr = s->desc.sched.nr;
     g->es = kiln_dtype_size(t);
     g->mp = (s->mm_m + g->mr - 1) / g->mr * g->mr;
     g->np = (s->mm_n + g->nr - 1) / g->nr * g->nr;
@@ -390,9 +394,8 @@ skinny_task(void *ctx, int64_t i)
     x.a_m = s->mm_st[0][R - 2];
     x.a_k = s->mm_st[0][R - 1];
     x.bs = s->desc.bform == JIT_SKINNY_ROWS ? s->mm_st[1][R - 2] : s->mm_st[1][R - 1];
-    /* a rows kernel takes at most jit_skinny_cols columns a call */
-    int64_t cols = s->desc.bform == JIT_SKINNY_ROWS ? jit_skinny_cols(mm_dtype(s), s->desc.tile_m)
-                                                    : r->chunk;
+    /* a rows kernel takes at most its schedule's columns a call (jit_skinny_cols) */
+    int64_t cols = s->desc.bform == JIT_SKINNY_ROWS ? s->desc.sched.cols : r->chunk;
     for (int64_t j = c * r->chunk, end = j + r->chunk < s->mm_n ? j + r->chunk : s->mm_n; j < end;
          j += cols) {
         x.j0 = j;
@@ -416,9 +419,8 @@ jit_skinny_run(const jit_step *s, void *const *ptrs, const jit_run_args *args)
     int threads = macs < SMALL_MACS ? 1 : jit_pool_threads();
     /* columns in blocks of whole cache lines of the output (16 f32), one per thread: each
      * streams its own columns of B, never a split of K, in segments of rows as long as can
-     * be (gemv on 2 threads, alternated three times: one block per thread 2.3-2.6 ms, two
-     * 2.9-3.4; with 1024-column calls, one or two 3.5-4.9 ms, four 5.0-5.3, eight
-     * 5.5-11.9) */
+     * be (docs/benchmarking.md, "Skinny contraction: rows of B per step, columns per call,
+     * blocks per thread") */
     int64_t line = 64 / (int64_t)r.es;
     int64_t want = threads > 1 ? (int64_t)threads : 1;
     int64_t per = want > s->mm_batch ? (want + s->mm_batch - 1) / s->mm_batch : 1;

@@ -358,28 +358,26 @@ jit_explain_cluster(planner *p, int32_t c, const jit_step *s, FILE *f)
     if (cl->contract) {
         const ir_node *mm = &g->nodes[cl->members[0]];
         char ta[IR_TYPE_STR_MAX], tbb[IR_TYPE_STR_MAX], why[200];
-        int mr, nrv, nr, bform, tm;
+        int bform, tm;
         /* the choice is the description's (jit_describe_kernel); the cost model again for
-         * its reason only */
+         * its reason only; the tiles are the schedule's */
         jit_skinny_choose(s, mm->type.dtype, &bform, &tm, why, sizeof why);
-        jit_contract_tile(mm->type.dtype, &mr, &nrv, &nr);
         if (s->desc.kind == JIT_KERNEL_SKINNY) {
-            int n;
+            int n = s->desc.sched.tile_n;
             bform = s->desc.bform;
             tm = s->desc.tile_m;
-            jit_skinny_tile(mm->type.dtype, tm, bform, &n);
             fprintf(f, "skinny contraction kernel %s @ %s -> %s, %s: %s; %dx%d register tiles",
                     ir_type_str(&g->nodes[mm->in[0]].type, ta, sizeof ta),
                     ir_shape_str(&g->nodes[mm->in[1]].type.shape, tbb, sizeof tbb),
                     ir_shape_str(&cl->shape, tb, sizeof tb),
                     bform == JIT_SKINNY_ROWS ? "rows of B (vectors along N)"
                                              : "dot products along K (B transposed)",
-                    why, tm, bform == JIT_SKINNY_ROWS ? n * jit_host_info()->vector_bits / 32 : n);
+                    why, tm, bform == JIT_SKINNY_ROWS ? n * s->desc.sched.lanes : n);
         } else {
             fprintf(f, "contraction kernel %s @ %s -> %s, %dx%d register tiles",
                     ir_type_str(&g->nodes[mm->in[0]].type, ta, sizeof ta),
                     ir_shape_str(&g->nodes[mm->in[1]].type.shape, tbb, sizeof tbb),
-                    ir_shape_str(&cl->shape, tb, sizeof tb), mr, nr);
+                    ir_shape_str(&cl->shape, tb, sizeof tb), s->desc.sched.mr, s->desc.sched.nr);
             if (s->mm_m <= jit_skinny_max_rows(mm->type.dtype))
                 fprintf(f, ", packed: %s", why);
         }
@@ -671,8 +669,6 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
         for (int d = k.nk; d < k.R; d++)
             s->rlen *= k.dims[d];
         s->rinner = k.dims[k.R - 1];
-        if ((st = jit_reduce_schedule(&s->desc)))
-            goto done;
     } else {
         st = kb_stream_stores(p, &k.load_node, stores.v, s);
     }
@@ -685,6 +681,8 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
             s->desc.tile_m = tm;
         }
     }
+    if (!st) /* how it is computed, once its kind and payload are final (ksched.c) */
+        st = jit_kernel_schedule(&s->desc);
 done:
     ir_free(k.inst);
     ir_free(k.memo);

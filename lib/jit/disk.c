@@ -495,8 +495,8 @@ typedef struct trimmed {
 static void trim(const jit_disk *d, uint64_t cap, uint64_t to, trimmed *t);
 
 /* The directory's size as this process last scanned it plus what it wrote since, so that
- * a write scans the directory (~2 us an entry: 95 ms at the 45,000 small entries 256 MiB
- * holds) only when that passes the cap, or after RESCAN_WRITES writes (to see what other
+ * a write scans the directory (docs/benchmarking.md, "Disk cache: when a write scans the
+ * directory") only when that passes the cap, or after RESCAN_WRITES writes (to see what other
  * processes wrote).  A trim a write starts goes down to 7/8 of the cap, so the writes
  * after it do not scan again at once. */
 #define RESCAN_WRITES 256

@@ -14,7 +14,8 @@ typedef struct jit_em {
     LLVMContextRef ctx;
     LLVMModuleRef mod;
     LLVMBuilderRef b;
-    int W; /* lanes per vector: vector bits / 32 */
+    int W; /* lanes per vector: the kernel's schedule's (jit_ksched.lanes; jit_em_init: the
+            * host's vector bits / 32) */
     LLVMTypeRef i1, i8, i32, i64, f32, f64, ptr;
     int perturb; /* ir_op whose results are perturbed (KILN_TEST_PERTURB), or -1 */
     LLVMValueRef lin; /* elementwise: linear index of lane 0 (for arange), or NULL */

@@ -144,7 +144,7 @@ host_tm(bool fast, char **err)
      * sections together and stubs far calls): constants are then addressed relative to
      * the instruction pointer, so code generation hoists their loads out of loops, where
      * JIT's default large model needed a movabsq for each and loaded them again in every
-     * iteration (logsumexp 6.47 -> 5.64 ns a vector, softmax 7.93 -> 7.23, one core, L2). */
+     * iteration (docs/benchmarking.md, "Code model"). */
     LLVMTargetMachineRef tm =
         LLVMCreateTargetMachine(target, h->triple, h->cpu, h->features,
                                 fast ? LLVMCodeGenLevelNone : LLVMCodeGenLevelDefault,

@@ -76,7 +76,7 @@ IR_HIDDEN const jit_host *jit_host_info(void);
  * batch element, every row of it (at most the description's tile_m) and a block of columns,
  * and A and B in place with their strides. */
 typedef enum jit_kernel_kind {
-#define KIND(E, name, lower, run) JIT_KERNEL_##E,
+#define KIND(E, name, schedule, lower, run, dump) JIT_KERNEL_##E,
 #include "kinds.def"
 #undef KIND
 } jit_kernel_kind;
@@ -156,6 +156,28 @@ typedef enum jit_tier {
 
 struct rplan; /* reduce_plan.h */
 
+/* How a kernel is computed, beyond what it computes: its schedule, decided once, without
+ * LLVM, by its kind's `schedule` hook (kinds.def) in the describe pass
+ * (jit_kernel_schedule), written into the cache key (kdesc.c), and emitted as it says: the
+ * lowering files make no such decision of their own.  Zero where a kind has no use for a
+ * field.  (A REDUCTION's schedule, larger and per instruction, is its rsched.) */
+typedef struct jit_ksched {
+    int32_t lanes; /* every kind: lanes of a jit vector, W (the host's vector bits / 32) */
+    /* ELEMENTWISE (FULL tier; a COMPACT kernel peels and streams nothing): the store whose
+     * rows are peeled to its alignment, so that the vector body stores aligned vectors (the
+     * first streaming store, else store 0; -1: no store), and the shortest row segment, in
+     * vectors, that is peeled (0: every segment, as for a streaming store; ksched.c's
+     * PEEL_MIN_VECTORS says why not shorter ones otherwise) */
+    int32_t peel, peel_min;
+    /* CONTRACTION: the register tile, mr rows x nrv vectors (nr = nrv * lanes columns,
+     * from the host's registers: ksched.c), and the steps of k per iteration of the k loop */
+    int32_t mr, nrv, nr, kunroll;
+    /* SKINNY: the register tile's vectors per row (rows form) or columns per group (dots
+     * form: jit_skinny_tile), the rows of B per step of the rows form's k loop, and the
+     * columns a rows-form call takes at most (jit_skinny_cols) */
+    int32_t tile_n, kblock, cols;
+} jit_ksched;
+
 typedef struct jit_kdesc {
     int32_t kind;       /* jit_kernel_kind */
     int32_t rank;       /* >= 1 (REDUCTION: >= 2) */
@@ -177,6 +199,7 @@ typedef struct jit_kdesc {
     /* SKINNY: how B is read (jit_skinny_form) and the rows of the register tile (a power of
      * two, at least the rows of A per batch element); 0 for other kinds */
     int32_t bform, tile_m;
+    jit_ksched sched; /* how it is computed (jit_kernel_schedule) */
     /* REDUCTION: its schedule (reduce_plan.h: each instruction's phase and whether it is
      * row-wise, the values spilled to scratch rows, a piece's accumulator bytes, the passes
      * run one row behind or ahead), made once, without LLVM, by jit_reduce_schedule in the
@@ -219,8 +242,9 @@ typedef struct jit_saux {
 } jit_saux;
 /* Rows form: the columns one call takes at most (jit_skinny_cols): its running sums live in
  * a stack array of tile_m rows of that many elements, JIT_SKINNY_YBYTES in all.  Each row of
- * B is read in a contiguous segment of that many columns, so the longer the better (gemv on
- * one core: 1024 columns 3.9-4.3 ms, 4096 columns 2.8-3.6). */
+ * B is read in a contiguous segment of that many columns, so the longer the better
+ * (docs/benchmarking.md, "Skinny contraction: rows of B per step, columns per call, blocks
+ * per thread"). */
 #define JIT_SKINNY_YBYTES (32 << 10)
 IR_HIDDEN int64_t jit_skinny_cols(kiln_dtype t, int tile_m);
 /* (skinny.c) The rows form's tile (rows x vectors), the dots form's (rows x columns) for a
@@ -228,9 +252,22 @@ IR_HIDDEN int64_t jit_skinny_cols(kiln_dtype t, int tile_m);
 IR_HIDDEN void jit_skinny_tile(kiln_dtype t, int tile_m, int bform, int *nv_or_nc);
 IR_HIDDEN int jit_skinny_max_rows(kiln_dtype t);
 
-/* The register tile of a contraction of dtype t on this host: mr rows x nrv vectors of
- * jit lanes (vector bits / 32 lanes of t), chosen from the register count and width. */
-IR_HIDDEN void jit_contract_tile(kiln_dtype t, int *mr, int *nrv, int *nr);
+/* (ksched.c) The schedule of description d (d->sched, and a reduction's rsched): the lanes,
+ * then its kind's `schedule` hook (kinds.def); once, in the describe pass, after d's kind
+ * and payload are final.  KILN_ERR_NOMEM when out of memory. */
+IR_HIDDEN kiln_status jit_kernel_schedule(jit_kdesc *d);
+/* (ksched.c) The dtype of a CONTRACTION or SKINNY description's matmul instruction. */
+IR_HIDDEN kiln_dtype jit_matmul_dtype(const jit_kdesc *d);
+/* (ksched.c) For `kiln dump --plan`: description d's schedule, in lines indented by six
+ * spaces (its kind's `dump` hook). */
+IR_HIDDEN void jit_kernel_schedule_dump(const jit_kdesc *d, FILE *f);
+IR_HIDDEN kiln_status jit_elementwise_schedule(jit_kdesc *d);
+IR_HIDDEN void jit_elementwise_dump(const jit_kdesc *d, FILE *f);
+IR_HIDDEN void jit_contract_dump(const jit_kdesc *d, FILE *f);
+IR_HIDDEN void jit_skinny_dump(const jit_kdesc *d, FILE *f);
+IR_HIDDEN void jit_reduce_dump(const jit_kdesc *d, FILE *f);
+IR_HIDDEN kiln_status jit_contract_schedule(jit_kdesc *d);
+IR_HIDDEN kiln_status jit_skinny_schedule(jit_kdesc *d);
 /* Constant matmul operands packed so far (contract.c), for kiln_jit_stats. */
 IR_HIDDEN uint64_t jit_contract_prepacked(void);
 
@@ -248,8 +285,9 @@ typedef struct jit_raux {
      * (jit_reduce_schedule's spill bytes per reduced element) */
     void *scratch;
 } jit_raux;
-/* A reduction description's schedule (reduce_plan.c), made once: d->rsched, and from it the
- * scratch its runner provides, d->partial_bytes and d->spill_bytes.  partial_bytes: bytes
+/* A reduction description's schedule (reduce_plan.c; the kind's `schedule` hook), made once:
+ * d->rsched, and from it the scratch its runner provides, d->partial_bytes and
+ * d->spill_bytes.  partial_bytes: bytes
  * of one piece's accumulators, 0 when the kernel cannot be split (a reduction reads
  * another's result, or it stores values over the whole space); spill_bytes: bytes per
  * reduced element a "rows" kernel spills (values too costly to recompute in a later pass,
@@ -259,13 +297,6 @@ typedef struct jit_raux {
  * other kinds.  KILN_ERR_NOMEM when out of memory (nothing made). */
 IR_HIDDEN kiln_status jit_reduce_schedule(jit_kdesc *d);
 IR_HIDDEN void jit_reduce_schedule_free(jit_kdesc *d);
-/* For `kiln dump --plan`, from d->rsched: the passes a "rows" kernel makes over each row,
- * the pass that runs one row behind, inside the next row's pass before it (0: none;
- * defer_of), whether pass 0 runs one row ahead, inside the previous row's pass 1
- * (ahead_of), and the values spilled to scratch rows; 0 and false for other kernels. */
-IR_HIDDEN void jit_reduce_passes(const jit_kdesc *d, int *passes, int *deferred, bool *ahead,
-                                 int *spilled);
-
 /* Can the JIT compute this op in a kernel (for these operand dtypes)? */
 IR_HIDDEN bool jit_op_is_lowerable(const kiln_graph *g, const ir_node *nd);
 /* Does vmath provide this (transcendental) op? (emit.c) */
@@ -287,7 +318,7 @@ IR_HIDDEN void jit_buf_u64(jit_buf *b, uint64_t v);
 IR_HIDDEN void jit_buf_str(jit_buf *b, const char *s); /* u32 length, then the bytes */
 IR_HIDDEN void jit_buf_free(jit_buf *b);
 /* The version of jit_kdesc_serialise's format: bump it with any change to what it writes. */
-#define JIT_KDESC_FORMAT 14
+#define JIT_KDESC_FORMAT 15
 /* Append description d, every field written explicitly (kdesc.c says how): the cache key of
  * a kernel.  A new field of jit_kdesc must be written here. */
 IR_HIDDEN void jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b);

@@ -19,13 +19,14 @@
  * the wider calls would overflow its stack array; format 13: scalar parameters, `full`
  * values and arange's start and step read at run time instead of written into the code;
  * format 14: a reduction's schedule in the key, so that a change in how schedules are made
- * changes the keys by itself),
+ * changes the keys by itself; format 15: every kind's schedule, jit_ksched, and the
+ * reduction's prefetching, unrolling, column blocks and streaming),
  * so an upgrade never keeps running the old code from the disk.
- * A CONTRACTION description needs nothing more: its tile follows from the dtype and the
- * vector width, which the disk key holds.  A SKINNY one adds how B is read and the rows of
- * its tile (its columns follow from those, the dtype and the vector width).
+ * A SKINNY description adds how B is read and the rows of its tile; every kind its schedule
+ * (jit_ksched: the lanes, the elementwise peeling, the register tiles, the unrolling).
  *
- *   format 14 (13: without the schedule; 11 and 12: also without nparams, and with an
+ *   format 15 (14: without jit_ksched and the reduction schedule's fields after spill; 13:
+ *   without the schedule; 11 and 12: also without nparams, and with an
  *   arange's start and step in a u8 value2[8] after value; 9 and 10: also without bform and
  *   tile_m; 1 to 8: without the tier):
  *     i32 kind, rank, nred, lanes_kept, ninst, nloads, nstores, nparams
@@ -34,8 +35,10 @@
  *     u8 has_store_cls; then nstores x u8 store class when set
  *     u8 tier
  *     i32 bform, tile_m
+ *     i32 sched.lanes, peel, peel_min, mr, nrv, nr, kunroll, tile_n, kblock, cols
  *     u8 has_schedule (REDUCTION: jit_kdesc.rsched); then i32 nphases, defer; u8 ahead;
- *       u64 srow, partial; ninst x { u8 uni; i32 phase, spill }
+ *       u64 srow, partial; ninst x { u8 uni; i32 phase, spill }; i32 prefetch;
+ *       u8 prefetch_stores, col_blocks, streams; (nphases + 1) x u8 unroll
  */
 #include <string.h>
 
@@ -138,6 +141,11 @@ jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b)
     jit_buf_u8(b, (unsigned)d->tier);
     jit_buf_u32(b, (uint32_t)d->bform);
     jit_buf_u32(b, (uint32_t)d->tile_m);
+    const jit_ksched *k = &d->sched;
+    const int32_t sched[] = {k->lanes, k->peel, k->peel_min, k->mr,     k->nrv,
+                             k->nr,    k->kunroll, k->tile_n, k->kblock, k->cols};
+    for (size_t i = 0; i < sizeof sched / sizeof sched[0]; i++)
+        jit_buf_u32(b, (uint32_t)sched[i]);
     const rplan *a = d->rsched;
     jit_buf_u8(b, a != NULL);
     if (!a)
@@ -152,4 +160,10 @@ jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b)
         jit_buf_u32(b, (uint32_t)a->ph[i]);
         jit_buf_u32(b, (uint32_t)a->spill[i]);
     }
+    jit_buf_u32(b, (uint32_t)a->prefetch);
+    jit_buf_u8(b, a->prefetch_stores);
+    jit_buf_u8(b, a->col_blocks);
+    jit_buf_u8(b, a->streams);
+    for (int p = 0; p <= a->nphases; p++)
+        jit_buf_u8(b, a->unroll[p]);
 }

@@ -6,10 +6,11 @@
  *   body:  W lanes at a time (W = vector bits / 32: 16 with AVX-512, 8 with AVX2);
  *   tail:  the same instructions once more under a lane mask (masked loads and stores),
  *          so the tail computes exactly the function the body does;
- *   head:  that masked block first runs over the lanes before the first store's next
- *          64-byte boundary, so the body stores whole aligned vectors (segments of at
- *          least 256 vectors; see stream_setup).  A kernel with streaming stores (JIT_ST_STREAM)
- *          peels to the first streaming store and always, and its body stores carry
+ *   head:  that masked block first runs over the lanes before the schedule's peeled
+ *          store's next 64-byte boundary, so the body stores whole aligned vectors
+ *          (segments of at least the schedule's peel_min vectors; see ksched.c).  A kernel
+ *          with streaming stores (JIT_ST_STREAM) peels to the first streaming store and
+ *          always, and its body stores carry
  *          !nontemporal (vmovntps); another streaming store whose buffer is not aligned
  *          alike stores ordinarily (a run-time check per call), and the kernel fences
  *          before it returns.
@@ -112,40 +113,31 @@ emit_body(L *l, const jit_kdesc *d, kstate *s, LLVMValueRef c, LLVMValueRef mask
 }
 
 /* The streaming stores of d: nt_ok[k] (whether store k's body may stream in this call)
- * and nt_align[k], from the first streaming store k0, whose rows are peeled to its
- * alignment A0 = min(W * size, 64) bytes.  Store k streams when its element size is
- * k0's and its buffer lies a multiple of its alignment from k0's (then every body store
- * of it is aligned too); k0 streams when its buffer is aligned to its element size (kiln
- * never assumes more of a caller's buffer).  Returns k0, or -1 when nothing streams.
- * Without streaming stores, row segments of at least PEEL_MIN_VECTORS vectors are peeled
- * to the first store's alignment all the same: a 64-byte store that crosses a cache line
- * costs (malloc's large blocks start 16 bytes past a page, so every output is misaligned),
- * and when the loads are misaligned alike, as malloc makes them, they end up aligned too
- * (chain over 32768 elements, cache-resident, one thread, every buffer at 16 bytes past a
- * line: 2-10% faster peeled, level with every buffer aligned).  Short segments are not:
- * the head and the tail are two masked iterations a row, which cost bcast (rows of 64
- * vectors, every buffer 16 bytes past a line) 3-5% more than the aligned stores saved. */
-#define PEEL_MIN_VECTORS 256
-
+ * and nt_align[k], from the schedule's peeled store k0 (jit_elementwise_schedule, which
+ * also makes sure every streaming store has k0's element size), whose rows are peeled to
+ * its alignment A0 = min(W * size, 64) bytes.  Store k streams when its buffer lies a
+ * multiple of its alignment from k0's (then every body store of it is aligned too); k0
+ * streams when its buffer is aligned to its element size (kiln never assumes more of a
+ * caller's buffer).  Returns k0, or -1 when nothing streams; without streaming stores the
+ * rows are peeled to the schedule's store all the same, in segments of at least its
+ * peel_min vectors. */
 static int
 stream_setup(L *l, const jit_kdesc *d, kstate *s)
 {
-    int k0 = -1;
-    s->peel = -1;
     LLVMBuilderRef b = l->b;
+    int pk = d->sched.peel;
+    int k0 = pk >= 0 && d->store_cls && d->store_cls[pk] == JIT_ST_STREAM ? pk : -1;
+    s->peel = pk;
     for (int32_t k = 0; k < d->nstores; k++) {
         s->nt_ok[k] = NULL;
-        if (d->kind != JIT_KERNEL_ELEMENTWISE || !d->store_cls || d->store_cls[k] != JIT_ST_STREAM)
+        if (k0 < 0 || d->store_cls[k] != JIT_ST_STREAM)
             continue;
         kiln_dtype t = (kiln_dtype)d->inst[d->stores[k]].dtype;
         size_t es = kiln_dtype_size(t), a = jit_em_stream_align(l, t);
         LLVMValueRef ok;
-        if (k0 < 0) {
-            k0 = k;
+        if (k == k0) {
             ok = jit_em_elem_aligned(l, s->ptr[d->nloads + k], (int64_t)es);
         } else {
-            if (kiln_dtype_size((kiln_dtype)d->inst[d->stores[k0]].dtype) != es)
-                continue;
             LLVMValueRef p = LLVMBuildPtrToInt(b, s->ptr[d->nloads + k], l->i64, "");
             LLVMValueRef p0 = LLVMBuildPtrToInt(b, s->ptr[d->nloads + k0], l->i64, "");
             LLVMValueRef rel = LLVMBuildAnd(b, LLVMBuildSub(b, p, p0, ""),
@@ -157,13 +149,11 @@ stream_setup(L *l, const jit_kdesc *d, kstate *s)
         s->nt_align[k] = (unsigned)a;
     }
     if (k0 >= 0) {
-        s->peel = k0;
         s->peel_ok = s->nt_ok[k0];
         s->peel_align = s->nt_align[k0];
-    } else if (d->kind == JIT_KERNEL_ELEMENTWISE && d->nstores > 0) {
-        kiln_dtype t = (kiln_dtype)d->inst[d->stores[0]].dtype;
-        s->peel = 0;
-        s->peel_ok = jit_em_elem_aligned(l, s->ptr[d->nloads], (int64_t)kiln_dtype_size(t));
+    } else if (pk >= 0) {
+        kiln_dtype t = (kiln_dtype)d->inst[d->stores[pk]].dtype;
+        s->peel_ok = jit_em_elem_aligned(l, s->ptr[d->nloads + pk], (int64_t)kiln_dtype_size(t));
         s->peel_align = jit_em_stream_align(l, t);
     }
     return k0;
@@ -227,7 +217,8 @@ loop_compact(L *l, const jit_kdesc *d, kstate *s, const rowloop *r)
 /* Full kernels: the vector body unmasked while c + W <= cend, and `masked`, the same
  * instructions under a mask, for the head (then on to the vector body) and the tail
  * (then the next row).  (One body under a mask for every iteration halves the code, but
- * measured 1.4-2x slower on AVX-512: kept two, but for compact kernels.) */
+ * ran slower on AVX-512: kept two, but for compact kernels; docs/benchmarking.md,
+ * "Elementwise: two vector bodies".) */
 static void
 loop_full(L *l, const jit_kdesc *d, kstate *s, const rowloop *r)
 {
@@ -242,12 +233,12 @@ loop_full(L *l, const jit_kdesc *d, kstate *s, const rowloop *r)
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, cn, r->cend, ""), r->vbody, r->tailchk);
     LLVMPositionBuilderAtEnd(b, r->vbody);
     /* the position through jit_em_opaque: loop strength reduction then has no address to
-     * rewrite (x86 addresses base + index * 4 for free), which saves it its analysis: 4-13%
-     * of a small kernel's compile instructions, the same code speed */
+     * rewrite (x86 addresses base + index * 4 for free), which saves it its analysis, at the
+     * same code speed (docs/benchmarking.md, "Elementwise: opaque positions") */
     emit_body(l, d, s, jit_em_opaque(l, c), NULL);
     LLVMBasicBlockRef vbody_end = LLVMGetInsertBlock(b);
-    /* and the next position too: scalar evolution then sees no induction variable (5-6%
-     * fewer compile instructions for chain, gelu and bcast, the same loop) */
+    /* and the next position too: scalar evolution then sees no induction variable (fewer
+     * compile instructions, the same loop) */
     cn = jit_em_opaque(l, cn);
     LLVMBuildBr(b, r->vhead);
     LLVMBasicBlockRef mend;
@@ -379,10 +370,10 @@ jit_lower_elementwise(L *l, const jit_kdesc *d, const char *name)
     if (s.peel >= 0) {
         int64_t es = (int64_t)kiln_dtype_size((kiln_dtype)d->inst[d->stores[s.peel]].dtype);
         LLVMValueRef ok = s.peel_ok;
-        if (k0 < 0) /* ordinary stores: only long segments are worth a masked head */
+        if (d->sched.peel_min > 0) /* ordinary stores: only long segments are worth a head */
             ok = LLVMBuildAnd(b, ok,
                               LLVMBuildICmp(b, LLVMIntSGE, seg,
-                                            jit_em_i64(l, PEEL_MIN_VECTORS * l->W), ""), "");
+                                            jit_em_i64(l, (int64_t)d->sched.peel_min * l->W), ""), "");
         head = jit_em_head_lanes(l, s.ptr[d->nloads + s.peel], LLVMBuildAdd(b, s.out_base, col, ""),
                                  es, (int64_t)s.peel_align, ok, seg);
     }

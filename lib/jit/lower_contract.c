@@ -5,8 +5,8 @@
  *     for each mr-row panel of A (i):          the A block (rows x k) stays in L2
  *       tile:  mr x nrv accumulator vectors in registers; per step of k, nrv vector loads
  *              of B and mr broadcasts of A, mr * nrv FMAs (ints: multiply and add,
- *              wrapping); the k loop is not unrolled (KUNROLL 1: unrolling by 4 ran no
- *              faster on znver4 and cost 30% more compile time);
+ *              wrapping); the k loop unrolled d->sched.kunroll times (the tile and the
+ *              unrolling are the schedule's: ksched.c's jit_contract_schedule);
  *       epilogue: the tile goes to a stack array, then a loop over the vectors of its valid
  *              rows computes the epilogue instructions (emit.c's, as in an elementwise
  *              kernel) and stores the results, under the mask of the lanes inside the
@@ -24,22 +24,7 @@
 
 typedef jit_em L;
 
-#define KUNROLL 1
 #define MAX_TILE 64 /* mr * nrv accumulators at most */
-
-void
-jit_contract_tile(kiln_dtype t, int *mr, int *nrv, int *nr)
-{
-    int bits = jit_host_info()->vector_bits;
-    int regs = bits == 512 ? 32 : 16; /* AVX-512 has 32 vector registers, AVX2 and SSE 16 */
-    int lanes = bits / 32;            /* a jit vector: vector bits / 32 lanes of any dtype */
-    /* A jit vector of an 8-byte dtype spans two registers: one per row then. */
-    int per = kiln_dtype_size(t) == 8 ? 2 : 1;
-    *nrv = per == 2 ? 1 : 2;
-    /* accumulators take all but four registers (the B vectors and A's broadcast) */
-    *mr = (regs - 4) / (*nrv * per);
-    *nr = *nrv * lanes;
-}
 
 typedef struct cstate {
     LLVMTypeRef st, vt; /* scalar and vector type of the accumulators */
@@ -240,8 +225,10 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
     IR_ASSERT(mi >= 0 && d->rank >= 2);
     kiln_dtype t = (kiln_dtype)d->inst[mi].dtype;
     cstate cs;
-    jit_contract_tile(t, &cs.mr, &cs.nrv, &cs.nr);
-    IR_ASSERT(cs.mr * cs.nrv <= MAX_TILE);
+    cs.mr = d->sched.mr;
+    cs.nrv = d->sched.nrv;
+    cs.nr = d->sched.nr;
+    IR_ASSERT(cs.mr >= 1 && cs.nrv >= 1 && cs.mr * cs.nrv <= MAX_TILE && d->sched.kunroll >= 1);
     cs.st = jit_em_scalar_type(l, t);
     cs.vt = jit_em_vec(l, cs.st);
     cs.fl = ir_dtype_is_float(t);
@@ -344,8 +331,8 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
         acc[q] = LLVMBuildLoad2(b, cs.vt, LLVMBuildGEP2(b, cs.vt, tile, &idx, 1, ""), "");
         LLVMSetAlignment(acc[q], cs.valign);
     }
-    LLVMValueRef p = kloop(l, fn, &cs, ap, bp, K, jit_em_i64(l, 0), KUNROLL, acc, "k.main");
-    if (KUNROLL > 1)
+    LLVMValueRef p = kloop(l, fn, &cs, ap, bp, K, jit_em_i64(l, 0), d->sched.kunroll, acc, "k.main");
+    if (d->sched.kunroll > 1)
         kloop(l, fn, &cs, ap, bp, K, p, 1, acc, "k.rest");
     for (int q = 0; q < ntile; q++) {
         LLVMValueRef idx = jit_em_i64(l, q);

@@ -193,8 +193,8 @@ piece_partial(rk *r, LLVMValueRef vec, LLVMValueRef piece)
 }
 
 /* One tile of W columns of kept row krow (cols; r->vpos at its first column).  A split
- * columns kernel is a blockable one (partial_of asks what cols_blockable
- * does), whose blocks take every full vector of columns: its tiles are only its last
+ * columns kernel is a blockable one (the schedule's col_blocks: partial_of asks the
+ * same), whose blocks take every full vector of columns: its tiles are only its last
  * partial vector, which has no pieces (the pieces' calls skip it; the finishing call, like
  * an unsplit one, reduces it over every reduced row, in one order whatever the threads), so
  * the pieces' code exists once, in the block path. */
@@ -219,24 +219,12 @@ emit_tile(rk *r, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LLVMValueRef
     LLVMPositionBuilderAtEnd(b, skip);
 }
 
-/* Columns kernels whose reductions all read the first pass and that store nothing over
- * the space reduce a block of up to COL_BLOCK vectors of columns at once: the reduced
- * dims outside, the vectors inside, the accumulators in an array in L1.  A reduced row's
- * block is one contiguous run of memory, so a column sum streams its input in order
- * instead of walking one page per row for each vector of columns. */
-#define COL_BLOCK 64
-
-static bool
-cols_blockable(rk *r)
-{
-    const jit_kdesc *d = r->d;
-    if (!r->cols || !rp_first_pass_only(d, r->ph))
-        return false;
-    for (int32_t k = 0; k < d->nstores; k++)
-        if (d->store_cls[k] != JIT_ST_ROW)
-            return false;
-    return true;
-}
+/* Columns kernels whose schedule says col_blocks (their reductions all read the first pass
+ * and they store nothing over the space) reduce a block of up to RP_COL_BLOCK vectors of
+ * columns at once: the reduced dims outside, the vectors inside, the accumulators in an
+ * array in L1.  A reduced row's block is one contiguous run of memory, so a column sum
+ * streams its input in order instead of walking one page per row for each vector of
+ * columns. */
 
 /* Point accumulator set 0 at element v of the block arrays. */
 static void
@@ -365,6 +353,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         return ir_error(KILN_ERR_INTERNAL, "kiln: internal error: reduction kernel %s has no "
                                            "schedule", name);
     kiln_status st = KILN_OK;
+    r.plan = plan;
     r.uni = plan->uni;
     r.ph = plan->ph;
     r.spill = plan->spill;
@@ -380,7 +369,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     r.uval = ir_calloc(ni, sizeof(LLVMValueRef));
     r.val = ir_calloc(ni, sizeof(LLVMValueRef));
     bool sets_ok = true;
-    for (int u = 0; u < UNROLL; u++) {
+    for (int u = 0; u < RP_UNROLL; u++) {
         r.accset[u] = ir_calloc(ni, sizeof(LLVMValueRef));
         r.acciset[u] = ir_calloc(ni, sizeof(LLVMValueRef));
         sets_ok &= r.accset[u] && r.acciset[u];
@@ -393,9 +382,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     }
     r.acc = r.accset[0];
     r.acci = r.acciset[0];
-    for (int32_t k = 0; k < d->nstores; k++)
-        r.streams = r.streams || (!r.cols && d->store_cls[k] == JIT_ST_STREAM);
-    r.ntok = r.streams ? ir_calloc((size_t)d->nstores + 1, sizeof(LLVMValueRef)) : NULL;
+    r.ntok = plan->streams ? ir_calloc((size_t)d->nstores + 1, sizeof(LLVMValueRef)) : NULL;
     if (r.ahead) {
         r.avar = ir_calloc(ni, sizeof(LLVMValueRef));
         r.nuv = ir_calloc(ni, sizeof(LLVMValueRef));
@@ -410,17 +397,13 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         r.puv = ir_calloc(ni, sizeof(LLVMValueRef));
     }
     if (!r.ptr || !r.dims || !r.kbase || !r.cur || !r.uval || !r.val || !sets_ok ||
-        (r.streams && !r.ntok) || (r.ahead && (!r.avar || !r.nuv || !r.nkb || !r.ncur)) ||
+        (plan->streams && !r.ntok) || (r.ahead && (!r.avar || !r.nuv || !r.nkb || !r.ncur)) ||
         (r.defer && (!r.pkvar || !r.pkb || !r.pcur || !r.puvar || !r.puv))) {
         st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory lowering a kernel");
         goto done;
     }
-    /* prefetching: rows kernels with a later pass (pieces of long rows have none) */
-    r.prefetch_pass = -1;
-    for (int p = 1; !r.cols && !r.partial_bytes && p <= r.nphases && r.prefetch_pass < 0; p++)
-        if (rk_pass_needed(&r, p))
-            r.prefetch_pass = p;
-    if (r.prefetch_pass > 0) {
+    /* prefetching (the schedule's pass): the next row's offsets, what pass 0 reads */
+    if (plan->prefetch > 0) {
         r.knext = ir_calloc(ns, sizeof(LLVMValueRef));
         r.first_read = ir_calloc(ni, sizeof(bool));
         if (!r.knext || !r.first_read) {
@@ -428,7 +411,6 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
             goto done;
         }
         rp_pass_needs(d, r.uni, r.spill, r.ph, 0, r.first_read);
-        r.prefetch_cheap = !rk_pass_has_math(&r, r.prefetch_pass);
     }
 
     LLVMTypeRef params[6] = {l->ptr, l->ptr, l->ptr, l->i64, l->i64, l->ptr};
@@ -478,7 +460,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     r.partial = partial;
     r.scratch = jit_em_arg(l, l->ptr, paux, 7, "");
     r.sbase = r.scratch;
-    for (int u = 0; u < UNROLL; u++)
+    for (int u = 0; u < RP_UNROLL; u++)
         for (int32_t i = 0; i < d->ninst; i++)
             if (d->inst[i].kind == JIT_REDUCE) {
                 r.accset[u][i] = rk_new_alloca(&r, jit_em_vec(l, rk_acc_scalar(&r, &d->inst[i])));
@@ -486,7 +468,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
                     r.acc32set[u][i] = rk_new_alloca(&r, jit_em_vec(l, l->f32));
                 if (rp_is_arg((ir_op)d->inst[i].op))
                     r.acciset[u][i] = rk_new_alloca(&r, jit_em_vec(l, l->i64));
-                if (rk_fast_extreme(&r, &d->inst[i])) {
+                if (rp_fast_extreme(r.d, &d->inst[i])) {
                     r.accnanset[u][i] =
                         rk_new_alloca(&r, jit_em_vec(l, l->i1));
                     r.accbitsset[u][i] = rk_new_alloca(&r, jit_em_vec(l, rk_bits_type(&r, &d->inst[i])));
@@ -547,8 +529,8 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         if (r.defer)
             r.sbase = scratch_row(&r, srow, lt.i);
         /* the row to prefetch: the next, or with pass 0 one row ahead the one after it
-         * (pass 0 reads the next itself: logsumexp f32[4096,1024] cold, one core, 1.43-1.47
-         * ms prefetching nothing there, 1.35 the row after next) */
+         * (pass 0 reads the next itself; docs/benchmarking.md, "Rows kernels: prefetching
+         * the next row") */
         if (r.knext)
             rk_add_offsets(&r, r.knext, zero, LLVMBuildAdd(b, row, jit_em_i64(l, r.ahead ? 2 : 1), ""),
                         0, r.nk);
@@ -602,7 +584,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         /* tiles of W columns (after blocks of them, when the kernel allows) */
         LLVMValueRef cvar = rk_new_alloca(&r, l->i64);
         LLVMBuildStore(b, col, cvar);
-        if (cols_blockable(&r)) {
+        if (r.plan->col_blocks) {
             LLVMValueRef *arr = ir_calloc(ni, sizeof(LLVMValueRef));
             LLVMValueRef *arri = ir_calloc(ni, sizeof(LLVMValueRef));
             if (!arr || !arri) {
@@ -614,9 +596,9 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
             for (int32_t i = 0; i < d->ninst; i++)
                 if (d->inst[i].kind == JIT_REDUCE) {
                     LLVMTypeRef at = jit_em_vec(l, rk_acc_scalar(&r, &d->inst[i]));
-                    arr[i] = rk_new_alloca(&r, LLVMArrayType2(at, COL_BLOCK));
+                    arr[i] = rk_new_alloca(&r, LLVMArrayType2(at, RP_COL_BLOCK));
                     if (rp_is_arg((ir_op)d->inst[i].op))
-                        arri[i] = rk_new_alloca(&r, LLVMArrayType2(jit_em_vec(l, l->i64), COL_BLOCK));
+                        arri[i] = rk_new_alloca(&r, LLVMArrayType2(jit_em_vec(l, l->i64), RP_COL_BLOCK));
                 }
             LLVMBasicBlockRef bh = rk_block(&r, "block"), bb = rk_block(&r, "block.body"),
                               bd = rk_block(&r, "block.done");
@@ -624,8 +606,8 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
             LLVMPositionBuilderAtEnd(b, bh);
             LLVMValueRef c0 = LLVMBuildLoad2(b, l->i64, cvar, "");
             LLVMValueRef nvec = LLVMBuildSDiv(b, LLVMBuildSub(b, cend, c0, ""), jit_em_i64(l, l->W), "");
-            LLVMValueRef big = LLVMBuildICmp(b, LLVMIntSGT, nvec, jit_em_i64(l, COL_BLOCK), "");
-            nvec = LLVMBuildSelect(b, big, jit_em_i64(l, COL_BLOCK), nvec, "");
+            LLVMValueRef big = LLVMBuildICmp(b, LLVMIntSGT, nvec, jit_em_i64(l, RP_COL_BLOCK), "");
+            nvec = LLVMBuildSelect(b, big, jit_em_i64(l, RP_COL_BLOCK), nvec, "");
             LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, nvec, jit_em_i64(l, 0), ""), bb, bd);
             LLVMPositionBuilderAtEnd(b, bb);
             LLVMValueRef vi0 = LLVMBuildAdd(b, LLVMBuildMul(b, krow, r.nvr, ""),
@@ -649,7 +631,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         LLVMBuildBr(b, th);
         LLVMPositionBuilderAtEnd(b, th);
         LLVMValueRef c = LLVMBuildLoad2(b, l->i64, cvar, "");
-        if (!cols_blockable(&r)) {
+        if (!r.plan->col_blocks) {
             LLVMBasicBlockRef tb = rk_block(&r, "tile.body");
             LLVMValueRef cn = LLVMBuildAdd(b, c, jit_em_i64(l, l->W), "");
             LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, cn, cend, ""), tb, tc);
@@ -677,7 +659,7 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         LLVMBuildRetVoid(b);
         goto done;
     }
-    if (r.streams) /* the pool's join then publishes what the non-temporal stores wrote */
+    if (plan->streams) /* the pool's join then publishes what the non-temporal stores wrote */
         jit_em_stream_fence(l);
     LLVMBuildRetVoid(b);
 done:
@@ -688,7 +670,7 @@ done:
     ir_free(r.cur);
     ir_free(r.uval);
     ir_free(r.val);
-    for (int u = 0; u < UNROLL; u++) {
+    for (int u = 0; u < RP_UNROLL; u++) {
         ir_free(r.accset[u]);
         ir_free(r.acciset[u]);
         ir_free(r.acc32set[u]);

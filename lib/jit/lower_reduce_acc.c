@@ -27,8 +27,8 @@ rk_block_identity(jit_em *l)
 }
 
 /* Float max/min in rows kernels.  llvm.maximum (NaN wins, -0 < +0) is six instructions
- * on AVX-512, three of them on mask registers, in one dependency chain: the max pass of
- * softmax cost 1.4 ns a vector on one core.  Instead a pass keeps three accumulators per
+ * on AVX-512, three of them on mask registers, in one dependency chain (docs/benchmarking.md,
+ * "Rows kernels: bare vmaxps/vminps").  Instead a pass keeps three accumulators per
  * lane, each one instruction a vector and independent of the others:
  *   a = x > a ? x : a       (vmaxps: a stays on NaN and on equal values, -0 == +0)
  *   n = n | isnan(x)        (a NaN was seen)
@@ -39,13 +39,8 @@ rk_block_identity(jit_em *l)
  * and a zero result takes the sign llvm.maximum would give it.  It holds however the pass
  * starts (identities, or a value combined from pieces, which the fix never worsens: it only
  * turns a zero into the zero that was seen).  Columns kernels keep llvm.maximum: their
- * accumulators move between arrays (emit_block), where these would have to follow. */
-bool
-rk_fast_extreme(const rk *r, const jit_kinst *in)
-{
-    rp_combine c = rp_algebra_of((ir_op)in->op)->combine;
-    return !r->cols && (c == RP_MAX || c == RP_MIN) && ir_dtype_is_float(rp_operand_dtype(r->d, in));
-}
+ * accumulators move between arrays (emit_block), where these would have to follow.  Which
+ * reductions take this path is the schedule's (rp_fast_extreme, reduce_plan.c). */
 
 LLVMTypeRef
 rk_bits_type(rk *r, const jit_kinst *in)

@@ -191,10 +191,10 @@ prefetch_next_row(rk *r)
     }
     /* the next row's stores over the space, for writing, when this pass is costly (vector
      * math): their lines' read-for-ownership overlaps the arithmetic instead of stalling the
-     * later pass's stores (softmax on one core, f32[4096,1024]: 3.06 -> 2.80 ms).  Cheap
-     * passes leave it to the hardware: there it cost layernorm 10%, its x, y, gamma and
-     * beta rows and the next x and y all 4 KiB apart, in the same sets of L1. */
-    for (int32_t k = 0; k < d->nstores && !r->prefetch_cheap; k++)
+     * later pass's stores.  Cheap passes leave it to the hardware: there it cost layernorm,
+     * its x, y, gamma and beta rows and the next x and y all 4 KiB apart, in the same sets
+     * of L1 (docs/benchmarking.md, "Rows kernels: prefetching the next row"). */
+    for (int32_t k = 0; k < d->nstores && r->plan->prefetch_stores; k++)
         if (d->store_cls[k] == JIT_ST_SPACE)
             prefetch_slot(r, d->nloads + k, (kiln_dtype)d->inst[d->stores[k]].dtype, true);
 }
@@ -240,7 +240,7 @@ rk_pass_body(rk *r, int p)
                 v = LLVMBuildSelect(b, r->mask, v,
                                     acc != r->acc[i] ? rk_block_identity(l)
                                                      : rk_identity(r, in), "");
-            if (rk_fast_extreme(r, in)) {
+            if (rp_fast_extreme(r->d, in)) {
                 rk_fast_extreme_step(r, in, i, v);
                 continue;
             }
@@ -281,13 +281,13 @@ rk_init_accs(rk *r, int p)
         const jit_kinst *in = &d->inst[i];
         if (!rp_reduces_in(d, r->ph, i, p))
             continue;
-        for (int u = 0; u < UNROLL; u++) {
+        for (int u = 0; u < RP_UNROLL; u++) {
             LLVMBuildStore(r->l->b, rk_identity(r, in), r->accset[u][i]);
             if (r->acc32set[u] && r->acc32set[u][i])
                 LLVMBuildStore(r->l->b, rk_block_identity(r->l), r->acc32set[u][i]);
             if (rp_is_arg((ir_op)in->op))
                 LLVMBuildStore(r->l->b, LLVMConstAllOnes(jit_em_vec(r->l, r->l->i64)), r->acciset[u][i]);
-            if (rk_fast_extreme(r, in)) {
+            if (rp_fast_extreme(r->d, in)) {
                 LLVMBuildStore(r->l->b,
                                LLVMConstNull(jit_em_vec(r->l, r->l->i1)),
                                r->accnanset[u][i]);
@@ -310,58 +310,20 @@ rk_fold_sets(rk *r, int p)
             continue;
         LLVMTypeRef at = jit_em_vec(l, rk_acc_scalar(r, in)), it = jit_em_vec(l, l->i64);
         bool arg = rp_is_arg((ir_op)in->op);
-        LLVMValueRef v[UNROLL], x[UNROLL];
-        for (int u = 0; u < UNROLL; u++) {
+        LLVMValueRef v[RP_UNROLL], x[RP_UNROLL];
+        for (int u = 0; u < RP_UNROLL; u++) {
             v[u] = LLVMBuildLoad2(b, at, r->accset[u][i], "");
             x[u] = arg ? LLVMBuildLoad2(b, it, r->acciset[u][i], "") : NULL;
-            if (rk_fast_extreme(r, in))
+            if (rp_fast_extreme(r->d, in))
                 v[u] = rk_fast_extreme_value(r, in, i, u, v[u]);
         }
-        for (int h = UNROLL / 2; h >= 1; h /= 2)
+        for (int h = RP_UNROLL / 2; h >= 1; h /= 2)
             for (int u = 0; u < h; u++)
                 rk_combine(r, in, &v[u], &x[u], v[u + h], x[u + h]);
         LLVMBuildStore(b, v[0], r->accset[0][i]);
         if (arg)
             LLVMBuildStore(b, x[0], r->acciset[0][i]);
     }
-}
-
-/* Is pass p a cheap reduction pass (worth independent accumulators)?  Not when its
- * reductions are all fast max/min: their chains are one instruction long, so one set keeps
- * up (0.65 ns a vector either way) and the four-vector loop would only cost compile time. */
-static bool
-pass_unrolls(rk *r, int p)
-{
-    const jit_kdesc *d = r->d;
-    bool red = false, slow = false;
-    int cost = 0;
-    for (int32_t i = 0; i < d->ninst; i++)
-        if (rp_reduces_in(d, r->ph, i, p)) {
-            red = true;
-            slow |= !rk_fast_extreme(r, &d->inst[i]);
-            cost += rp_recompute_cost(d, r->uni, d->inst[i].a[0], 0);
-        }
-    if (!slow)
-        return false;
-    for (int32_t k = 0; k < d->nstores; k++)
-        if (rp_space_store_in(d, r->ph, k, p))
-            cost += 8;
-    return red && cost < 16;
-}
-
-/* Does pass p compute vector math (a reduction's operand or a stored value)? */
-bool
-rk_pass_has_math(rk *r, int p)
-{
-    const jit_kdesc *d = r->d;
-    int cost = 0;
-    for (int32_t i = 0; i < d->ninst; i++)
-        if (rp_reduces_in(d, r->ph, i, p))
-            cost += rp_recompute_cost(d, r->uni, d->inst[i].a[0], 0);
-    for (int32_t k = 0; k < d->nstores; k++)
-        if (rp_space_store_in(d, r->ph, k, p))
-            cost += rp_recompute_cost(d, r->uni, d->stores[k], 0);
-    return cost >= 20;
 }
 
 void
@@ -375,7 +337,7 @@ rk_use_set(rk *r, int u)
 }
 
 /* The f32 block sums of pass p's reductions into set 0's f64 accumulators, and the blocks
- * restarted.  `sets` blocks (1, or UNROLL after an unrolled iteration: their tree
+ * restarted.  `sets` blocks (1, or RP_UNROLL after an unrolled iteration: their tree
  * (0 + 1) + (2 + 3) in f32, two more roundings of each term, then one conversion per four
  * vectors). */
 static void
@@ -389,7 +351,7 @@ flush_blocks(rk *r, int p, int sets)
     for (int32_t i = 0; i < d->ninst; i++) {
         if (!rp_reduces_in(d, r->ph, i, p) || !r->acc32set[0] || !r->acc32set[0][i])
             continue;
-        LLVMValueRef v[UNROLL];
+        LLVMValueRef v[RP_UNROLL];
         for (int u = 0; u < sets; u++) {
             v[u] = LLVMBuildLoad2(b, t32, r->acc32set[u][i], "");
             LLVMBuildStore(b, zero, r->acc32set[u][i]);
@@ -576,36 +538,36 @@ rk_emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LL
             rk_add_offsets(r, r->pcur, r->pkb, ls.i, r->nk, r->R - 1);
         if (r->ahead && p == 1)
             rk_add_offsets(r, r->ncur, r->nkb, ls.i, r->nk, r->R - 1);
-        /* UNROLL vectors at a time on independent accumulators (cheap passes), then full
+        /* RP_UNROLL vectors at a time on independent accumulators (cheap passes), then full
          * vectors, then the tail under a mask */
         LLVMValueRef cvar = rk_new_alloca(r, l->i64);
         LLVMBuildStore(b, ib, cvar);
-        if (r->streams)
+        if (r->plan->streams)
             stream_row(r, p, ib, ie, cvar);
         LLVMValueRef kvar = pass_blocks(r, p) ? rk_new_alloca(r, l->i64) : NULL;
         if (kvar)
             LLVMBuildStore(b, jit_em_i64(l, 0), kvar);
-        if (pass_unrolls(r, p)) {
+        if (r->plan->unroll[p]) {
             LLVMBasicBlockRef uh = rk_block(r, "row.unroll"), ub = rk_block(r, "row.unroll.body"),
                               ud = rk_block(r, "row.unroll.done");
             LLVMBuildBr(b, uh);
             LLVMPositionBuilderAtEnd(b, uh);
             LLVMValueRef c0 = LLVMBuildLoad2(b, l->i64, cvar, "");
-            LLVMValueRef cu = LLVMBuildAdd(b, c0, jit_em_i64(l, (int64_t)UNROLL * l->W), "");
+            LLVMValueRef cu = LLVMBuildAdd(b, c0, jit_em_i64(l, (int64_t)RP_UNROLL * l->W), "");
             LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, cu, ie, ""), ub, ud);
             LLVMPositionBuilderAtEnd(b, ub);
             r->mask = NULL;
             LLVMValueRef c0o = jit_em_opaque(l, c0);
-            for (int u = 0; u < UNROLL; u++) {
+            for (int u = 0; u < RP_UNROLL; u++) {
                 rk_use_set(r, u);
                 r->vpos = LLVMBuildAdd(b, c0o, jit_em_i64(l, (int64_t)u * l->W), "");
-                r->prefetch = p == r->prefetch_pass;
+                r->prefetch = p == r->plan->prefetch;
                 bodies(r, p);
                 r->prefetch = false;
             }
             rk_use_set(r, 0);
             if (kvar)
-                flush_blocks(r, p, UNROLL);
+                flush_blocks(r, p, RP_UNROLL);
             LLVMBuildStore(b, jit_em_opaque(l, cu), cvar);
             LLVMBuildBr(b, uh);
             LLVMPositionBuilderAtEnd(b, ud);
@@ -621,7 +583,7 @@ rk_emit_pass(rk *r, int p, LLVMValueRef sb, LLVMValueRef se, LLVMValueRef ib, LL
         LLVMPositionBuilderAtEnd(b, body);
         r->vpos = jit_em_opaque(l, c); /* as lower.c's vector body */
         r->mask = NULL;
-        r->prefetch = p == r->prefetch_pass;
+        r->prefetch = p == r->plan->prefetch;
         bodies(r, p);
         r->prefetch = false;
         count_block(r, p, kvar);

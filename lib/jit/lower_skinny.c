@@ -4,10 +4,13 @@
  * row of one batch element over a block of columns [j0, j1); threads take blocks of columns,
  * never a split of K.
  *
+ * The schedule (skinny.c's jit_skinny_schedule, d->sched) gives the tile, nv or nc, the rows
+ * PB of B per step of k and the columns C of a call.
+ *
  *   rows form (B's N stride 1: a row-major weight):
  *     for each block of PB rows of B (k):        PB streams of contiguous reads
  *       for each nv-vector group of columns:
- *         acc[r][v] = sums so far (a stack array of tile_m x jit_skinny_cols)
+ *         acc[r][v] = sums so far (a stack array of tile_m x C)
  *         PB steps: nv vector loads of B, tile_m broadcasts of A, tile_m * nv FMAs
  *         the sums back to the stack array
  *     then the rest of k one row at a time, then the epilogue over the stack array.
@@ -31,10 +34,6 @@
 
 typedef jit_em L;
 
-/* rows form: rows of B per step of the k loop, the streams in flight.  gemv (1 x 4096 x 4096,
- * one thread, cold caches): 4 rows 4.1-4.3 ms, 8 rows 3.4-3.5, 16 rows 3.8-4.5; prefetching
- * the next block of rows as well made 8 rows slower (4.4-4.8 ms). */
-#define PB 8
 #define MAX_ACC 64 /* accumulators of one tile at most */
 
 typedef struct sk {
@@ -45,7 +44,7 @@ typedef struct sk {
     bool fl;
     unsigned es;
     int tm;       /* tile rows */
-    int64_t cols; /* rows form: columns of a call at most, the stack array's row */
+    int64_t cols; /* rows form: columns of a call at most, the stack array's row (0: dots) */
 } sk;
 
 static LLVMValueRef
@@ -215,9 +214,8 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
     k.fl = ir_dtype_is_float(t);
     k.es = (unsigned)kiln_dtype_size(t);
     k.tm = d->tile_m;
-    int n;
-    jit_skinny_tile(t, k.tm, d->bform, &n);
-    IR_ASSERT(k.tm * n <= MAX_ACC && n <= 8);
+    int n = d->sched.tile_n;
+    IR_ASSERT(n >= 1 && k.tm * n <= MAX_ACC && n <= 8);
     unsigned va = k.es * (unsigned)l->W > 64 ? 64 : k.es * (unsigned)l->W;
     int R = d->rank, nslots = d->nloads + d->nstores;
 
@@ -236,7 +234,7 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
     LLVMPositionBuilderAtEnd(b, entry);
     /* rows form: the running sums of every row over the block's columns; dots form: one
      * vector of results per row */
-    k.cols = jit_skinny_cols(t, k.tm);
+    k.cols = d->sched.cols;
     int64_t yn = d->bform == JIT_SKINNY_ROWS ? (int64_t)k.tm * k.cols : (int64_t)k.tm * l->W;
     LLVMValueRef y = LLVMBuildArrayAlloca(b, k.st, jit_em_i64(l, yn), "y");
     LLVMSetAlignment(y, 64);
@@ -278,7 +276,7 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
         for (int r = 0; r < k.tm; r++)
             vstore(&k, init, y, LLVMBuildAdd(b, c0.iv, jit_em_i64(l, (int64_t)r * k.cols), ""), va);
         loop_end(&k, &c0);
-        LLVMValueRef p = rows_pass(&k, n, y, ncols, jit_em_i64(l, 0), K, PB, arow, AK, bj, BS, "k");
+        LLVMValueRef p = rows_pass(&k, n, y, ncols, jit_em_i64(l, 0), K, d->sched.kblock, arow, AK, bj, BS, "k");
         rows_pass(&k, n, y, ncols, p, K, 1, arow, AK, bj, BS, "k.rest");
         /* the epilogue: one vector of a row per iteration */
         LLVMValueRef nvec = LLVMBuildUDiv(b, LLVMBuildAdd(b, ncols, jit_em_i64(l, l->W - 1), ""), jit_em_i64(l, l->W), "");

@@ -42,8 +42,11 @@ jit_module_lower(int n, const jit_kdesc *const *d, const char *const *names, boo
     jit_em_init(&l, m->u.ctx, m->u.mod);
     for (int i = 0; i < n && !st; i++) {
         IR_ASSERT((d[i]->tier == JIT_TIER_COMPACT) == m->u.compact);
+        /* the kernel's vectors are its schedule's (jit_kernel_schedule) */
+        IR_ASSERT(d[i]->sched.lanes >= 1 && d[i]->sched.lanes <= 64);
+        l.W = d[i]->sched.lanes;
         switch ((jit_kernel_kind)d[i]->kind) { /* every kind, no default (-Werror=switch) */
-#define KIND(E, name_, lower, run)                                                              \
+#define KIND(E, name_, schedule, lower, run, dump)                                             \
     case JIT_KERNEL_##E: st = lower(&l, d[i], names[i]); break;
 #include "kinds.def"
 #undef KIND

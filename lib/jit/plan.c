@@ -349,25 +349,7 @@ jit_plan_dump(const jit_plan *p, const kiln_graph *g0, kiln_mode mode, unsigned 
             fprintf(f, "      %lld elements, rank %d, %d loads, %d stores, %d instructions\n",
                     (long long)s->total, (int)s->desc.rank, (int)s->desc.nloads,
                     (int)s->desc.nstores, (int)s->desc.ninst);
-            int passes, deferred, spilled;
-            bool ahead;
-            jit_reduce_passes(&s->desc, &passes, &deferred, &ahead, &spilled);
-            if (passes > 1) {
-                fprintf(f, "      %d passes over each row", passes);
-                if (ahead)
-                    fprintf(f, "; pass 0 runs one row ahead, in the previous row's pass 1");
-                if (deferred)
-                    fprintf(f, "; pass %d runs one row behind, in the next row's pass %d",
-                            deferred, deferred - 1);
-                if (spilled)
-                    fprintf(f, "; %d value%s kept in a scratch row for a later pass",
-                            spilled, spilled > 1 ? "s" : "");
-                fputc('\n', f);
-            }
-            if (s->desc.partial_bytes)
-                fprintf(f, "      a long row is reduced in pieces on several threads (%zu bytes "
-                           "of accumulators a piece), combined in order\n",
-                        s->desc.partial_bytes);
+            jit_kernel_schedule_dump(&s->desc, f);
             for (int k = 0; k < s->nslots; k++) {
                 int j = k - s->desc.nloads;
                 bool nt = j >= 0 && s->desc.store_cls && s->desc.store_cls[j] == JIT_ST_STREAM;

@@ -16,6 +16,7 @@
 typedef struct rk {
     jit_em *l;
     const jit_kdesc *d;
+    const rplan *plan; /* d->rsched: the schedule emitted */
     LLVMValueRef fn;
     LLVMBasicBlockRef allocas;
     int R, nk, nslots;
@@ -32,7 +33,7 @@ typedef struct rk {
     LLVMValueRef *uval;       /* per inst: row-wise values */
     LLVMValueRef *val;        /* per inst: values in the current pass body */
     LLVMValueRef *acc, *acci; /* per inst (JIT_REDUCE): accumulator allocas in use */
-    LLVMValueRef *accset[4], *acciset[4]; /* UNROLL independent sets (chains) */
+    LLVMValueRef *accset[4], *acciset[4]; /* RP_UNROLL independent sets (chains) */
     LLVMValueRef *acc32, *acc32set[4]; /* rows: f32 block accumulators of f32 sums (NULL: none) */
     /* rows: float max/min on the bare instruction (see fast_extreme): per inst, a NaN seen
      * (<W x i1>) and the signed-integer max/min of the bit patterns (NULL: none) */
@@ -50,16 +51,13 @@ typedef struct rk {
     LLVMValueRef scratch;
     LLVMValueRef *knext; /* rows: per slot, kbase of the next row (NULL: no prefetching) */
     bool *first_read;    /* per inst: a load the first pass's body reads (prefetched) */
-    int prefetch_pass;   /* rows: the pass whose full vectors prefetch the next row (-1 none) */
-    bool prefetch;       /* the body being emitted prefetches */
-    bool prefetch_cheap; /* the prefetching pass has no vector math: loads only */
+    bool prefetch;       /* the body being emitted prefetches (pass plan->prefetch) */
     /* cols kernels split along the reduced dims (partial_bytes > 0): the mode, this piece's
      * reduced range and index, the piece count, the partials, vectors per kept row */
     LLVMValueRef mode, rb, re, q, np, partial, nvr;
     /* rows: streaming stores (JIT_ST_STREAM): per store, i1, its full vectors in the current
      * sub-row are at addresses aligned for a non-temporal store (NULL: store ordinarily) */
     LLVMValueRef *ntok;
-    bool streams; /* the kernel has a streaming store: it fences before returning */
     /* rows: the last pass, run one row behind (0: none; see defer_of); per slot the
      * previous row's kbase and per instruction its row-wise values (allocas, carried from
      * row to row), and their values loaded for the current row's merged pass; the scratch
@@ -73,15 +71,10 @@ typedef struct rk {
     LLVMValueRef *avar, *nkb, *ncur, *nuv;
 } rk;
 
-/* Full vectors per iteration of a pass that reduces cheap values: independent
- * accumulators break the latency chain of the rk_combine (llvm.maximum is several
- * instructions long), combined in a fixed tree at the end of the pass. */
-#define UNROLL 4
-
 /* f32 sums and means in rows kernels add SUM_BLOCK elements per lane in f32, then that block
  * sum into the lane's f64 accumulator: a conversion and a double add per SUM_BLOCK vectors
- * instead of per vector (the exp-and-sum pass of softmax: 6.5 -> 5.2 ns a vector on one
- * core, its data in L2).  Each block adds at most (SUM_BLOCK - 1) f32 roundings to a lane's
+ * instead of per vector (docs/benchmarking.md, "Rows kernels: f32 blocks of sums").  Each
+ * block adds at most (SUM_BLOCK - 1) f32 roundings to a lane's
  * terms: docs/semantics.md states the bound. */
 #define SUM_BLOCK JIT_SUM_BLOCK
 
@@ -104,7 +97,6 @@ IR_HIDDEN LLVMTypeRef rk_bits_type(rk *r, const jit_kinst *in);
 IR_HIDDEN LLVMValueRef rk_block_identity(jit_em *l);
 IR_HIDDEN void rk_combine(rk *r, const jit_kinst *in, LLVMValueRef *av, LLVMValueRef *ai,
                           LLVMValueRef bv, LLVMValueRef bi);
-IR_HIDDEN bool rk_fast_extreme(const rk *r, const jit_kinst *in);
 IR_HIDDEN void rk_fast_extreme_step(rk *r, const jit_kinst *in, int32_t i, LLVMValueRef v);
 IR_HIDDEN LLVMValueRef rk_fast_extreme_value(rk *r, const jit_kinst *in, int32_t i, int u,
                                              LLVMValueRef a);
@@ -125,7 +117,6 @@ IR_HIDDEN void rk_loop_open(rk *r, cloop *c, LLVMValueRef from, LLVMValueRef to,
                             bool lsr);
 IR_HIDDEN LLVMValueRef rk_new_alloca(rk *r, LLVMTypeRef t);
 IR_HIDDEN void rk_pass_body(rk *r, int p);
-IR_HIDDEN bool rk_pass_has_math(rk *r, int p);
 IR_HIDDEN bool rk_pass_needed(rk *r, int p);
 IR_HIDDEN void rk_row_stores(rk *r);
 IR_HIDDEN void rk_row_values(rk *r, int p);

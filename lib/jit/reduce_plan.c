@@ -1,6 +1,7 @@
 /* reduce_plan.c — a REDUCTION kernel's schedule, computed from its description without LLVM
  * (reduce_plan.h): phases, row-wise values, spills, the partials of split rows, and the
  * passes that move between rows (lower_reduce.c's header explains the algorithm). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +50,15 @@ rp_acc_bytes(int W, const jit_kdesc *d, const jit_kinst *in)
     kiln_dtype t = (kiln_dtype)d->inst[in->a[0]].dtype;
     size_t s = ir_dtype_is_float(t) && rp_algebra_of((ir_op)in->op)->wide ? 8 : kiln_dtype_size(t);
     return (size_t)W * (s + (rp_is_arg((ir_op)in->op) ? 8 : 0));
+}
+
+/* Rows kernels take a float max or min with the bare vmaxps/vminps, the NaNs and the zeros'
+ * signs tracked apart (lower_reduce_acc.c's fast extremes). */
+bool
+rp_fast_extreme(const jit_kdesc *d, const jit_kinst *in)
+{
+    rp_combine c = rp_algebra_of((ir_op)in->op)->combine;
+    return !d->lanes_kept && (c == RP_MAX || c == RP_MIN) && ir_dtype_is_float(rp_operand_dtype(d, in));
 }
 
 bool
@@ -255,7 +265,8 @@ defer_of(const jit_kdesc *d, const bool *uni, const int *ph, const int *spill, i
     if (L < 2 || !rp_pass_needed_d(d, ph, L - 1))
         return 0;
     /* only behind a pass with vector math: layernorm's cheap passes (a sum of squares, then
-     * the normalisation) ran 30% slower merged (one core, caches cold), the rows of x, y,
+     * the normalisation) ran slower merged (docs/benchmarking.md, "Rows kernels: a pass one
+     * row behind or ahead"), the rows of x, y,
      * gamma and beta of two rows then all in use and all 4 KiB apart, in the same sets of
      * L1, where softmax's exp pass took the division of the row before for nothing */
     int cost = 0;
@@ -278,7 +289,7 @@ defer_of(const jit_kdesc *d, const bool *uni, const int *ph, const int *spill, i
  * logsumexp's) and whose second pass computes vector math run the first pass one row
  * ahead: row t + 1's max goes into the loop of row t's exp pass, after that row's body at
  * each position, so the load-bound max of one row overlaps the FMA-bound exp of the other
- * (logsumexp on one core, rows of 1024 in L2: 5.65 -> 5.07 ns a vector).  The first row's
+ * (docs/benchmarking.md, "Rows kernels: a pass one row behind or ahead").  The first row's
  * max comes from a warm-up iteration of the rows loop (jit_lower_reduce), and the last
  * row's iteration takes its own row's max again (the row after it does not exist), so pass
  * 0 is emitted once, inside pass 1.  Same bits: every row's max is the same operations over
@@ -287,8 +298,7 @@ defer_of(const jit_kdesc *d, const bool *uni, const int *ph, const int *spill, i
  * nothing, no row-wise load (pass 0's row values are then constants, the same for every
  * row), and pass 1 has vector math (so it runs one vector per iteration).  Softmax is not
  * ahead: with its output rows and scratch rows besides the two rows of x, all 4 KiB apart
- * in the same sets of L1, it ran 20% slower from cold caches (one core, f32[4096,1024]:
- * 2.0-2.2 ms with its last pass deferred alone, 2.6-3.9 ahead too), though faster in L2. */
+ * in the same sets of L1, it ran slower from cold caches, though faster in L2. */
 static bool
 ahead_of(const jit_kdesc *d, const bool *uni, const int *ph, const int *spill, int nphases,
          size_t partial_bytes)
@@ -324,7 +334,7 @@ partial_of(const jit_kdesc *d, const int *ph)
 {
     if (d->kind != JIT_KERNEL_REDUCTION)
         return 0;
-    int W = jit_host_info()->vector_bits / 32;
+    int W = d->sched.lanes;
     size_t bytes = 0;
     /* each piece reduces, and stores, its own range of the row */
     bool ok = rp_first_pass_only(d, ph);
@@ -337,12 +347,85 @@ partial_of(const jit_kdesc *d, const int *ph)
     return bytes;
 }
 
+/* Does pass p compute vector math (a reduction's operand or a stored value)? */
+bool
+rp_pass_has_math(const jit_kdesc *d, const bool *uni, const int *ph, int p)
+{
+    int cost = 0;
+    for (int32_t i = 0; i < d->ninst; i++)
+        if (rp_reduces_in(d, ph, i, p))
+            cost += rp_recompute_cost(d, uni, d->inst[i].a[0], 0);
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (rp_space_store_in(d, ph, k, p))
+            cost += rp_recompute_cost(d, uni, d->stores[k], 0);
+    return cost >= 20;
+}
+
+/* Rows kernels with a later pass (pieces of long rows have none): the full vectors of the
+ * first later pass prefetch the same position of the next row (lower_reduce_pass.c's
+ * prefetch_next_row says why and what): the slots the first pass reads, and, when that pass
+ * computes vector math, the next row's stores over the space for writing.  Returns the
+ * pass, -1 for none. */
+static int
+prefetch_of(const jit_kdesc *d, const rplan *a, bool *stores)
+{
+    *stores = false;
+    if (d->lanes_kept || a->partial)
+        return -1;
+    for (int p = 1; p <= a->nphases; p++)
+        if (rp_pass_needed_d(d, a->ph, p)) {
+            *stores = rp_pass_has_math(d, a->uni, a->ph, p);
+            return p;
+        }
+    return -1;
+}
+
+/* Is pass p of a rows kernel a cheap reduction pass (worth RP_UNROLL independent
+ * accumulators)?  Not when its reductions are all fast max/min: their chains are one
+ * instruction long, so one set keeps up and the four-vector loop would only cost compile
+ * time (docs/benchmarking.md, "Rows kernels: bare vmaxps/vminps"). */
+static bool
+unroll_of(const jit_kdesc *d, const rplan *a, int p)
+{
+    bool red = false, slow = false;
+    int cost = 0;
+    if (d->lanes_kept)
+        return false;
+    for (int32_t i = 0; i < d->ninst; i++)
+        if (rp_reduces_in(d, a->ph, i, p)) {
+            red = true;
+            slow |= !rp_fast_extreme(d, &d->inst[i]);
+            cost += rp_recompute_cost(d, a->uni, d->inst[i].a[0], 0);
+        }
+    if (!slow)
+        return false;
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (rp_space_store_in(d, a->ph, k, p))
+            cost += 8;
+    return red && cost < 16;
+}
+
+/* Columns kernels whose reductions all read the first pass and that store nothing over the
+ * space reduce blocks of RP_COL_BLOCK vectors of columns at once (lower_reduce.c's
+ * emit_block). */
+static bool
+col_blocks_of(const jit_kdesc *d, const rplan *a)
+{
+    if (!d->lanes_kept || !rp_first_pass_only(d, a->ph))
+        return false;
+    for (int32_t k = 0; k < d->nstores; k++)
+        if (d->store_cls[k] != JIT_ST_ROW)
+            return false;
+    return true;
+}
+
 void
 rplan_free(rplan *a)
 {
     ir_free(a->uni);
     ir_free(a->ph);
     ir_free(a->spill);
+    ir_free(a->unroll);
     memset(a, 0, sizeof *a);
 }
 
@@ -372,6 +455,17 @@ rplan_make(const jit_kdesc *d, rplan *a)
     a->defer = defer_of(d, a->uni, a->ph, a->spill, a->nphases, a->partial, need);
     a->ahead = ahead_of(d, a->uni, a->ph, a->spill, a->nphases, a->partial);
     ir_free(need);
+    a->unroll = ir_calloc((size_t)a->nphases + 1, sizeof(bool));
+    if (!a->unroll) {
+        rplan_free(a);
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory analysing a kernel");
+    }
+    for (int p = 0; p <= a->nphases; p++)
+        a->unroll[p] = unroll_of(d, a, p);
+    a->prefetch = prefetch_of(d, a, &a->prefetch_stores);
+    a->col_blocks = col_blocks_of(d, a);
+    for (int32_t k = 0; k < d->nstores; k++)
+        a->streams = a->streams || (!d->lanes_kept && d->store_cls[k] == JIT_ST_STREAM);
     return KILN_OK;
 }
 
@@ -414,18 +508,52 @@ jit_reduce_schedule_free(jit_kdesc *d)
     }
 }
 
+/* The passes a "rows" kernel makes over each row and what moves between rows; a long row's
+ * pieces; then the schedule's line: the lanes, prefetching, unrolled passes, column blocks,
+ * streaming. */
 void
-jit_reduce_passes(const jit_kdesc *d, int *passes, int *deferred, bool *ahead, int *spilled)
+jit_reduce_dump(const jit_kdesc *d, FILE *f)
 {
-    *passes = *deferred = *spilled = 0;
-    *ahead = false;
     const rplan *a = d->rsched;
-    if (d->kind != JIT_KERNEL_REDUCTION || d->lanes_kept || !a)
+    if (!a)
         return;
+    int passes = 0, spilled = 0;
     for (int p = 0; p <= a->nphases; p++)
-        *passes += rp_pass_needed_d(d, a->ph, p);
+        passes += rp_pass_needed_d(d, a->ph, p);
     for (int32_t i = 0; i < d->ninst; i++)
-        *spilled += a->spill[i] != 0;
-    *deferred = a->defer;
-    *ahead = a->ahead;
+        spilled += a->spill[i] != 0;
+    if (!d->lanes_kept && passes > 1) {
+        fprintf(f, "      %d passes over each row", passes);
+        if (a->ahead)
+            fprintf(f, "; pass 0 runs one row ahead, in the previous row's pass 1");
+        if (a->defer)
+            fprintf(f, "; pass %d runs one row behind, in the next row's pass %d", a->defer,
+                    a->defer - 1);
+        if (spilled)
+            fprintf(f, "; %d value%s kept in a scratch row for a later pass", spilled,
+                    spilled > 1 ? "s" : "");
+        fputc('\n', f);
+    }
+    if (d->partial_bytes)
+        fprintf(f, "      a long row is reduced in pieces on several threads (%zu bytes of "
+                   "accumulators a piece), combined in order\n",
+                d->partial_bytes);
+    fprintf(f, "      schedule: %d lanes along the %s", (int)d->sched.lanes,
+            d->lanes_kept ? "kept innermost axis" : "reduced axis");
+    if (a->prefetch > 0)
+        fprintf(f, "; pass %d prefetches the next row's %s", a->prefetch,
+                a->prefetch_stores ? "loads and stores" : "loads");
+    for (int p = 0, n = 0; p <= a->nphases; p++) {
+        if (!a->unroll[p])
+            continue;
+        if (n++)
+            fprintf(f, ",%d", p);
+        else
+            fprintf(f, "; unrolled (%d vectors an iteration) in pass %d", RP_UNROLL, p);
+    }
+    if (a->col_blocks)
+        fprintf(f, "; columns in blocks of %d vectors", RP_COL_BLOCK);
+    if (a->streams)
+        fprintf(f, "; streaming stores, fenced");
+    fputc('\n', f);
 }

@@ -3,7 +3,7 @@
  * spilled to scratch rows, the bytes of a piece's accumulators, and the passes that run one
  * row behind or ahead.  The describe pass makes it once (jit_reduce_schedule: the
  * description's rsched), the runner's scratch is sized from it, the lowering emits it
- * (lower_reduce.c) and the dump prints it (jit_reduce_passes), so none can disagree.  The
+ * (lower_reduce.c) and the dump prints it (jit_reduce_dump), so none can disagree.  The
  * algorithm is in lower_reduce.c's header. */
 #ifndef KILN_JIT_REDUCE_PLAN_H
 #define KILN_JIT_REDUCE_PLAN_H
@@ -43,11 +43,30 @@ typedef struct rplan {
     size_t partial; /* partial_of */
     int defer;      /* defer_of */
     bool ahead;     /* ahead_of */
+    /* rows: the pass whose full vectors prefetch the next row (prefetch_of; -1: none), and
+     * whether it prefetches the next row's stores over the space too (a pass with vector
+     * math) or only its loads */
+    int prefetch;
+    bool prefetch_stores;
+    bool *unroll;    /* rows, per phase: pass p runs RP_UNROLL vectors an iteration on
+                      * independent accumulators (unroll_of) */
+    bool col_blocks; /* cols: reduced in blocks of RP_COL_BLOCK vectors (col_blocks_of) */
+    bool streams;    /* rows: a store streams (JIT_ST_STREAM): fence before returning */
 } rplan;
+
+/* Full vectors per iteration of a pass that unrolls (rplan.unroll): independent accumulators
+ * break the latency chain of the combine (llvm.maximum is several instructions long),
+ * combined in a fixed tree at the end of the pass. */
+#define RP_UNROLL 4
+/* Columns kernels whose reductions all read the first pass and that store nothing over the
+ * space (rplan.col_blocks) reduce a block of up to RP_COL_BLOCK vectors of columns at once. */
+#define RP_COL_BLOCK 64
 
 IR_HIDDEN size_t rp_acc_bytes(int W, const jit_kdesc *d, const jit_kinst *in);
 IR_HIDDEN bool rp_blocked_sum(const jit_kdesc *d, const jit_kinst *in);
+IR_HIDDEN bool rp_fast_extreme(const jit_kdesc *d, const jit_kinst *in);
 IR_HIDDEN bool rp_first_pass_only(const jit_kdesc *d, const int *ph);
+IR_HIDDEN bool rp_pass_has_math(const jit_kdesc *d, const bool *uni, const int *ph, int p);
 IR_HIDDEN bool rp_is_arg(ir_op op);
 IR_HIDDEN kiln_dtype rp_operand_dtype(const jit_kdesc *d, const jit_kinst *in);
 IR_HIDDEN bool rp_pass_needed_d(const jit_kdesc *d, const int *ph, int p);

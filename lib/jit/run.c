@@ -209,9 +209,8 @@ jit_run_reduction(const jit_step *s, void *const *ptrs, const jit_run_args *a)
  * Otherwise chunks of a multiple of 64 elements (at least MIN_CHUNK), CHUNKS_PER_THREAD
  * per thread, claimed from the pool's counter, so a thread slowed by another process
  * takes fewer of them; when the last chunk finishes, the other threads have been idle for
- * at most one chunk's time.  Measured on chain (2^24 elements, 2 threads, a busy machine):
- * the time between the first and the last thread finishing was 9-18% of the run with 4
- * chunks per thread, 5-12% with 16, 4-14% with 32.  The edges fall where the first stored
+ * at most one chunk's time (docs/benchmarking.md, "Elementwise: chunks per thread").  The
+ * edges fall where the first stored
  * buffer crosses a cache line, so no two threads write one line and a peeled kernel's
  * aligned body covers the whole chunk. */
 #define CHUNKS_PER_THREAD 32
@@ -301,7 +300,7 @@ jit_plan_run(const jit_plan *p, const void *const *inputs, void *const *outputs,
         args.bpacked = bpacked ? bpacked[i] : NULL;
         kiln_status st = KILN_OK;
         switch ((jit_kernel_kind)s->desc.kind) { /* every kind, no default (-Werror=switch) */
-#define KIND(E, name, lower, run)                                                               \
+#define KIND(E, name, schedule, lower, run, dump)                                              \
     case JIT_KERNEL_##E: st = run(s, ptrs, &args); break;
 #include "kinds.def"
 #undef KIND

@@ -1,6 +1,7 @@
 /* skinny.c — the SKINNY kernel kind's facts that need no LLVM: whether a contraction step
- * reads B in place (the cost model), the register tile of each form, the rows a tile may
- * have and the columns a rows-form call takes.  The planner (describe.c), the runner
+ * reads B in place (the cost model), its schedule (the kind's `schedule` hook: the register
+ * tile of each form, the rows of B a step of k reads, the columns a rows-form call takes)
+ * and the rows a tile may have.  The planner (describe.c), the runner
  * (contract.c) and the lowering (lower_skinny.c) all take them from here, so the three
  * cannot disagree, and no planner file calls into an LLVM one for them.
  */
@@ -75,6 +76,36 @@ jit_skinny_tile(kiln_dtype t, int tile_m, int bform, int *n)
     int cap = regs / 4 / per;
     nc = nc < cap ? nc : cap;
     *n = nc < 1 ? 1 : nc;
+}
+
+/* Rows form: rows of B per step of the k loop, the streams in flight: 8 ran faster than 4 or
+ * 16, and prefetching the next block as well slower (docs/benchmarking.md, "Skinny
+ * contraction: rows of B per step, columns per call, blocks per thread"). */
+#define ROWS_KBLOCK 8
+
+kiln_status
+jit_skinny_schedule(jit_kdesc *d)
+{
+    kiln_dtype t = jit_matmul_dtype(d);
+    int n;
+    jit_skinny_tile(t, d->tile_m, d->bform, &n);
+    d->sched.tile_n = n;
+    d->sched.kblock = d->bform == JIT_SKINNY_ROWS ? ROWS_KBLOCK : 0;
+    d->sched.cols = d->bform == JIT_SKINNY_ROWS ? (int32_t)jit_skinny_cols(t, d->tile_m) : 0;
+    return KILN_OK;
+}
+
+void
+jit_skinny_dump(const jit_kdesc *d, FILE *f)
+{
+    const jit_ksched *k = &d->sched;
+    if (d->bform == JIT_SKINNY_ROWS)
+        fprintf(f, "      schedule: %d lanes; register tile %d rows x %d vectors; %d rows of B a "
+                   "step of k; at most %d columns a call\n",
+                (int)k->lanes, (int)d->tile_m, (int)k->tile_n, (int)k->kblock, (int)k->cols);
+    else
+        fprintf(f, "      schedule: %d lanes; register tile %d rows x %d columns, lanes along "
+                   "k\n", (int)k->lanes, (int)d->tile_m, (int)k->tile_n);
 }
 
 int64_t

@@ -4,8 +4,8 @@
  * A program's plan needs a block of temp_bytes (plan.c: its stored intermediates, packed
  * panels, partial sums).  Each program used to keep a block of its own, so a program the
  * cache handed out (a client whose shapes change every step compiles a "new" program every
- * step) allocated its block on its first run and faulted in every page of it: a first run
- * up to ~60 ms slower than the later ones with a large block.  Now a run takes a block from
+ * step) allocated its block on its first run and faulted in every page of it: a slow first run
+ * (docs/benchmarking.md, "Temporaries: one pool of blocks").  Now a run takes a block from
  * this pool and gives it back when it returns: a program runs in memory an earlier program
  * already touched.
  *

@@ -141,6 +141,7 @@ fi
 expect 2 "--mode is fused or eager" "$kiln" dump "$here/vec4.kiln" --plan --mode interp
 expect 0 "kernel over" "$kiln" dump "$here/vec4.kiln" --plan
 expect 0 "kernel over" "$kiln" dump "$here/vec4.kiln" --plan --mode eager
+expect 0 "      schedule: " "$kiln" dump "$here/vec4.kiln" --plan
 
 # ---- run: outputs against the .npy specification and hand arithmetic ---------------------
 # gen.kiln has no inputs: v4 = [0,1,2,3] f32, v5 = [0..4] f32, i4 = [0,1,2,3] i32,
