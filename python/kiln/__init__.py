@@ -22,7 +22,7 @@ from ._kiln import Jit, OPS, Error  # noqa: F401
 __version__ = _kiln.kiln_version
 
 
-def jit(fn=None, *, static_argnums=(), mode="fused", cache=True):
+def jit(fn=None, *, static_argnums=(), mode="fused", cache=True, tiered=False):
     """Compile `fn` with kiln, once per signature of its arguments.
 
     The first call with a new signature (each array's dtype, rank and sizes; the values of
@@ -33,10 +33,14 @@ def jit(fn=None, *, static_argnums=(), mode="fused", cache=True):
     mode: "fused" (default), "eager" (one kernel per op) or "interp" (the reference
     interpreter).  cache=False compiles with KILN_NO_CACHE: every kernel from scratch,
     neither using nor filling kiln's kernel caches (for measuring compile time).
+    tiered=True compiles with KILN_TIERED: new kernels run from quickly generated code
+    (about half the compile time, slower loops) until their full code, made on a
+    background thread, replaces it; the same results.  kiln.sync() waits for it.
     """
     if fn is None:
-        return lambda f: jit(f, static_argnums=static_argnums, mode=mode, cache=cache)
-    j = Jit(fn, static_argnums, mode, cache)
+        return lambda f: jit(f, static_argnums=static_argnums, mode=mode, cache=cache,
+                             tiered=tiered)
+    j = Jit(fn, static_argnums, mode, cache, tiered)
     _functools.update_wrapper(j, fn)
     return j
 

@@ -49,7 +49,7 @@ typedef struct kp_jit {
     PyObject *dict;
     PyObject *weakrefs;
     kiln_mode mode;
-    unsigned flags; /* KILN_NO_CACHE for jit(cache=False) */
+    unsigned flags; /* KILN_NO_CACHE for jit(cache=False), KILN_TIERED for tiered=True */
     uint64_t static_mask;
     int nentries;
     jit_entry entries[JIT_CACHE_MAX];
@@ -633,11 +633,11 @@ jit_clear(kp_jit *self, PyObject *unused)
 static PyObject *
 jit_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"fn", "static_argnums", "mode", "cache", NULL};
+    static char *kwlist[] = {"fn", "static_argnums", "mode", "cache", "tiered", NULL};
     PyObject *fn, *statics = NULL, *mode = NULL;
-    int cache = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOp:Jit", kwlist, &fn, &statics, &mode,
-                                     &cache))
+    int cache = 1, tiered = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOpp:Jit", kwlist, &fn, &statics, &mode,
+                                     &cache, &tiered))
         return NULL;
     if (!PyCallable_Check(fn)) {
         PyErr_SetString(PyExc_TypeError, "kiln.jit: expected a function");
@@ -675,7 +675,7 @@ jit_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     Py_INCREF(fn);
     self->fn = fn;
     self->mode = (kiln_mode)md;
-    self->flags = cache ? 0u : KILN_NO_CACHE;
+    self->flags = (cache ? 0u : KILN_NO_CACHE) | (tiered ? KILN_TIERED : 0u);
     self->static_mask = mask;
     return (PyObject *)self;
 }
@@ -781,7 +781,7 @@ PyTypeObject kp_jit_type = {
     .tp_call = PyVectorcall_Call,
     .tp_repr = (reprfunc)jit_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Jit(fn, static_argnums=(), mode='fused', cache=True)\n--\n\n"
+    .tp_doc = "Jit(fn, static_argnums=(), mode='fused', cache=True, tiered=False)\n--\n\n"
               "A function compiled by kiln "
               "per signature (kiln.jit).",
     .tp_traverse = (traverseproc)jit_traverse,

@@ -1027,16 +1027,18 @@ static PyObject *
 kp_compile(PyObject *m, PyObject *args, PyObject *kw)
 {
     (void)m;
-    static char *kwlist[] = {"graph", "mode", "dumps", "cache", NULL};
+    static char *kwlist[] = {"graph", "mode", "dumps", "cache", "tiered", NULL};
     PyObject *g, *mode = NULL;
-    int dumps = 0, cache = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|Opp:compile", kwlist, &kp_graph_type, &g,
-                                     &mode, &dumps, &cache))
+    int dumps = 0, cache = 1, tiered = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|Oppp:compile", kwlist, &kp_graph_type, &g,
+                                     &mode, &dumps, &cache, &tiered))
         return NULL;
     int md = kp_mode_arg(mode);
     if (md < 0)
         return NULL;
-    kp_opts o = {(kiln_mode)md, (dumps ? KILN_KEEP_DUMPS : 0u) | (cache ? 0u : KILN_NO_CACHE),
+    kp_opts o = {(kiln_mode)md,
+                 (dumps ? KILN_KEEP_DUMPS : 0u) | (cache ? 0u : KILN_NO_CACHE) |
+                     (tiered ? KILN_TIERED : 0u),
                  NULL};
     kiln_program *p = NULL;
     kiln_status st;
@@ -1049,6 +1051,17 @@ kp_compile(PyObject *m, PyObject *args, PyObject *kw)
 }
 
 static PyObject *
+kp_sync(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    Py_BEGIN_ALLOW_THREADS
+    kiln_jit_sync();
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *
 kp_trace_fn(PyObject *m, PyObject *unused)
 {
     (void)m;
@@ -1058,10 +1071,15 @@ kp_trace_fn(PyObject *m, PyObject *unused)
 
 static PyMethodDef module_methods[] = {
     {"compile", (PyCFunction)(void (*)(void))kp_compile, METH_VARARGS | METH_KEYWORDS,
-     "compile(graph, mode='fused', dumps=False, cache=True)\n--\n\n"
+     "compile(graph, mode='fused', dumps=False, cache=True, tiered=False)\n--\n\n"
      "Compile a kiln.Graph into a kiln.Program.  mode: 'fused' (fused SIMD kernels), "
      "'eager' (one kernel per op) or 'interp' (the reference interpreter).  dumps=True keeps "
-     "the LLVM IR and assembly for Program.dump; cache=False compiles from scratch."},
+     "the LLVM IR and assembly for Program.dump; cache=False compiles from scratch; "
+     "tiered=True (KILN_TIERED) runs new kernels from quickly generated code until their "
+     "full code, made on a background thread, replaces it."},
+    {"sync", kp_sync, METH_NOARGS,
+     "sync()\n--\n\nWait until the full code of every kernel compiled with tiered=True so far "
+     "has replaced its first tier (kiln_jit_sync)."},
     {"stats", kp_stats, METH_NOARGS,
      "stats()\n--\n\nkiln's process-wide JIT counters (kiln_jit_stats) as a dict."},
     {"cache_info", kp_cache_info, METH_NOARGS,

@@ -282,6 +282,26 @@ def test_cache_off_and_lower_without_dumps():
     assert 0 < p._run_loop((x,), 10) < 1.0
 
 
+def test_tiered():
+    # a graph no other test compiles (its kernels are new: KILN_CACHE_DIR=off in the tests)
+    def f(x, w):
+        h = kiln.tanh(kiln.matmul(x, w) * 0.731)
+        return h - kiln.reduce_max(h, axis=1, keepdims=True), kiln.exp(x * 0.419)
+    x, w = f32(33, 40, seed=3), f32(40, 24, seed=4)
+    want = kiln.jit(f, cache=False)(x, w)  # the full code, compiled apart
+    before = kiln.stats()
+    got = kiln.jit(f, tiered=True)(x, w)  # the first tier (or the full code, if it came)
+    kiln.sync()
+    after = kiln.stats()
+    assert after["kernel_tierups"] - before["kernel_tierups"] == \
+        after["kernel_compiles"] - before["kernel_compiles"] > 0
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    again = kiln.jit(f)(x, w)  # the same kernels, full code now
+    for a, b in zip(again, want):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_nested_jit_inlines():
     @kiln.jit
     def inner(x):
