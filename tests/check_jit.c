@@ -1052,6 +1052,40 @@ plan_steps(kiln_program *p)
  * the end of the body (LLVM's time grows faster than linearly with them).  The planner
  * ends a kernel at its bound on such values (lib/jit/planner.h), names that bound in the plan,
  * and the result still matches the interpreter bit for bit, fused and eager. */
+/* A copy of a view whose elements are one contiguous range of its base (rows of a slice; a
+ * reshape and a permute that moves only a dim of size 1: a decoder's new K/V rows) is a
+ * COPY step, a memmove, not a kernel; other views keep their copy kernel.  Values bit for
+ * bit against the interpreter (check_text: fused and eager, inputs with and without
+ * specials); the fused plan is checked for which became which. */
+START_TEST(test_contiguous_copies)
+{
+    static const char text[] =
+        "graph cc(x: f32[6,40], y: i64[3,1,24]) -> (rows: f32[2,40], kn: f32[4,1,10], "
+        "yr: i64[1,24], cols: f32[6,8], t: f32[40,6]) {\n"
+        "  rows = slice(x, start=[3,0], stop=[5,40])\n"
+        "  h = mul(x, x)\n  hs = slice(h, start=[2,0], stop=[3,40])\n"
+        "  hr = reshape(hs, shape=[1,4,10])\n  kn = permute(hr, perm=[1,0,2])\n"
+        "  ys = slice(y, start=[2,0,0], stop=[3,1,24])\n  yr = reshape(ys, shape=[1,24])\n"
+        "  cols = slice(x, start=[0,8], stop=[6,16])\n  t = permute(x, perm=[1,0])\n}\n";
+    check_text("contiguous copies", 0x5100, "%s", text);
+    kiln_graph *g = ts_parse(text);
+    kiln_program *p = NULL;
+    ck_assert_int_eq(kiln_program_compile(g, NULL, &p), KILN_OK);
+    char *plan = ts_plan_text(p);
+    int copies = 0, kernels = 0;
+    for (const char *c = plan; (c = strstr(c, "copy (one contiguous range")); c++)
+        copies++;
+    for (const char *c = plan; (c = strstr(c, "kernel: materialise")); c++)
+        kernels++;
+    ck_assert_msg(copies == 3 && kernels == 2, "%d copies, %d copy kernels:\n%s", copies,
+                  kernels, plan);
+    ck_assert_ptr_nonnull(strstr(plan, "from its byte 480")); /* rows 3-4 of x */
+    free(plan);
+    kiln_program_free(p);
+    kiln_graph_free(g);
+}
+END_TEST
+
 START_TEST(test_wide_graph_bounded)
 {
     enum { NIN = 8, LAYERS = 4, WIDTH = 150, GROUP = 10, NOUT = WIDTH / GROUP };
@@ -2527,6 +2561,7 @@ jit_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_broadcasting);
     tcase_add_test(tc, test_movement);
+    tcase_add_test(tc, test_contiguous_copies);
     tcase_add_test(tc, test_fusion_counts);
     tcase_add_test(tc, test_long_chain);
     tcase_add_test(tc, test_wide_graph_bounded);

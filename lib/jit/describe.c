@@ -351,7 +351,9 @@ jit_explain_cluster(planner *p, int32_t c, const jit_step *s, FILE *f)
     char tb[IR_TYPE_STR_MAX];
     if (cl->root_copy >= 0) {
         int32_t n = cl->root_copy;
-        fprintf(f, "kernel: materialise %s %%%d %s (%s)", ir_ops[g->nodes[n].op].name, (int)n,
+        fprintf(f, "%s: materialise %s %%%d %s (%s)",
+                s->kind == JIT_STEP_COPY ? "copy (one contiguous range of its base)" : "kernel",
+                ir_ops[g->nodes[n].op].name, (int)n,
                 ir_type_str(&g->nodes[n].type, tb, sizeof tb), p->ni[n].why);
         return;
     }
@@ -544,10 +546,36 @@ kb_stream_stores(planner *p, const ivec *loads, const int32_t *nodes, jit_step *
     return KILN_OK;
 }
 
+/* A copy cluster that materialises a view whose elements are one contiguous range of its
+ * base, in order (a slice of rows, a permute or reshape that moves only dims of size 1: a
+ * decoder's new K/V rows), becomes a COPY step, a memmove, instead of a kernel: nothing to
+ * compile, no launch on the pool. */
+static bool
+contiguous_copy(planner *p, const cluster *cl, jit_step *s)
+{
+    if (cl->root_copy < 0 || cl->copy_from >= 0)
+        return false;
+    int32_t x = cl->root_copy;
+    const nodeinfo *ni = &p->ni[x];
+    if (ni->cls != C_VIEW || !ni->has_loc || !p->ni[ni->v.base].has_loc)
+        return false;
+    const ir_type *t = &p->g->nodes[x].type;
+    if (!jit_view_is_contiguous(&ni->v, &t->shape))
+        return false;
+    s->kind = JIT_STEP_COPY;
+    s->from = p->ni[ni->v.base].loc;
+    s->from_off = (size_t)ni->v.offset * kiln_dtype_size(t->dtype);
+    s->to = ni->loc;
+    s->bytes = ir_type_bytes(t);
+    return true;
+}
+
 kiln_status
 jit_describe_kernel(planner *p, int32_t c, jit_step *s)
 {
     cluster *cl = &p->cl[c];
+    if (contiguous_copy(p, cl, s))
+        return KILN_OK;
     kbuild k = {0};
     kiln_status st = KILN_OK;
     k.p = p;

@@ -65,8 +65,8 @@ jit_op_is_lowerable(const kiln_graph *g, const ir_node *nd)
     return false;
 }
 
-static bool
-view_is_contiguous(const view *v, const ir_shape *s)
+bool
+jit_view_is_contiguous(const view *v, const ir_shape *s)
 {
     int64_t st[IR_MAX_RANK];
     ir_shape_strides(s, st);
@@ -136,7 +136,7 @@ make_view(planner *p, int32_t n, const view *src)
     switch (nd->op) {
     case IR_OP_RESHAPE:
         /* contiguous: the row-major strides; else a view when the axes allow one */
-        if (view_is_contiguous(src, xs)) {
+        if (jit_view_is_contiguous(src, xs)) {
             ir_shape_strides(ys, v->strides);
             return true;
         }
@@ -705,7 +705,7 @@ jit_fuse(planner *p)
                 ni->lastdep = p->ni[x].lastdep; /* the copy just made */
             /* eager mode: one kernel per op, but a reshape of a contiguous value is not an
              * op that moves anything: it stays free */
-            if (eager && !(nd->op == IR_OP_RESHAPE && view_is_contiguous(&ni->v, &nd->type.shape))) {
+            if (eager && !(nd->op == IR_OP_RESHAPE && jit_view_is_contiguous(&ni->v, &nd->type.shape))) {
                 kiln_status st = materialise(p, n, "eager mode: one kernel per op");
                 if (st)
                     return st;
@@ -861,7 +861,7 @@ jit_fuse(planner *p)
             ni->stored = true;
             say(p, ni->why, "graph output '%s'", g->outputs[i].name);
         } else if (ni->cls == C_VIEW && !ni->stored && ni->v.offset == 0 &&
-                   view_is_contiguous(&ni->v, &g->nodes[n].type.shape) &&
+                   jit_view_is_contiguous(&ni->v, &g->nodes[n].type.shape) &&
                    ir_shape_count(&g->nodes[ni->v.base].type.shape) ==
                        ir_shape_count(&g->nodes[n].type.shape) &&
                    (p->ni[ni->v.base].cls == C_ELEM || p->ni[ni->v.base].cls == C_BUF ||

@@ -648,9 +648,9 @@ typedef struct jit_step {
             jit_loc *in;
             jit_loc out;
         };
-        struct { /* COPY: a memcpy */
+        struct { /* COPY: a memmove of `bytes` from `from` + from_off to `to` */
             jit_loc from, to;
-            size_t bytes;
+            size_t bytes, from_off;
         };
     };
 } jit_step;

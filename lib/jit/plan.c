@@ -345,6 +345,13 @@ jit_plan_dump(const jit_plan *p, const kiln_graph *g0, kiln_mode mode, unsigned 
         const jit_step *s = &p->steps[i];
         const char *why = ex ? ex->steps[i].explain : s->explain;
         fprintf(f, "step %d: %s\n", i, why ? why : "");
+        if (s->kind == JIT_STEP_COPY) {
+            char b2[64];
+            fprintf(f, "      %zu bytes of %s", s->bytes, loc_str(&s->from, b1, sizeof b1));
+            if (s->from_off)
+                fprintf(f, " from its byte %zu", s->from_off);
+            fprintf(f, " to %s\n", loc_str(&s->to, b2, sizeof b2));
+        }
         if (s->kind == JIT_STEP_KERNEL) {
             fprintf(f, "      %lld elements, rank %d, %d loads, %d stores, %d instructions\n",
                     (long long)s->total, (int)s->desc.rank, (int)s->desc.nloads,

@@ -107,6 +107,9 @@ IR_HIDDEN bool jit_ivec_push(ivec *a, int32_t x);
 IR_HIDDEN kiln_status jit_fuse(planner *p);
 IR_HIDDEN bool jit_op_is_indexing(ir_op op);
 IR_HIDDEN bool jit_node_is_reduce(const ir_node *nd);
+/* Whether a view's strides are shape s's row-major ones (dims of size 1 aside): its
+ * elements one contiguous range of its base, in order. */
+IR_HIDDEN bool jit_view_is_contiguous(const view *v, const ir_shape *s);
 /* The node whose buffer a load of n (from cluster c) reads, and its view. */
 IR_HIDDEN const view *jit_load_source(planner *p, int32_t n, int32_t c, view *tmp);
 /* Buffers (node ids) read by a step: a cluster (c >= 0) or the reference step of node r. */

@@ -260,7 +260,8 @@ jit_plan_run(const jit_plan *p, const void *const *inputs, void *const *outputs,
         const jit_step *s = &p->steps[i];
         if (s->kind == JIT_STEP_COPY) {
             if (s->bytes)
-                memcpy(jit_loc_resolve(&s->to, &args), jit_loc_resolve(&s->from, &args), s->bytes);
+                memmove(jit_loc_resolve(&s->to, &args),
+                        (const char *)jit_loc_resolve(&s->from, &args) + s->from_off, s->bytes);
             continue;
         }
         if (s->kind == JIT_STEP_REF) {
