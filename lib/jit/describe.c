@@ -671,7 +671,7 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
         for (int d = k.nk; d < k.R; d++)
             s->rlen *= k.dims[d];
         s->rinner = k.dims[k.R - 1];
-        if ((st = jit_reduce_schedule(&s->desc)))
+        if ((st = jit_reduce_schedule_like(&s->desc, p->like ? p->like[c] : NULL)))
             goto done;
     } else {
         st = kb_stream_stores(p, &k.load_node, stores.v, s);

@@ -252,6 +252,14 @@ jit_lru_value(const jit_lru_entry *e)
 }
 
 void
+jit_lru_retain(jit_lru *c, jit_lru_entry *e)
+{
+    pthread_mutex_lock(&c->lock);
+    e->refs++;
+    pthread_mutex_unlock(&c->lock);
+}
+
+void
 jit_lru_release(jit_lru *c, jit_lru_entry *e)
 {
     if (!e)

@@ -404,6 +404,42 @@ jit_reduce_schedule(jit_kdesc *d)
     return KILN_OK;
 }
 
+kiln_status
+jit_reduce_schedule_like(jit_kdesc *d, const jit_kdesc *like)
+{
+    if (!like || !like->rsched || d->kind != JIT_KERNEL_REDUCTION)
+        return jit_reduce_schedule(d);
+    /* the same description but for its schedule: the same schedule (it is made from the
+     * description alone) */
+    d->rsched = like->rsched;
+    bool same = jit_kdesc_equal(d, like);
+    d->rsched = NULL;
+    if (!same)
+        return jit_reduce_schedule(d);
+    const rplan *b = like->rsched;
+    rplan *a = ir_malloc(sizeof *a);
+    size_t ni = (size_t)d->ninst + 1;
+    if (a) {
+        *a = *b;
+        a->uni = ir_malloc(ni * sizeof(bool));
+        a->ph = ir_malloc(ni * sizeof(int));
+        a->spill = ir_malloc(ni * sizeof(int));
+    }
+    if (!a || !a->uni || !a->ph || !a->spill) {
+        if (a)
+            rplan_free(a);
+        ir_free(a);
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory analysing a kernel");
+    }
+    memcpy(a->uni, b->uni, ni * sizeof(bool));
+    memcpy(a->ph, b->ph, ni * sizeof(int));
+    memcpy(a->spill, b->spill, ni * sizeof(int));
+    d->rsched = a;
+    d->partial_bytes = like->partial_bytes;
+    d->spill_bytes = like->spill_bytes;
+    return KILN_OK;
+}
+
 void
 jit_reduce_schedule_free(jit_kdesc *d)
 {
