@@ -548,7 +548,8 @@ KILN_API kiln_status kiln_program_dump(const kiln_program *program, kiln_view vi
 typedef struct kiln_stats {
     size_t size;              /* set by the caller: sizeof(kiln_stats) */
     uint64_t kernel_compiles; /* kernels compiled by LLVM (optimised and code-generated) */
-    uint64_t kernel_hits;     /* kernels found in the in-memory kernel cache */
+    uint64_t kernel_hits;     /* kernels found in the in-memory kernel cache (or in the
+                               * plan of another size: plans_resized) */
     uint64_t plan_hits;       /* programs whose whole compiled form was cached */
     uint64_t plan_misses;
     double compile_ms;        /* time spent in LLVM (optimise + codegen + link; summed over
@@ -577,6 +578,9 @@ typedef struct kiln_stats {
     uint64_t held_packs;
     /* KILN_TIERED: kernels whose first code was replaced by their full code so far */
     uint64_t kernel_tierups;
+    /* programs whose plan was made from the plan of the same graph at other sizes, not
+     * from scratch (docs/jit.md, "Plans at new sizes") */
+    uint64_t plans_resized;
 } kiln_stats;
 #define KILN_STATS_INIT {.size = sizeof(kiln_stats)}
 /* Errors: KILN_ERR_INVALID_ARG (stats NULL, or stats->size smaller than the first field

@@ -1310,7 +1310,9 @@ END_TEST
  * inputs) captured through the tensor API with its K/V caches one row longer every step,
  * as a client generating tokens does: the caches are read in place (the temporaries are
  * smaller than one cache: no copy of it); after the first step no kernel is compiled (the
- * kernels are size-free; only the plan is new) and no temporaries block is allocated (the
+ * kernels are size-free; only the plan is new), every plan is made from the first step's
+ * (lib/jit/resize.c: kiln_stats.plans_resized; under CTest, KILN_TEST_RESIZE=verify also
+ * compares it with the plan from scratch) and no temporaries block is allocated (the
  * pool's block, a power of two, still holds the grown temporaries); every step's outputs
  * are the reference's within the bound `kiln check` propagates. */
 START_TEST(test_decode_loop)
@@ -1358,12 +1360,14 @@ START_TEST(test_decode_loop)
             allocs = s1.workspace_allocs;
         else
             ck_assert_msg(s1.kernel_compiles == s0.kernel_compiles &&
-                              s1.workspace_allocs == allocs,
+                              s1.workspace_allocs == allocs &&
+                              s1.plans_resized == s0.plans_resized + 1,
                           "step %d (caches of %lld rows): %llu kernels compiled, %llu blocks "
-                          "allocated since the first step",
+                          "allocated since the first step, %llu plans made from a model (1)",
                           step, (long long)t,
                           (unsigned long long)(s1.kernel_compiles - s0.kernel_compiles),
-                          (unsigned long long)(s1.workspace_allocs - allocs));
+                          (unsigned long long)(s1.workspace_allocs - allocs),
+                          (unsigned long long)(s1.plans_resized - s0.plans_resized));
         char *err = ts_run_mode(g, KILN_MODE_INTERP, &in, &want, 0x5a);
         ck_assert_msg(err == NULL, "%s", err);
         bool which[TS_MAXIO];

@@ -23,6 +23,10 @@
  *   KILN_TEST_PERTURB      test_perturb       tests only: flip the last bit of an op's
  *                                             results in new kernels, bypass the caches
  *                                             (emit.c, cache.c, program.c)
+ *   KILN_TEST_RESIZE       test_resize        tests only: "verify": every plan made at new
+ *                                             sizes from a kept one is compared with the
+ *                                             plan made from scratch (an internal error
+ *                                             if they differ); "off": none is (resize.c)
  *   KILN_TEST_VECTOR_BITS  test_vector_bits   tests only: 256 or 128, compile for narrower
  *                                             vectors than the host's (host.c)
  *   KILN_VMATH_PORTABLE    vmath_portable     tests only: set and not "0": vmath's generic
@@ -85,6 +89,8 @@ read_env(ir_config *c)
     copy(c->dump_dir, sizeof c->dump_dir, "KILN_DUMP_DIR");
 
     copy(c->test_perturb, sizeof c->test_perturb, "KILN_TEST_PERTURB");
+    e = getenv("KILN_TEST_RESIZE");
+    c->test_resize = e && !strcmp(e, "verify") ? 1 : e && !strcmp(e, "off") ? -1 : 0;
     e = getenv("KILN_TEST_VECTOR_BITS");
     if (e && (!strcmp(e, "256") || !strcmp(e, "128")))
         c->test_vector_bits = atoi(e);

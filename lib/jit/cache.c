@@ -800,6 +800,20 @@ jit_kernel_release(jit_kernel *k)
         kernel_destroy(k);
 }
 
+/* kernels a plan at new sizes took from its model's plan (resize.c): counted as hits */
+static _Atomic uint64_t n_retained;
+
+jit_kernel *
+jit_kernel_retain(jit_kernel *k)
+{
+    atomic_fetch_add(&n_retained, 1);
+    if (k->entry)
+        jit_lru_retain(&cache, k->entry);
+    else
+        atomic_fetch_add(&k->refs, 1);
+    return k;
+}
+
 void
 jit_cache_trim(void)
 {
@@ -812,7 +826,7 @@ jit_cache_counters(jit_cache_stats *s)
     jit_lru_stats ls;
     jit_lru_stats_get(&cache, &ls);
     s->compiles = atomic_load(&n_compiles);
-    s->hits = ls.hits;
+    s->hits = ls.hits + atomic_load(&n_retained);
     s->entries = (uint64_t)ls.entries;
     s->bytes = ls.bytes;
     s->evictions = ls.evictions;

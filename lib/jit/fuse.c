@@ -168,8 +168,29 @@ make_view(planner *p, int32_t n, const view *src)
     }
 }
 
+/* Eager mode: a reshape of a contiguous value moves nothing, so it stays a view. */
+static bool
+reshape_is_free(const planner *p, int32_t n)
+{
+    const ir_node *nd = &p->g->nodes[n];
+    return nd->op == IR_OP_RESHAPE && jit_view_is_contiguous(&p->ni[n].v, &nd->type.shape);
+}
+
+/* View node n reads the whole of its base, in its order: an output it is may alias the
+ * base's buffer. */
+static bool
+view_is_whole(const planner *p, int32_t n)
+{
+    const view *v = &p->ni[n].v;
+    const ir_shape *s = &p->g->nodes[n].type.shape;
+    return v->offset == 0 && jit_view_is_contiguous(v, s) &&
+           ir_shape_count(&p->g->nodes[v->base].type.shape) == ir_shape_count(s);
+}
+
+/* A new cluster over the shape of node shape_node (kept: a plan made again at new sizes
+ * takes the shape from there, jit_fuse_resize). */
 static int32_t
-new_cluster(planner *p, const ir_shape *shape, int32_t root_copy)
+new_cluster(planner *p, int32_t shape_node, int32_t root_copy)
 {
     if (p->ncl == p->capcl) {
         int32_t n = p->capcl ? 2 * p->capcl : 16;
@@ -181,7 +202,8 @@ new_cluster(planner *p, const ir_shape *shape, int32_t root_copy)
     }
     cluster *c = &p->cl[p->ncl];
     memset(c, 0, sizeof *c);
-    c->shape = *shape;
+    c->shape = p->g->nodes[shape_node].type.shape;
+    c->shape_node = shape_node;
     c->root_copy = root_copy;
     c->copy_from = -1;
     return p->ncl++;
@@ -221,7 +243,7 @@ settle(planner *p, int32_t n)
     nodeinfo *ni = &p->ni[n];
     if (!ni->pending)
         return KILN_OK;
-    int32_t c = new_cluster(p, &p->g->nodes[n].type.shape, -1);
+    int32_t c = new_cluster(p, n, -1);
     if (c < 0 || !cluster_add(p, c, n))
         return ir_error(KILN_ERR_NOMEM, "kiln: out of memory planning");
     p->cl[c].indexing = jit_op_is_indexing(p->g->nodes[n].op);
@@ -238,7 +260,7 @@ materialise(planner *p, int32_t n, const char *why)
     nodeinfo *ni = &p->ni[n];
     if (ni->stored || ni->cls == C_BUF)
         return KILN_OK;
-    int32_t c = new_cluster(p, &p->g->nodes[n].type.shape, n);
+    int32_t c = new_cluster(p, n, n);
     if (c < 0)
         return ir_error(KILN_ERR_NOMEM, "kiln: out of memory planning");
     ni->stored = true;
@@ -681,13 +703,15 @@ jit_fuse(planner *p)
                 src.base = x;
                 src.offset = 0;
                 ir_shape_strides(&g->nodes[x].type.shape, src.strides);
+                ni->sizes |= SZ_VIEW_OWN;
             }
             ni->cls = C_VIEW;
             if (!make_view(p, n, &src)) {
+                ni->sizes |= SZ_VIEW_COPY;
                 /* a reshape that no strides express: one copy kernel walks x's shape
                  * through x's view and writes n's buffer (row-major order is the same),
                  * rather than a copy of x and then a copy of the reshape */
-                int32_t c = new_cluster(p, &g->nodes[x].type.shape, n);
+                int32_t c = new_cluster(p, x, n);
                 if (c < 0)
                     return ir_error(KILN_ERR_NOMEM, "kiln: out of memory planning");
                 p->cl[c].copy_from = x;
@@ -703,9 +727,11 @@ jit_fuse(planner *p)
             }
             if (p->ni[x].lastdep > ni->lastdep)
                 ni->lastdep = p->ni[x].lastdep; /* the copy just made */
+            if (reshape_is_free(p, n))
+                ni->sizes |= SZ_RESHAPE_FREE;
             /* eager mode: one kernel per op, but a reshape of a contiguous value is not an
              * op that moves anything: it stays free */
-            if (eager && !(nd->op == IR_OP_RESHAPE && jit_view_is_contiguous(&ni->v, &nd->type.shape))) {
+            if (eager && !(ni->sizes & SZ_RESHAPE_FREE)) {
                 kiln_status st = materialise(p, n, "eager mode: one kernel per op");
                 if (st)
                     return st;
@@ -738,7 +764,7 @@ jit_fuse(planner *p)
                 return st;
             ni->cls = C_ELEM;
             ni->role = R_SPACE;
-            int32_t c = new_cluster(p, &nd->type.shape, -1);
+            int32_t c = new_cluster(p, n, -1);
             if (c < 0 || !cluster_add(p, c, n))
                 return ir_error(KILN_ERR_NOMEM, "kiln: out of memory planning");
             p->cl[c].contract = true;
@@ -758,7 +784,7 @@ jit_fuse(planner *p)
                 ni->pending = true; /* its first user places it */
                 continue;
             }
-            int32_t c = new_cluster(p, &nd->type.shape, -1);
+            int32_t c = new_cluster(p, n, -1);
             if (c < 0 || !cluster_add(p, c, n))
                 return ir_error(KILN_ERR_NOMEM, "kiln: out of memory planning");
             p->cl[c].indexing = true;
@@ -801,7 +827,7 @@ jit_fuse(planner *p)
             }
         }
         if (join < 0) {
-            join = new_cluster(p, red ? &g->nodes[nd->in[0]].type.shape : &nd->type.shape, -1);
+            join = new_cluster(p, red ? nd->in[0] : n, -1);
             if (join < 0)
                 return ir_error(KILN_ERR_NOMEM, "kiln: out of memory planning");
             role = red ? R_ROW : R_SPACE;
@@ -857,13 +883,12 @@ jit_fuse(planner *p)
     for (int32_t i = 0; i < g->noutputs; i++) {
         int32_t n = g->outputs[i].node;
         nodeinfo *ni = &p->ni[n];
+        if (ni->cls == C_VIEW && view_is_whole(p, n))
+            ni->sizes |= SZ_VIEW_WHOLE;
         if (ni->cls == C_ELEM && !ni->stored) {
             ni->stored = true;
             say(p, ni->why, "graph output '%s'", g->outputs[i].name);
-        } else if (ni->cls == C_VIEW && !ni->stored && ni->v.offset == 0 &&
-                   jit_view_is_contiguous(&ni->v, &g->nodes[n].type.shape) &&
-                   ir_shape_count(&g->nodes[ni->v.base].type.shape) ==
-                       ir_shape_count(&g->nodes[n].type.shape) &&
+        } else if (ni->cls == C_VIEW && !ni->stored && (ni->sizes & SZ_VIEW_WHOLE) &&
                    (p->ni[ni->v.base].cls == C_ELEM || p->ni[ni->v.base].cls == C_BUF ||
                     (p->ni[ni->v.base].cls == C_VIEW && p->ni[ni->v.base].stored))) {
             /* a reshape of a whole stored value: the same bytes, no copy kernel; the value
@@ -883,7 +908,58 @@ jit_fuse(planner *p)
                 return st;
         }
     }
+    for (int32_t c = 0; c < p->ncl; c++)
+        p->cl[c].long_rows = p->cl[c].reduce && long_rows(&p->cl[c]);
     return KILN_OK;
+}
+
+/* ---- the same clusters at new sizes -------------------------------------------------- */
+
+bool
+jit_fuse_resize(planner *p)
+{
+    const kiln_graph *g = p->g;
+    for (int32_t c = 0; c < p->ncl; c++) {
+        cluster *cl = &p->cl[c];
+        cl->shape = g->nodes[cl->shape_node].type.shape;
+        if (cl->reduce) {
+            make_reduce(cl, cl->axes);
+            if (long_rows(cl) != cl->long_rows)
+                return false;
+        }
+    }
+    for (int32_t n = 0; n < g->nnodes; n++) {
+        const ir_node *nd = &g->nodes[n];
+        nodeinfo *ni = &p->ni[n];
+        if (ni->cls == C_BUF) {
+            ni->v.base = n;
+            ni->v.offset = 0;
+            ir_shape_strides(&nd->type.shape, ni->v.strides);
+        } else if (ni->cls == C_VIEW) {
+            int32_t x = nd->in[0];
+            view src = p->ni[x].v;
+            if (ni->sizes & SZ_VIEW_OWN) {
+                src.base = x;
+                src.offset = 0;
+                ir_shape_strides(&g->nodes[x].type.shape, src.strides);
+            }
+            if (make_view(p, n, &src) != !(ni->sizes & SZ_VIEW_COPY))
+                return false;
+            if (ni->sizes & SZ_VIEW_COPY) {
+                ni->v.base = n;
+                ni->v.offset = 0;
+                ir_shape_strides(&nd->type.shape, ni->v.strides);
+            }
+            if (reshape_is_free(p, n) != !!(ni->sizes & SZ_RESHAPE_FREE))
+                return false;
+        }
+    }
+    for (int32_t i = 0; i < g->noutputs; i++) {
+        int32_t n = g->outputs[i].node;
+        if (p->ni[n].cls == C_VIEW && view_is_whole(p, n) != !!(p->ni[n].sizes & SZ_VIEW_WHOLE))
+            return false;
+    }
+    return true;
 }
 
 /* ---- steps ---------------------------------------------------------------------------- */

@@ -322,6 +322,8 @@ IR_HIDDEN void jit_buf_free(jit_buf *b);
 /* Append description d, every field written explicitly (kdesc.c says how): the cache key of
  * a kernel.  A new field of jit_kdesc must be written here. */
 IR_HIDDEN void jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b);
+/* Do d and e serialise to the same bytes (one kernel)?  Compared field by field. */
+IR_HIDDEN bool jit_kdesc_equal(const jit_kdesc *d, const jit_kdesc *e);
 
 /* ---- the disk cache (disk.c) ------------------------------------------------------------------
  * Object code of whole modules in files, keyed by jit_disk_module_key (disk.c explains the
@@ -421,9 +423,9 @@ IR_HIDDEN void jit_lru_fill_group(jit_lru *c, jit_lru_entry *e, void *value, siz
 IR_HIDDEN void jit_lru_abandon(jit_lru *c, jit_lru_entry *e);
 IR_HIDDEN void *jit_lru_value(const jit_lru_entry *e);
 IR_HIDDEN uint64_t jit_lru_hash(const jit_lru_entry *e); /* the hash it was looked up by */
-/* One more holder of a ready entry (a holder's reference lets it take another). */
-IR_HIDDEN void jit_lru_retain(jit_lru *c, jit_lru_entry *e);
 IR_HIDDEN void jit_lru_release(jit_lru *c, jit_lru_entry *e);
+/* One more reference to e, which the caller holds (released with jit_lru_release). */
+IR_HIDDEN void jit_lru_retain(jit_lru *c, jit_lru_entry *e);
 /* Evict every entry no one holds. */
 IR_HIDDEN void jit_lru_trim(jit_lru *c);
 typedef struct jit_lru_stats {
@@ -483,6 +485,8 @@ IR_HIDDEN void jit_ws_trim(void);
 IR_HIDDEN void jit_ws_counters(uint64_t *allocs, uint64_t *bytes);
 IR_HIDDEN jit_kernel_fn jit_kernel_entry(const jit_kernel *k);
 IR_HIDDEN void jit_kernel_release(jit_kernel *k);
+/* One more holder of k (a plan made at new sizes taking its kernel from another plan). */
+IR_HIDDEN jit_kernel *jit_kernel_retain(jit_kernel *k);
 /* Text dumps captured when the kernel was compiled (NULL if not requested then). */
 IR_HIDDEN const char *jit_kernel_dump(const jit_kernel *k, int what /* 0 llvm, 1 opt, 2 asm */);
 typedef struct jit_cache_stats {
@@ -662,6 +666,7 @@ IR_HIDDEN bool jit_skinny_choose(const jit_step *s, kiln_dtype t, int *bform, in
                                  char *why, size_t n);
 
 typedef struct jit_plan {
+    _Atomic int refs; /* owners: its program cache entry, a model kept (resize.c) */
     kiln_graph *g; /* the simplified graph the steps compute (owned) */
     int nsteps;
     jit_step *steps;
@@ -672,10 +677,32 @@ typedef struct jit_plan {
     bool explained;      /* built with JIT_F_EXPLAIN: every step has its explanation */
 } jit_plan;
 
-/* Build and compile the plan of verified graph `g` in `mode` (FUSED or EAGER). */
+/* A plan built from scratch kept, with the planner's state, as the model of plans of the
+ * same graph at other sizes (resize.c; planner.h). */
+typedef struct jit_plan_model jit_plan_model;
+/* Build and compile the plan of verified graph `g` in `mode` (FUSED or EAGER).  With keep,
+ * *keep is its model (NULL when the graph's plans cannot be made from one: see resize.c),
+ * the caller's to keep (jit_resize_keep) or release. */
 IR_HIDDEN kiln_status jit_plan_build(const kiln_graph *g, kiln_mode mode, unsigned flags,
-                                     jit_plan **out);
+                                     jit_plan **out, jit_plan_model **keep);
+/* One more owner of p; jit_plan_free frees it when the last owner does. */
+IR_HIDDEN jit_plan *jit_plan_retain(jit_plan *p);
 IR_HIDDEN void jit_plan_free(jit_plan *p);
+
+/* Plans at new sizes (resize.c).  jit_resize_find: the plan of g (mode, flags) made from a
+ * model kept for a graph equal to g but for sizes, when the decisions that planning takes
+ * from sizes come out the same at g's (*out NULL when none does: plan g from scratch);
+ * ghash: g's generic hash mixed with the mode (program.c's).  jit_resize_keep keeps model
+ * m of a graph of that hash (taking the caller's reference; at most JIT_RESIZE_MODELS of
+ * one graph, the oldest dropped).  jit_resize_trim drops every model; jit_resize_count:
+ * plans made so.  Thread-safe. */
+#define JIT_RESIZE_MODELS 4
+IR_HIDDEN kiln_status jit_resize_find(const kiln_graph *g, uint64_t ghash, kiln_mode mode,
+                                      unsigned flags, jit_plan **out);
+IR_HIDDEN void jit_resize_keep(jit_plan_model *m, uint64_t ghash);
+IR_HIDDEN void jit_plan_model_release(jit_plan_model *m);
+IR_HIDDEN void jit_resize_trim(void);
+IR_HIDDEN uint64_t jit_resize_count(void);
 /* Run: inputs/outputs as in kiln_program_run; temp is temp_bytes of 64-aligned memory. */
 IR_HIDDEN kiln_status jit_plan_run(const jit_plan *p, const void *const *inputs,
                                    void *const *outputs, void *temp, const void *const *bpacked);
@@ -697,6 +724,16 @@ IR_HIDDEN kiln_status jit_plan_explained(const jit_plan *p, const kiln_graph *g0
 
 /* Simplification (simplify.c): dead code, common subexpressions, folding of elementwise
  * ops on `full` operands.  Returns a new verified graph; *log says what it did. */
-IR_HIDDEN kiln_status jit_simplify(const kiln_graph *g, kiln_graph **out, char **log);
+/* With `rec`, what a plan made again at new sizes needs to do the same without simplifying
+ * (resize.c): map[i] the new id of node i of g (n0 of them), orig[j] the node of g that new
+ * node j copies, or folds into a `full` (n1 of them); map NULL when the simplification must
+ * not be replayed (a matmul of a concat, split at some sizes).  log NULL: no log. */
+typedef struct jit_simplify_rec {
+    int32_t n0, n1;
+    int32_t *map, *orig;
+} jit_simplify_rec;
+IR_HIDDEN kiln_status jit_simplify(const kiln_graph *g, kiln_graph **out, char **log,
+                                   jit_simplify_rec *rec);
+IR_HIDDEN void jit_simplify_rec_free(jit_simplify_rec *r);
 
 #endif /* KILN_JIT_H */

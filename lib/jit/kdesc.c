@@ -167,3 +167,47 @@ jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b)
     for (int p = 0; p <= a->nphases; p++)
         jit_buf_u8(b, a->unroll[p]);
 }
+
+/* What jit_kdesc_serialise writes, compared field by field (no buffers): equal
+ * descriptions are one kernel.  A field added to the serialised form is added here. */
+bool
+jit_kdesc_equal(const jit_kdesc *x, const jit_kdesc *y)
+{
+    if (x->kind != y->kind || x->rank != y->rank || x->nred != y->nred ||
+        x->lanes_kept != y->lanes_kept || x->ninst != y->ninst || x->nloads != y->nloads ||
+        x->nstores != y->nstores || x->nparams != y->nparams || x->tier != y->tier ||
+        x->bform != y->bform || x->tile_m != y->tile_m)
+        return false;
+    for (int32_t i = 0; i < x->ninst; i++) {
+        const jit_kinst *a = &x->inst[i], *b = &y->inst[i];
+        if (a->kind != b->kind || a->op != b->op || a->dtype != b->dtype || a->cls != b->cls ||
+            a->slot != b->slot || a->a[0] != b->a[0] || a->a[1] != b->a[1] || a->a[2] != b->a[2] ||
+            memcmp(a->value.bytes, b->value.bytes, sizeof a->value.bytes) != 0)
+            return false;
+    }
+    if (x->nstores && memcmp(x->stores, y->stores, sizeof(int32_t) * (size_t)x->nstores) != 0)
+        return false;
+    if ((x->store_cls != NULL) != (y->store_cls != NULL) ||
+        (x->store_cls && x->nstores && memcmp(x->store_cls, y->store_cls, (size_t)x->nstores) != 0))
+        return false;
+    /* the schedules (made from the rest, so equal too; compared all the same) */
+    if (memcmp(&x->sched, &y->sched, sizeof x->sched) != 0) /* int32_t fields: no padding */
+        return false;
+    const rplan *a = x->rsched, *b = y->rsched;
+    if ((a != NULL) != (b != NULL))
+        return false;
+    if (!a)
+        return true;
+    if (a->nphases != b->nphases || a->defer != b->defer || a->ahead != b->ahead ||
+        a->srow != b->srow || a->partial != b->partial || a->prefetch != b->prefetch ||
+        a->prefetch_stores != b->prefetch_stores || a->col_blocks != b->col_blocks ||
+        a->streams != b->streams)
+        return false;
+    for (int32_t i = 0; i < x->ninst; i++)
+        if (a->uni[i] != b->uni[i] || a->ph[i] != b->ph[i] || a->spill[i] != b->spill[i])
+            return false;
+    for (int p = 0; p < a->nphases; p++)
+        if ((a->unroll && a->unroll[p]) != (b->unroll && b->unroll[p]))
+            return false;
+    return true;
+}

@@ -8,8 +8,13 @@
  *                          LLVM, once all of them exist
  *   run (run.c)            the steps on the thread pool
  *
+ * A plan built from scratch is kept, with the planner's state after schedule, as the
+ * model of the same graph's plans at other sizes (resize.c: jit_plan_resized replays
+ * simplify, fuse and schedule from it, then describes and compiles as here).
+ *
  * `kiln dump --plan` (jit_plan_dump) prints the steps and why each boundary is there.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,10 +48,17 @@ step_free(jit_step *s)
     }
 }
 
+jit_plan *
+jit_plan_retain(jit_plan *p)
+{
+    atomic_fetch_add(&p->refs, 1);
+    return p;
+}
+
 void
 jit_plan_free(jit_plan *p)
 {
-    if (!p)
+    if (!p || atomic_fetch_sub(&p->refs, 1) != 1)
         return;
     for (int i = 0; i < p->nsteps; i++)
         step_free(&p->steps[i]);
@@ -56,12 +68,19 @@ jit_plan_free(jit_plan *p)
     ir_free(p);
 }
 
+/* The kernel steps that have no kernel yet. */
+static bool
+needs_kernel(const jit_step *s)
+{
+    return s->kind == JIT_STEP_KERNEL && !s->kernel;
+}
+
 static kiln_status
 compile_kernels(jit_plan *plan, unsigned flags)
 {
     int n = 0;
     for (int32_t i = 0; i < plan->nsteps; i++)
-        n += plan->steps[i].kind == JIT_STEP_KERNEL;
+        n += needs_kernel(&plan->steps[i]);
     if (!n)
         return KILN_OK;
     const jit_kdesc **d = ir_calloc((size_t)n, sizeof *d);
@@ -73,12 +92,12 @@ compile_kernels(jit_plan *plan, unsigned flags)
         goto done;
     }
     for (int32_t i = 0, j = 0; i < plan->nsteps; i++)
-        if (plan->steps[i].kind == JIT_STEP_KERNEL)
+        if (needs_kernel(&plan->steps[i]))
             d[j++] = &plan->steps[i].desc;
     if ((st = jit_kernels_get(n, d, flags, k, hit)))
         goto done;
     for (int32_t i = 0, j = 0; i < plan->nsteps; i++)
-        if (plan->steps[i].kind == JIT_STEP_KERNEL) {
+        if (needs_kernel(&plan->steps[i])) {
             plan->steps[i].kernel = k[j];
             plan->nkernels++;
             plan->nhits += hit[j++];
@@ -160,57 +179,39 @@ choose_tier(jit_plan *plan, unsigned flags)
     return KILN_OK;
 }
 
-kiln_status
-jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **out)
+/* The steps of a plan from the planner's state after fuse and schedule: every step
+ * described in the schedule's order, copies for outputs that live elsewhere, room to pack
+ * contraction operands, the tier, the kernels.  `like` (resize.c): a plan of the same graph
+ * at other sizes; a kernel step whose description equals its step's there takes that
+ * kernel, the others come from the kernel cache. */
+static kiln_status
+plan_steps(planner *p, const jit_sched *sc, jit_plan *plan, unsigned flags, const jit_plan *like)
 {
     kiln_status st;
-    planner pl = {0};
-    planner *p = &pl;
-    jit_sched sc = {0};
-    jit_plan *plan = ir_calloc(1, sizeof *plan);
-    *out = NULL;
-    if (!plan)
-        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
-    if ((st = jit_simplify(g0, &plan->g, &plan->simplify_log)))
-        goto fail;
-    const kiln_graph *g = plan->g;
-    p->g = g;
-    p->mode = mode;
-    p->flags = flags;
-    p->ni = ir_calloc((size_t)g->nnodes, sizeof *p->ni);
-    if (!p->ni) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
-        goto fail;
-    }
-    if ((st = jit_fuse(p)) || (st = jit_schedule(p, &sc)))
-        goto fail;
-    plan->temp_bytes = sc.temp_bytes;
-
-    /* describe: the steps themselves, then copies for outputs that live elsewhere */
+    const kiln_graph *g = p->g;
+    plan->temp_bytes = sc->temp_bytes;
     int32_t ncopies = 0;
     for (int32_t i = 0; i < g->noutputs; i++) {
         const nodeinfo *ni = &p->ni[g->outputs[i].node];
         if (!(ni->loc.kind == JIT_LOC_OUTPUT && ni->loc.index == i))
             ncopies++;
     }
-    plan->steps = ir_calloc((size_t)(sc.nsteps + ncopies) + 1, sizeof(jit_step));
-    if (!plan->steps) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
-        goto fail;
-    }
-    for (int32_t i = 0; i < sc.nsteps; i++) {
-        int32_t s = sc.order[i];
+    plan->steps = ir_calloc((size_t)(sc->nsteps + ncopies) + 1, sizeof(jit_step));
+    if (!plan->steps)
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
+    for (int32_t i = 0; i < sc->nsteps; i++) {
+        int32_t s = sc->order[i];
         jit_step *js = &plan->steps[plan->nsteps++];
         char *text = NULL;
         size_t len = 0;
         /* explanations cost a quarter of a plan built for new sizes (a decoder step): only
          * when asked for (dumps); jit_plan_dump asks later */
         FILE *f = flags & JIT_F_EXPLAIN ? open_memstream(&text, &len) : NULL;
-        if (sc.refnode[s] >= 0) {
-            st = jit_describe_ref(p, sc.refnode[s], js);
+        if (sc->refnode[s] >= 0) {
+            st = jit_describe_ref(p, sc->refnode[s], js);
             if (f)
-                fprintf(f, "reference: %%%d %s (the JIT does not compile %s yet)", (int)sc.refnode[s],
-                        ir_ops[g->nodes[sc.refnode[s]].op].name, ir_ops[g->nodes[sc.refnode[s]].op].name);
+                fprintf(f, "reference: %%%d %s (the JIT does not compile %s yet)", (int)sc->refnode[s],
+                        ir_ops[g->nodes[sc->refnode[s]].op].name, ir_ops[g->nodes[sc->refnode[s]].op].name);
         } else {
             st = jit_describe_kernel(p, s, js);
             if (f)
@@ -220,7 +221,7 @@ jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **
             fclose(f);
         js->explain = text;
         if (st)
-            goto fail;
+            return st;
     }
     for (int32_t i = 0; i < g->noutputs; i++) {
         int32_t n = g->outputs[i].node;
@@ -241,7 +242,7 @@ jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **
     }
     plan->explained = flags & JIT_F_EXPLAIN;
     if (flags & JIT_F_NO_KERNELS)
-        goto done;
+        return KILN_OK;
 
     /* contractions: a constant B is packed now, once; the rest at run time, in room after
      * the temporaries (steps run one at a time, so they share it) */
@@ -251,7 +252,7 @@ jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **
         if (js->kind != JIT_STEP_KERNEL || js->desc.kind != JIT_KERNEL_CONTRACTION)
             continue;
         if (js->mm_loc[1].kind == JIT_LOC_CONST && js->total > 0 && (st = jit_contract_prepack(js)))
-            goto fail;
+            return st;
         js->mm_pack_off = pack_at;
         size_t n = jit_contract_temp_bytes(js);
         if (n > pack_max)
@@ -261,21 +262,130 @@ jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **
         plan->temp_bytes = pack_at + pack_max;
 
     /* compile: every description exists; the kernels the cache lacks become one LLVM
-     * module */
-    if ((st = choose_tier(plan, flags)) || (st = compile_kernels(plan, flags)))
+     * module (a plan made at new sizes first takes its model's kernels) */
+    if ((st = choose_tier(plan, flags)))
+        return st;
+    if (like && like->nsteps == plan->nsteps) {
+        for (int32_t i = 0; i < plan->nsteps; i++) {
+            jit_step *js = &plan->steps[i];
+            const jit_step *ls = &like->steps[i];
+            if (js->kind == JIT_STEP_KERNEL && ls->kind == JIT_STEP_KERNEL && ls->kernel &&
+                jit_kdesc_equal(&js->desc, &ls->desc)) {
+                js->kernel = jit_kernel_retain(ls->kernel);
+                plan->nkernels++;
+                plan->nhits++;
+            }
+        }
+    }
+    return compile_kernels(plan, flags);
+}
+
+/* What resize.c keeps of a plan built from scratch to make the plans of the same graph at
+ * other sizes: the planner's state after fuse and schedule (moved out of p and sc). */
+static kiln_status
+keep_model(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan *plan, planner *p,
+           jit_sched *sc, jit_simplify_rec *sr, jit_plan_model **keep)
+{
+    jit_plan_model *m = ir_calloc(1, sizeof *m);
+    if (!m)
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
+    atomic_store(&m->refs, 1);
+    m->g0 = ir_graph_share(g0);
+    m->mode = mode;
+    m->flags = flags & JIT_F_PLAN;
+    m->sr = *sr;
+    memset(sr, 0, sizeof *sr);
+    m->ni = p->ni;
+    p->ni = NULL;
+    m->cl = p->cl;
+    m->ncl = p->ncl;
+    p->cl = NULL;
+    p->ncl = 0;
+    m->sc = *sc;
+    memset(sc, 0, sizeof *sc);
+    m->plan = jit_plan_retain(plan);
+    *keep = m;
+    return KILN_OK;
+}
+
+kiln_status
+jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **out,
+               jit_plan_model **keep)
+{
+    kiln_status st;
+    planner pl = {0};
+    planner *p = &pl;
+    jit_sched sc = {0};
+    jit_simplify_rec sr = {0};
+    jit_plan *plan = ir_calloc(1, sizeof *plan);
+    *out = NULL;
+    if (keep)
+        *keep = NULL;
+    if (!plan)
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
+    atomic_store(&plan->refs, 1);
+    if ((st = jit_simplify(g0, &plan->g, flags & JIT_F_EXPLAIN ? &plan->simplify_log : NULL,
+                           keep ? &sr : NULL)))
         goto fail;
-done:
-    st = KILN_OK;
+    const kiln_graph *g = plan->g;
+    p->g = g;
+    p->mode = mode;
+    p->flags = flags;
+    p->ni = ir_calloc((size_t)g->nnodes, sizeof *p->ni);
+    if (!p->ni) {
+        st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
+        goto fail;
+    }
+    if ((st = jit_fuse(p)) || (st = jit_schedule(p, &sc)) || (st = plan_steps(p, &sc, plan, flags, NULL)))
+        goto fail;
+    if (keep && sr.map && !(flags & (JIT_F_EXPLAIN | JIT_F_NO_KERNELS)) &&
+        (st = keep_model(g0, mode, flags, plan, p, &sc, &sr, keep)))
+        goto fail;
     *out = plan;
     plan = NULL;
 fail:
     jit_plan_free(plan);
     jit_sched_free(&sc);
+    jit_simplify_rec_free(&sr);
     for (int32_t c = 0; c < p->ncl; c++)
         ir_free(p->cl[c].members);
     ir_free(p->cl);
     ir_free(p->ni);
     return st;
+}
+
+kiln_status
+jit_plan_resized(const jit_plan_model *m, const kiln_graph *gs, nodeinfo *ni, cluster *cl,
+                 unsigned flags, jit_plan **out)
+{
+    planner pl = {0};
+    planner *p = &pl;
+    p->g = gs;
+    p->mode = m->mode;
+    p->flags = flags;
+    p->ni = ni;
+    p->cl = cl;
+    p->ncl = m->ncl;
+    jit_sched sc = m->sc;
+    kiln_status st;
+    *out = NULL;
+    if (!jit_fuse_resize(p))
+        return KILN_OK;
+    if ((st = jit_schedule_place(p, &sc)))
+        return st;
+    jit_plan *plan = ir_calloc(1, sizeof *plan);
+    if (!plan)
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
+    atomic_store(&plan->refs, 1);
+    plan->g = (kiln_graph *)gs;
+    st = plan_steps(p, &sc, plan, flags, m->plan);
+    if (st) {
+        plan->g = NULL; /* the caller's */
+        jit_plan_free(plan);
+        return st;
+    }
+    *out = plan;
+    return KILN_OK;
 }
 
 static const char *
@@ -314,7 +424,7 @@ jit_plan_explained(const jit_plan *p, const kiln_graph *g0, kiln_mode mode, unsi
     *ex = NULL;
     if (p->explained)
         return KILN_OK;
-    kiln_status st = jit_plan_build(g0, mode, (flags & JIT_F_PLAN) | JIT_F_EXPLAIN | JIT_F_NO_KERNELS, ex);
+    kiln_status st = jit_plan_build(g0, mode, (flags & JIT_F_PLAN) | JIT_F_EXPLAIN | JIT_F_NO_KERNELS, ex, NULL);
     if (!st && (*ex)->nsteps != p->nsteps) { /* cannot happen: planning is deterministic */
         int n = (*ex)->nsteps;
         jit_plan_free(*ex);
@@ -339,8 +449,9 @@ jit_plan_dump(const jit_plan *p, const kiln_graph *g0, kiln_mode mode, unsigned 
         fprintf(f, "compact code: elementwise kernels with out-of-line vector math, one masked "
                    "body, LLVM's fast code generator (more than %d distinct instructions, or "
                    "KILN_CODE_COMPACT)\n", COMPACT_MIN_INST);
-    if (p->simplify_log)
-        fputs(p->simplify_log, f);
+    const char *log = ex ? ex->simplify_log : p->simplify_log;
+    if (log)
+        fputs(log, f);
     for (int i = 0; i < p->nsteps; i++) {
         const jit_step *s = &p->steps[i];
         const char *why = ex ? ex->steps[i].explain : s->explain;

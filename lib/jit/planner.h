@@ -7,6 +7,8 @@
  *               and run-time strides, and why its boundary is where it is
  *   plan.c      the driver: simplify, the passes above, then every kernel compiled (or
  *               found in the cache) once all descriptions exist
+ *   resize.c    plans at new sizes: a graph equal to one planned but for sizes, planned
+ *               from that plan's model (its fuse and schedule replayed, sizes checked)
  *   run.c       running a plan's steps on the thread pool
  *   contract.c  running contraction (matmul) steps: packing, blocking; skinny ones (B read
  *               in place)
@@ -16,6 +18,7 @@
 #ifndef KILN_JIT_PLANNER_H
 #define KILN_JIT_PLANNER_H
 
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "jit.h"
@@ -65,10 +68,18 @@ typedef struct nodeinfo {
     int32_t folded;   /* a matmul operand computed while packing (a cast to a float dtype or
                        * a product with a scalar full) of node folded - 1 (0: none) */
     int32_t last_reader; /* the highest node reading it; INT32_MAX for an output */
+    uint8_t sizes;    /* SZ_*: what fuse decided from this node's sizes (jit_fuse_resize) */
     char why[160];    /* why it is stored / a boundary */
 } nodeinfo;
 
 enum { R_SPACE, R_ROW };
+
+/* The outcomes of fuse's decisions that depend on sizes other than through which dims are
+ * 1 or equal (nodeinfo.sizes), so that a plan made again at new sizes (resize.c) can check
+ * them: a VIEW node read its operand's own buffer (not its view), no strides express it (a
+ * copy kernel), it is a reshape of a contiguous value (free in eager mode), it reads the
+ * whole of its base in order (an output may alias the base). */
+enum { SZ_VIEW_OWN = 1, SZ_VIEW_COPY = 2, SZ_RESHAPE_FREE = 4, SZ_VIEW_WHOLE = 8 };
 
 typedef struct cluster {
     int32_t *members; /* ELEM nodes in order (a copy cluster has none) */
@@ -76,12 +87,14 @@ typedef struct cluster {
     int32_t root_copy; /* for a copy cluster: the VIEW/FULL node it materialises; else -1 */
     int32_t copy_from; /* a reshape's copy: the view walked in its own shape; else -1 */
     ir_shape shape;    /* the iteration space (a reduction: the shape it reduces) */
+    int32_t shape_node; /* the node whose shape `shape` is */
     bool reduce;       /* a reduction kernel */
     bool indexing;     /* has a pad, concat, gather or arange (elementwise kernels only) */
     bool contract;     /* a contraction kernel: members[0] is the matmul */
     bool epilogue;     /* contract: elementwise ops of the result may join (no 1-D operand) */
     uint32_t axes;     /* reduce: the reduced axes of `shape` */
     ir_shape keep1, keep0; /* reduce: the reduced shape with (keepdim) and without */
+    bool long_rows;    /* reduce: rows too long for the caches (fuse.c's long_rows) */
 } cluster;
 
 typedef struct planner {
@@ -105,6 +118,11 @@ IR_HIDDEN bool jit_ivec_push(ivec *a, int32_t x);
 
 /* fuse.c */
 IR_HIDDEN kiln_status jit_fuse(planner *p);
+/* The clusters and classes of p (fuse's, made at other sizes of a graph equal but for
+ * sizes, whose dims equal 0, 1 and each other where p->g's do) at p->g's sizes: cluster
+ * shapes and views computed again; false when a decision fuse took from sizes (SZ_*, long
+ * rows) would differ here, and the plan must be made from scratch. */
+IR_HIDDEN bool jit_fuse_resize(planner *p);
 IR_HIDDEN bool jit_op_is_indexing(ir_op op);
 IR_HIDDEN bool jit_node_is_reduce(const ir_node *nd);
 /* Whether a view's strides are shape s's row-major ones (dims of size 1 aside): its
@@ -124,6 +142,10 @@ typedef struct jit_sched {
 } jit_sched;
 IR_HIDDEN kiln_status jit_schedule(planner *p, jit_sched *s);
 IR_HIDDEN void jit_sched_free(jit_sched *s);
+/* The second half of jit_schedule: a place for every buffer (inputs, constants, outputs in
+ * the caller's buffers, temporaries packed by lifetime: sc->temp_bytes), given each stored
+ * value's step and last_use.  Alone: a plan made again at new sizes (resize.c). */
+IR_HIDDEN kiln_status jit_schedule_place(planner *p, jit_sched *sc);
 
 /* describe.c */
 IR_HIDDEN kiln_status jit_describe_kernel(planner *p, int32_t c, jit_step *s);
@@ -142,5 +164,26 @@ IR_HIDDEN kiln_status jit_contract_prepack(jit_step *s);
 IR_HIDDEN kiln_status jit_contract_run(const jit_step *s, void *const *ptrs, const jit_run_args *a);
 /* contract.c: running a SKINNY step. */
 IR_HIDDEN kiln_status jit_skinny_run(const jit_step *s, void *const *ptrs, const jit_run_args *a);
+
+/* plan.c, resize.c: a plan built from scratch and the planner's state after fuse and
+ * schedule, kept as the model of plans of the same graph at other sizes. */
+struct jit_plan_model {
+    _Atomic int refs;
+    kiln_graph *g0;       /* the graph planned (a share) */
+    kiln_mode mode;
+    unsigned flags;       /* JIT_F_PLAN bits */
+    jit_simplify_rec sr;  /* simplify's map, to do it again without deciding */
+    nodeinfo *ni;         /* per node of plan->g */
+    cluster *cl;
+    int32_t ncl;
+    jit_sched sc;         /* the order of the steps */
+    jit_plan *plan;       /* a reference */
+};
+/* plan.c: the plan of gs (the model's simplified graph at new sizes, which the plan takes
+ * on success) from planner state ni and cl (copies of the model's, overwritten), compiled
+ * with flags (the model's JIT_F_PLAN bits and the caller's others); *out NULL
+ * when a decision fuse took from sizes differs at these (jit_fuse_resize). */
+IR_HIDDEN kiln_status jit_plan_resized(const jit_plan_model *m, const kiln_graph *gs,
+                                       nodeinfo *ni, cluster *cl, unsigned flags, jit_plan **out);
 
 #endif /* KILN_JIT_PLANNER_H */

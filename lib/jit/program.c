@@ -7,8 +7,9 @@
  * (kiln_options.stores and .code): capturing the same graph again takes a reference to
  * the cached form (no planning, no LLVM work),
  * and a thread capturing a graph another thread is compiling waits for it;
- * a graph differing only in sizes is planned again but finds its kernels in the kernel
- * cache (cache.c), or a new process in the disk cache (disk.c).  The cache keeps at most
+ * a graph differing only in sizes is planned from the plan of another of its sizes
+ * (resize.c), or from scratch, and finds its kernels in that plan, the kernel cache
+ * (cache.c) or, a new process, the disk cache (disk.c).  The cache keeps at most
  * PLAN_GROUP_LIMIT plans of one generic graph. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -205,8 +206,16 @@ compile(const char *api, const kiln_graph *g, kiln_mode mode, unsigned flags, co
     /* a program compiled for dumps explains its steps now; the others when dumped */
     if (c)
         c->flags = flags | (flags & JIT_F_DUMPS ? JIT_F_EXPLAIN : 0);
-    kiln_status st = c ? jit_plan_build(g, mode, c->flags, &c->plan)
-                       : ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
+    kiln_status st = c ? KILN_OK : ir_error(KILN_ERR_NOMEM, "%s: out of memory", api);
+    /* a graph equal to one planned before but for sizes: its plan made from that one's
+     * (resize.c); else from scratch, kept as the model of its other sizes */
+    jit_plan_model *model = NULL;
+    if (!st && e)
+        st = jit_resize_find(g, jit_lru_hash(e), mode, c->flags, &c->plan);
+    if (!st && !c->plan)
+        st = jit_plan_build(g, mode, c->flags, &c->plan, e ? &model : NULL);
+    if (model)
+        jit_resize_keep(model, jit_lru_hash(e));
     if (st) {
         ir_free(c);
         if (e)
@@ -227,6 +236,7 @@ void
 jit_plan_cache_trim(void)
 {
     jit_lru_trim(&plans);
+    jit_resize_trim();
     jit_ws_trim();
 }
 
@@ -649,6 +659,7 @@ kiln_jit_stats(kiln_stats *stats)
     jit_ws_counters(&s->workspace_allocs, &s->workspace_bytes);
     s->held_packs = atomic_load(&held_packs);
     s->kernel_tierups = ks.tierups;
+    s->plans_resized = jit_resize_count();
     return ir_abi_out("kiln_jit_stats", "kiln_stats", stats, &all, sizeof all,
                       offsetof(kiln_stats, kernel_compiles) + sizeof all.kernel_compiles);
 }

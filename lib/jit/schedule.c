@@ -79,7 +79,6 @@ jit_schedule(planner *p, jit_sched *sc)
     int32_t *step_of_cluster = NULL, *step_of_ref = NULL, *order = NULL, *indeg = NULL;
     int32_t *key = NULL, *refnode = NULL;
     ivec *deps = NULL, reads = {0};
-    tbuf *tb = NULL;
     int32_t nsteps = 0;
     memset(sc, 0, sizeof *sc);
     /* steps: clusters, then reference nodes */
@@ -155,13 +154,7 @@ jit_schedule(planner *p, jit_sched *sc)
     for (int32_t n = 0; n < g->nnodes; n++) {
         nodeinfo *ni = &p->ni[n];
         const ir_node *nd = &g->nodes[n];
-        if (nd->op == IR_OP_INPUT) {
-            ni->loc = (jit_loc){JIT_LOC_INPUT, nd->at.index, 0, NULL};
-            ni->has_loc = true;
-        } else if (nd->op == IR_OP_CONSTANT) {
-            ni->loc = (jit_loc){JIT_LOC_CONST, 0, 0, nd->at.data};
-            ni->has_loc = true;
-        } else if (step_of_ref[n] >= 0 || ni->stored) {
+        if (nd->op != IR_OP_INPUT && nd->op != IR_OP_CONSTANT && (step_of_ref[n] >= 0 || ni->stored)) {
             ni->step = pos[step_of_ref[n] >= 0 ? step_of_ref[n] : ni->cluster];
             ni->last_use = ni->step;
         }
@@ -176,41 +169,8 @@ jit_schedule(planner *p, jit_sched *sc)
             if (p->ni[reads.v[k]].last_use < i)
                 p->ni[reads.v[k]].last_use = i;
     }
-    int32_t ntb = 0;
-    tb = ir_calloc((size_t)g->nnodes + 1, sizeof *tb);
-    if (!tb) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
+    if ((st = jit_schedule_place(p, sc)))
         goto fail;
-    }
-    for (int32_t i = 0; i < g->noutputs; i++) {
-        int32_t n = g->outputs[i].node;
-        if (p->ni[n].alias)
-            n = p->ni[n].alias - 1;
-        if (!p->ni[n].has_loc && p->ni[n].step >= 0) {
-            p->ni[n].loc = (jit_loc){JIT_LOC_OUTPUT, i, 0, NULL};
-            p->ni[n].has_loc = true;
-        }
-    }
-    for (int32_t n = 0; n < g->nnodes; n++)
-        if (!p->ni[n].has_loc && p->ni[n].step >= 0)
-            tb[ntb++] = (tbuf){n, p->ni[n].step, p->ni[n].last_use,
-                               (ir_type_bytes(&g->nodes[n].type) + 63) & ~(size_t)63, 0};
-    if (!pack(tb, ntb, &sc->temp_bytes)) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
-        goto fail;
-    }
-    for (int32_t i = 0; i < ntb; i++) {
-        p->ni[tb[i].node].loc = (jit_loc){JIT_LOC_TEMP, 0, tb[i].offset, NULL};
-        p->ni[tb[i].node].has_loc = true;
-    }
-
-    for (int32_t i = 0; i < g->noutputs; i++) {
-        nodeinfo *ni = &p->ni[g->outputs[i].node];
-        if (ni->alias) {
-            ni->loc = p->ni[ni->alias - 1].loc;
-            ni->has_loc = true;
-        }
-    }
     sc->nsteps = nsteps;
     sc->order = order;
     sc->refnode = refnode;
@@ -227,6 +187,55 @@ fail:
             ir_free(deps[s].v);
     ir_free(deps);
     ir_free(reads.v);
-    ir_free(tb);
     return st;
+}
+
+kiln_status
+jit_schedule_place(planner *p, jit_sched *sc)
+{
+    const kiln_graph *g = p->g;
+    for (int32_t n = 0; n < g->nnodes; n++) {
+        nodeinfo *ni = &p->ni[n];
+        const ir_node *nd = &g->nodes[n];
+        ni->has_loc = nd->op == IR_OP_INPUT || nd->op == IR_OP_CONSTANT;
+        if (nd->op == IR_OP_INPUT)
+            ni->loc = (jit_loc){JIT_LOC_INPUT, nd->at.index, 0, NULL};
+        else if (nd->op == IR_OP_CONSTANT)
+            ni->loc = (jit_loc){JIT_LOC_CONST, 0, 0, nd->at.data};
+    }
+    int32_t ntb = 0;
+    tbuf *tb = ir_calloc((size_t)g->nnodes + 1, sizeof *tb);
+    if (!tb)
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
+    for (int32_t i = 0; i < g->noutputs; i++) {
+        int32_t n = g->outputs[i].node;
+        if (p->ni[n].alias)
+            n = p->ni[n].alias - 1;
+        if (!p->ni[n].has_loc && p->ni[n].step >= 0) {
+            p->ni[n].loc = (jit_loc){JIT_LOC_OUTPUT, i, 0, NULL};
+            p->ni[n].has_loc = true;
+        }
+    }
+    for (int32_t n = 0; n < g->nnodes; n++)
+        if (!p->ni[n].has_loc && p->ni[n].step >= 0)
+            tb[ntb++] = (tbuf){n, p->ni[n].step, p->ni[n].last_use,
+                               (ir_type_bytes(&g->nodes[n].type) + 63) & ~(size_t)63, 0};
+    if (!pack(tb, ntb, &sc->temp_bytes)) {
+        ir_free(tb);
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
+    }
+    for (int32_t i = 0; i < ntb; i++) {
+        p->ni[tb[i].node].loc = (jit_loc){JIT_LOC_TEMP, 0, tb[i].offset, NULL};
+        p->ni[tb[i].node].has_loc = true;
+    }
+
+    for (int32_t i = 0; i < g->noutputs; i++) {
+        nodeinfo *ni = &p->ni[g->outputs[i].node];
+        if (ni->alias) {
+            ni->loc = p->ni[ni->alias - 1].loc;
+            ni->has_loc = true;
+        }
+    }
+    ir_free(tb);
+    return KILN_OK;
 }

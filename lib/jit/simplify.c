@@ -153,13 +153,45 @@ fail:
     return -1;
 }
 
+/* Could a matmul of g split over a concat (split_concat_matmul) at some sizes?  Its B is a
+ * concat, or a permute of one: the split depends on A's rows, so such a graph's
+ * simplification is not replayed at new sizes. */
+static bool
+may_split(const kiln_graph *g)
+{
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        const ir_node *nd = &g->nodes[i];
+        if (nd->op != IR_OP_MATMUL)
+            continue;
+        const ir_node *b = &g->nodes[nd->in[1]];
+        if (b->op == IR_OP_PERMUTE)
+            b = &g->nodes[b->in[0]];
+        if (b->op == IR_OP_CONCAT)
+            return true;
+    }
+    return false;
+}
+
+void
+jit_simplify_rec_free(jit_simplify_rec *r)
+{
+    ir_free(r->map);
+    ir_free(r->orig);
+    memset(r, 0, sizeof *r);
+}
+
+#define LOG(...) (lf ? fprintf(lf, __VA_ARGS__) : 0)
+
 kiln_status
-jit_simplify(const kiln_graph *g, kiln_graph **out, char **log)
+jit_simplify(const kiln_graph *g, kiln_graph **out, char **log, jit_simplify_rec *rec)
 {
     kiln_status st = KILN_OK;
     int32_t n = g->nnodes;
     *out = NULL;
-    *log = NULL;
+    if (log)
+        *log = NULL;
+    if (rec)
+        memset(rec, 0, sizeof *rec);
     bool *live = ir_calloc((size_t)n + 1, sizeof *live);
     int32_t *map = ir_malloc(sizeof(int32_t) * ((size_t)n + 1));
     size_t cap = 64;
@@ -170,15 +202,21 @@ jit_simplify(const kiln_graph *g, kiln_graph **out, char **log)
     int32_t *inbig = NULL;
     char *logbuf = NULL;
     size_t loglen = 0;
-    FILE *lf = open_memstream(&logbuf, &loglen);
+    /* the log only for plans explained (dumps): formatting it cost a fifth of simplifying
+     * a decoder step */
+    FILE *lf = log ? open_memstream(&logbuf, &loglen) : NULL;
     kiln_graph *ng = ir_graph_new(g->name);
     int dead = 0, merged = 0, folded = 0, split = 0;
-    if (!live || !map || !tab || !lf || !ng || !ir_graph_reserve(ng, g->nnodes)) {
+    int32_t *orig = rec ? ir_malloc(sizeof(int32_t) * ((size_t)n + 1)) : NULL;
+    if (!live || !map || !tab || (log && !lf) || !ng || !ir_graph_reserve(ng, g->nnodes) ||
+        (rec && !orig)) {
         st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory simplifying");
         goto done;
     }
     for (size_t i = 0; i < cap; i++)
         tab[i] = -1;
+    for (int32_t i = 0; i < n; i++)
+        map[i] = -1; /* dead */
     for (int32_t i = 0; i < g->noutputs; i++)
         live[g->outputs[i].node] = true;
     for (int32_t i = n - 1; i >= 0; i--)
@@ -193,6 +231,8 @@ jit_simplify(const kiln_graph *g, kiln_graph **out, char **log)
             st = kiln_errcode();
             goto done;
         }
+        if (orig)
+            orig[map[g->inputs[i]]] = g->inputs[i];
     }
     for (int32_t i = 0; i < n; i++) {
         const ir_node *nd = &g->nodes[i];
@@ -200,7 +240,7 @@ jit_simplify(const kiln_graph *g, kiln_graph **out, char **log)
             continue;
         if (!live[i]) {
             dead++;
-            fprintf(lf, "  removed %%%d %s: no output needs it\n", (int)i, ir_ops[nd->op].name);
+            LOG("  removed %%%d %s: no output needs it\n", (int)i, ir_ops[nd->op].name);
             continue;
         }
         int32_t *ins = in;
@@ -235,7 +275,7 @@ jit_simplify(const kiln_graph *g, kiln_graph **out, char **log)
         }
         if (found >= 0) {
             merged++;
-            fprintf(lf, "  merged %%%d %s into %%%d: same op, operands and attributes\n", (int)i,
+            LOG("  merged %%%d %s into %%%d: same op, operands and attributes\n", (int)i,
                     ir_ops[nd->op].name, (int)found);
             map[i] = found;
             continue;
@@ -245,7 +285,7 @@ jit_simplify(const kiln_graph *g, kiln_graph **out, char **log)
         if (id >= 0) {
             map[i] = id;
             split++;
-            fprintf(lf, "  split %%%d matmul over the parts of the concat it reads as B (one "
+            LOG("  split %%%d matmul over the parts of the concat it reads as B (one "
                         "matmul each, B read in place)\n", (int)i);
             continue;
         }
@@ -257,7 +297,7 @@ jit_simplify(const kiln_graph *g, kiln_graph **out, char **log)
                 goto done;
             id = ir_graph_add_node(ng, "kiln_jit", IR_OP_FULL, 0, NULL, &at, &nd->type, nd->name);
             folded++;
-            fprintf(lf, "  folded %%%d %s of full operands into a full\n", (int)i,
+            LOG("  folded %%%d %s of full operands into a full\n", (int)i,
                     ir_ops[nd->op].name);
         } else {
             id = ir_graph_copy_node(ng, g, i, ins);
@@ -267,33 +307,44 @@ jit_simplify(const kiln_graph *g, kiln_graph **out, char **log)
             goto done;
         }
         map[i] = id;
+        if (orig && id < n) /* (after a split, ids may pass n: nothing is kept then) */
+            orig[id] = i;
         if (!all_full)
             tab[slot] = id;
     }
     for (int32_t i = 0; i < g->noutputs; i++)
         if ((st = ir_graph_add_output(ng, g->outputs[i].name, map[g->outputs[i].node])))
             goto done;
-    fprintf(lf, "simplify: %d dead, %d merged, %d folded", dead, merged, folded);
+    LOG("simplify: %d dead, %d merged, %d folded", dead, merged, folded);
     if (split)
-        fprintf(lf, ", %d matmuls split", split);
-    fprintf(lf, "; %d -> %d nodes\n", (int)g->nnodes, (int)ng->nnodes);
+        LOG(", %d matmuls split", split);
+    LOG("; %d -> %d nodes\n", (int)g->nnodes, (int)ng->nnodes);
     if (split) {
         /* again, for the concats the splits left without a reader */
         kiln_graph *ng2;
-        char *log2;
-        if ((st = jit_simplify(ng, &ng2, &log2)))
+        char *log2 = NULL;
+        if ((st = jit_simplify(ng, &ng2, log ? &log2 : NULL, NULL)))
             goto done;
-        fprintf(lf, "again, over the split graph (its node numbers):\n");
-        fputs(log2, lf);
+        LOG("again, over the split graph (its node numbers):\n");
+        if (lf)
+            fputs(log2, lf);
         free(log2);
         kiln_graph_free(ng);
         ng = ng2;
+    }
+    if (rec && !split && !may_split(g)) {
+        rec->n0 = g->nnodes;
+        rec->n1 = ng->nnodes;
+        rec->map = map;
+        rec->orig = orig;
+        map = orig = NULL;
     }
 done:
     if (lf)
         fclose(lf);
     ir_free(live);
     ir_free(map);
+    ir_free(orig);
     ir_free(tab);
     ir_free(inbig);
     if (st) {
@@ -302,6 +353,7 @@ done:
         return st;
     }
     *out = ng;
-    *log = logbuf;
+    if (log)
+        *log = logbuf;
     return KILN_OK;
 }

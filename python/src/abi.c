@@ -75,7 +75,8 @@ kp_stats(PyObject *m, PyObject *unused)
         PUT_U(d, s, disk_write_errors) || PUT_D(d, s, disk_load_ms) || PUT_D(d, s, lljit_ms) ||
         PUT_D(d, s, optimise_ms) || PUT_D(d, s, codegen_ms) || PUT_D(d, s, link_ms) ||
         PUT_U(d, s, workspace_allocs) || PUT_U(d, s, workspace_bytes) ||
-        PUT_U(d, s, held_packs) || PUT_U(d, s, kernel_tierups)) {
+        PUT_U(d, s, held_packs) || PUT_U(d, s, kernel_tierups) ||
+        PUT_U(d, s, plans_resized)) {
         Py_DECREF(d);
         return NULL;
     }

@@ -11,7 +11,8 @@
  * medians over steps 2-31 and, with more than 300 steps, over the last 30 (the program
  * cache long past its first plans), each with the calling thread's CPU time (the wall time
  * less any time the thread was not running) and the page faults; the kernels compiled and
- * the temporaries blocks allocated after the first step, and the step's minimal traffic
+ * the temporaries blocks allocated after the first step, the plans made from another
+ * size's plan (docs/jit.md, "Plans at new sizes"), and the step's minimal traffic
  * (weights and caches read once) over the median run.  Inputs are random (weights and
  * caches in [-0.1, 0.1)), the same every step.  --tiered compiles with KILN_TIERED (a quick
  * first tier, the full code from a background thread) and prints the first five steps'
@@ -192,9 +193,11 @@ main(int argc, char **argv)
         printf("the last 30 steps (median): capture + scope end + plan %.1f us (%.1f us of CPU, "
                "%.0f page faults), run %.3f ms\n", e2, cu2, pf2, r2 / 1e3);
     }
-    printf("after the first step: %llu kernels compiled, %llu temporaries blocks allocated\n",
+    printf("after the first step: %llu kernels compiled, %llu temporaries blocks allocated, "
+           "%llu of %d plans made from another size's (KILN_TEST_RESIZE=off: none)\n",
            (unsigned long long)(last.kernel_compiles - first.kernel_compiles),
-           (unsigned long long)(last.workspace_allocs - first.workspace_allocs));
+           (unsigned long long)(last.workspace_allocs - first.workspace_allocs),
+           (unsigned long long)(last.plans_resized - first.plans_resized), steps - 1);
     for (int i = 0; i < nin; i++)
         free(in[i]);
     for (int i = 0; i < nout; i++)
