@@ -33,28 +33,23 @@
 
 typedef LLVMValueRef val;
 
-/* Emitted like the functions of JIT_VM_LIST, but not one of them: float rem. */
+/* Emitted like the functions of ops.def's VMATH rows, but not one of them: float rem. */
 #define VM_FMOD JIT_VM_COUNT
 
-/* ---- the function table and the accuracy bounds -------------------------------------- */
+/* ---- the function table ------------------------------------------------------------------ */
 
-/* Bounds in ULP of the result's dtype, against the exact result (the reference rounded to
- * f32 may be off by up to another half ULP).  Measured maxima: docs/accuracy.md. */
+/* Name, operand count and op of each function, from its row of ops.def (which holds its
+ * ULP bounds too: ir_op_ulp_bound). */
 static const struct {
     const char *name;
     int arity;
-    double ulp_f32, ulp_f64;
+    ir_op op;
 } vm_info[VM_FMOD + 1] = {
-    [JIT_VM_EXP] = {"exp", 1, 1, 1},     [JIT_VM_EXP2] = {"exp2", 1, 2, 4},
-    [JIT_VM_EXPM1] = {"expm1", 1, 2, 4}, [JIT_VM_LOG] = {"log", 1, 1, 1},
-    [JIT_VM_LOG2] = {"log2", 1, 2, 4},   [JIT_VM_LOG1P] = {"log1p", 1, 2, 4},
-    [JIT_VM_TANH] = {"tanh", 1, 2, 2},   [JIT_VM_SIGMOID] = {"sigmoid", 1, 2, 2},
-    [JIT_VM_SILU] = {"silu", 1, 2, 4},   [JIT_VM_GELU] = {"gelu", 1, 3, 3},
-    [JIT_VM_ERF] = {"erf", 1, 2, 2},     [JIT_VM_GELU_ERF] = {"gelu_erf", 1, 3, 3},
-    [JIT_VM_SIN] = {"sin", 1, 4, 4},     [JIT_VM_COS] = {"cos", 1, 4, 4},
-    [JIT_VM_TAN] = {"tan", 1, 4, 4},     [JIT_VM_POW] = {"pow", 2, 4, 4},
-    [JIT_VM_ATAN2] = {"atan2", 2, 4, 4},
-    [VM_FMOD] = {"fmod", 2, 0, 0}, /* exact; not an op of its own (float rem) */
+#define OP(E, name, arity, kind, trule, attrs, calc, ulp_f32, ulp_f64, meaning)                    \
+    IR_IF_VMATH_##calc([JIT_VM_##E] = {#name, arity, IR_OP_##E}, )
+#include "ops.def"
+#undef OP
+    [VM_FMOD] = {"fmod", 2, IR_OP_REM}, /* float rem, exact */
 };
 
 const char *
@@ -69,29 +64,23 @@ jit_vm_arity(jit_vm_fn fn)
     return (unsigned)fn < JIT_VM_COUNT ? vm_info[fn].arity : 0;
 }
 
+ir_op
+jit_vm_op(jit_vm_fn fn)
+{
+    return (unsigned)fn < JIT_VM_COUNT ? vm_info[fn].op : IR_OP_COUNT;
+}
+
 jit_vm_fn
 jit_vm_for_op(ir_op op)
 {
     switch (op) {
-#define JIT_VM_CASE(e, n, a)                                                                       \
-    case IR_OP_##e:                                                                                \
-        return JIT_VM_##e;
-        JIT_VM_LIST(JIT_VM_CASE)
-#undef JIT_VM_CASE
+#define OP(E, name, arity, kind, trule, attrs, calc, ulp_f32, ulp_f64, meaning)                    \
+    IR_IF_VMATH_##calc(case IR_OP_##E : return JIT_VM_##E;)
+#include "ops.def"
+#undef OP
     default:
         return JIT_VM_COUNT;
     }
-}
-
-double
-jit_vm_ulp_bound(const char *name, kiln_dtype dt)
-{
-    if (!name || (dt != KILN_DTYPE_F32 && dt != KILN_DTYPE_F64))
-        return -1;
-    for (int i = 0; i < JIT_VM_COUNT; i++)
-        if (strcmp(vm_info[i].name, name) == 0)
-            return dt == KILN_DTYPE_F32 ? vm_info[i].ulp_f32 : vm_info[i].ulp_f64;
-    return -1;
 }
 
 /* ---- polynomial coefficients (scripts/vmath_remez.py), lowest power first ------------- */
@@ -1712,20 +1701,34 @@ typedef val (*body_fn)(em *e, val *args);
 
 static val b_widen(em *e, val *args);
 
-/* f32 bodies: NULL for "widen to f64". */
-static const struct {
-    body_fn f32, f64;
-} bodies[VM_FMOD + 1] = {
-    [JIT_VM_EXP] = {b_exp, b_exp},       [JIT_VM_EXP2] = {b_exp2, b_exp2},
-    [JIT_VM_EXPM1] = {b_expm1, b_expm1}, [JIT_VM_LOG] = {b_log, b_log},
-    [JIT_VM_LOG2] = {b_log2, b_log2},    [JIT_VM_LOG1P] = {b_log1p, b_log1p},
-    [JIT_VM_TANH] = {b_tanh, b_tanh},    [JIT_VM_SIGMOID] = {b_sigmoid, b_sigmoid},
-    [JIT_VM_SILU] = {b_silu, b_silu},    [JIT_VM_GELU] = {b_gelu, b_gelu},
-    [JIT_VM_ERF] = {b_erf_f32, b_erf},   [JIT_VM_GELU_ERF] = {b_gelu_erf_f32, b_gelu_erf},
-    [JIT_VM_SIN] = {NULL, b_sin},        [JIT_VM_COS] = {NULL, b_cos},
-    [JIT_VM_TAN] = {NULL, b_tan},        [JIT_VM_POW] = {NULL, b_pow},
-    [JIT_VM_ATAN2] = {NULL, b_atan2},   [VM_FMOD] = {NULL, b_fmod},
-};
+/* The body of fn for doubles (dbl) or floats; NULL: an f32 function computed by its f64
+ * body, rounded once (b_widen).  No default: a VMATH row added to ops.def is a function of
+ * jit_vm_fn, and the build fails (-Werror=switch) until it has a body here. */
+static body_fn
+body_of(jit_vm_fn fn, bool dbl)
+{
+    switch (fn) {
+    case JIT_VM_EXP: return b_exp;
+    case JIT_VM_EXP2: return b_exp2;
+    case JIT_VM_EXPM1: return b_expm1;
+    case JIT_VM_LOG: return b_log;
+    case JIT_VM_LOG2: return b_log2;
+    case JIT_VM_LOG1P: return b_log1p;
+    case JIT_VM_TANH: return b_tanh;
+    case JIT_VM_SIGMOID: return b_sigmoid;
+    case JIT_VM_SILU: return b_silu;
+    case JIT_VM_GELU: return b_gelu;
+    case JIT_VM_ERF: return dbl ? b_erf : b_erf_f32;
+    case JIT_VM_GELU_ERF: return dbl ? b_gelu_erf : b_gelu_erf_f32;
+    case JIT_VM_SIN: return dbl ? b_sin : NULL;
+    case JIT_VM_COS: return dbl ? b_cos : NULL;
+    case JIT_VM_TAN: return dbl ? b_tan : NULL;
+    case JIT_VM_POW: return dbl ? b_pow : NULL;
+    case JIT_VM_ATAN2: return dbl ? b_atan2 : NULL;
+    case VM_FMOD: return dbl ? b_fmod : NULL;
+    }
+    return NULL;
+}
 
 static void
 add_fn_attr(LLVMContextRef ctx, LLVMValueRef fn, const char *name)
@@ -1763,7 +1766,7 @@ get_fn(LLVMContextRef ctx, LLVMModuleRef mod, jit_vm_fn fn, bool dbl, unsigned l
     e.b = LLVMCreateBuilderInContext(ctx);
     LLVMPositionBuilderAtEnd(e.b, LLVMAppendBasicBlockInContext(ctx, f, "entry"));
     val args[2] = {LLVMGetParam(f, 0), arity > 1 ? LLVMGetParam(f, 1) : NULL};
-    body_fn body = dbl ? bodies[fn].f64 : bodies[fn].f32;
+    body_fn body = body_of(fn, dbl);
     val r = (body ? body : b_widen)(&e, args);
     /* One NaN for every NaN result: which operand's NaN an instruction passes on depends on
      * operand order, which may differ between a vector body and a scalar tail.  (fmod
@@ -1803,7 +1806,7 @@ b_widen(em *e, val *args)
     return LLVMBuildFPTrunc(e->b, r, e->ft, "");
 }
 
-/* jit_vm_emit for fn in JIT_VM_LIST or VM_FMOD. */
+/* jit_vm_emit for fn a function of jit_vm_fn or VM_FMOD. */
 static LLVMValueRef
 emit_call(jit_vm *vm, jit_vm_fn fn, LLVMValueRef x, LLVMValueRef y)
 {
@@ -1857,19 +1860,3 @@ jit_vm_fmod(jit_vm *vm, LLVMValueRef x, LLVMValueRef y)
 {
     return emit_call(vm, VM_FMOD, x, y);
 }
-
-#define JIT_VM_DEF1(e, n, a)                                                                       \
-    LLVMValueRef jit_vm_##n(jit_vm *vm, LLVMValueRef x)                                            \
-    {                                                                                              \
-        return jit_vm_emit(vm, JIT_VM_##e, x, NULL);                                               \
-    }
-#define JIT_VM_DEF2(e, n, a)                                                                       \
-    LLVMValueRef jit_vm_##n(jit_vm *vm, LLVMValueRef x, LLVMValueRef y)                            \
-    {                                                                                              \
-        return jit_vm_emit(vm, JIT_VM_##e, x, y);                                                  \
-    }
-#define JIT_VM_DEF(e, n, a) JIT_VM_DEF##a(e, n, a)
-JIT_VM_LIST(JIT_VM_DEF)
-#undef JIT_VM_DEF
-#undef JIT_VM_DEF1
-#undef JIT_VM_DEF2
