@@ -10,14 +10,20 @@ and f32 erf's polynomial in a - 2.375 are fitted the same way but with (weighted
 squares at Chebyshev nodes (their monomial bases are not Haar systems on an interval
 containing 0 once the constant term is fixed).
 
-    python3 scripts/vmath_remez.py                 # everything (takes ~15 minutes)
-    python3 scripts/vmath_remez.py exp_q_f32 ...   # some tables
+    python3 scripts/vmath_remez.py --write lib/jit/vmath_coef.inc   # all tables (~1 minute)
+    python3 scripts/vmath_remez.py --check lib/jit/vmath_coef.inc   # the cheap ones, compared
+    KILN_SLOW=1 python3 scripts/vmath_remez.py --check lib/jit/vmath_coef.inc   # all, compared
+    python3 scripts/vmath_remez.py exp_q_f32 ...   # some tables, to stdout
     python3 scripts/vmath_remez.py constants       # the split constants and 2/pi's bits
 
-Output: C arrays (hex floats) and, on stderr, the error of each candidate degree.
+Output: C (hex floats), the include lib/jit/vmath.c reads; on stderr the error of each
+candidate degree and the CPU time each table took.
 """
+import difflib
 import math
+import os
 import sys
+import time
 from decimal import Decimal as D, getcontext, localcontext
 from fractions import Fraction
 
@@ -269,13 +275,40 @@ def max_error(c, powers, g, w, a, b, grid=3000):
 
 
 def hexf(d):
-    return float(Fraction(d)).hex()
+    """d as the shortest C hex float literal of its double (0x1.62e43p-1, 0x1p-1, 0x0p+0)."""
+    h = float(Fraction(d)).hex()
+    if h.startswith("-"):
+        return "-" + hexf(-D(d))
+    mant, exp = h.split("p")
+    mant = mant.rstrip("0").rstrip(".")
+    return f"{mant}p{exp}" if mant != "0x0" else "0x0p+0"
+
+
+def c_array(name, dims, rows, comment):
+    """A C array definition: the comment, then each row of values (one row: a 1-D array;
+    several: a 2-D one, each row in braces) wrapped at 100 columns."""
+    lines = [f"/* {comment} */", f"static const double {name}{dims} = {{"]
+    for row in rows:
+        ind = "   " if len(rows) == 1 else "    {"
+        cur = ind
+        for v in row:
+            if len(cur) + len(v) + 2 > 100:
+                lines.append(cur.rstrip())
+                cur = "   " if len(rows) == 1 else "    "
+            cur += ("" if cur.endswith("{") else " ") + v + ","
+        if len(rows) > 1:
+            cur = cur[:-1] + "},"
+        lines.append(cur.rstrip())
+    lines.append("};")
+    return "\n".join(lines) + "\n"
+
+
+def log2_err(err):
+    return f"2^{math.log2(float(err)):.1f}" if err > 0 else "0"
 
 
 def emit(name, c, err):
-    lg = math.log2(float(err)) if err > 0 else -999
-    print(f"/* {name}: 2^{lg:.1f} */\nstatic const double {name}[] = {{{', '.join(hexf(x) for x in c)}}};",
-          flush=True)
+    return c_array(name, "[]", [[hexf(x) for x in c]], f"{DOC[name]}: {log2_err(err)}")
 
 
 def fit(name, g, a, b, degrees, bits, target, w=None):
@@ -290,7 +323,7 @@ def fit(name, g, a, b, degrees, bits, target, w=None):
         print(f"# {name}: n={n} minimax 2^{math.log2(float(e)):.2f} rounded 2^{lg:.2f}", file=sys.stderr)
         if lg <= target:
             break
-    emit(name, cr, er)
+    return emit(name, cr, er)
 
 
 # ---- the functions ---------------------------------------------------------------------------
@@ -449,7 +482,7 @@ FITS = {
     "exp2_q_f32": (q2, "-0.5", "0.5", [(5, 0), (6, 0), (7, 0)], 24, -27, w_exp2),
     "log_q_f32": (qlog, SQRT_HALF_M1, SQRT2_M1, [(9, 0), (10, 0)], 24, -27, w_log),
     "log2_q_f32": (qlog2, SQRT_HALF_M1, SQRT2_M1, [(9, 0), (10, 0)], 24, -27, w_log2),
-    "tanh_t_f32": (ttanh, "0", "0.390625", [(4, 0), (5, 0), (6, 0)], 24, -27, w_tanh),
+    "expm1_q01_f32": (qexp, "0", "0.69325", [(6, 0)], 24, -31, w_expm1),
     "exp_q_f64": (qexp, "-0.34658", "0.34658", [(11, 0), (12, 0)], 53, -56, w_expm1),
     "exp2_q_f64": (q2, "-0.5", "0.5", [(11, 0), (12, 0), (13, 0)], 53, -56, w_exp2),
     "log_r_f64": (rlog, "0", Z_LOG, [(6, 1), (7, 1), (8, 1)], 53, -56, w_log_r),
@@ -501,7 +534,7 @@ def fit_erfc_g(K=D(4), amax=D("28.5"), n=25, nodes=1500):
     getcontext().prec = 80
     fixed = seq_lsq(pts[::2], gv, n, 53, relative=True)
     err = max(abs(peval(fixed, list(range(n)), y) - gv[y]) / gv[y] for y in pts)
-    emit("erfc_g_f64", fixed, err)
+    return f"#define ERFC_K {float(K)!r}\n" + emit("erfc_g_f64", fixed, err)
 
 
 def fit_erf_big(n=16, nodes=1200):
@@ -516,8 +549,7 @@ def fit_erf_big(n=16, nodes=1200):
     c0l = round_bin(c0 - c0h, 24)
     fixed = seq_lsq(pts[::2], gv, n, 24, fixed=[c0h + c0l])
     err = max(abs(peval(fixed, list(range(n)), t) - gv[t]) for t in pts)
-    getcontext().prec = 90
-    emit("erf_big_f32", [c0h, c0l] + fixed[1:], err)
+    return f"#define ERF_BIG_C {float(ERF_BIG_C)!r}\n" + emit("erf_big_f32", [c0h, c0l] + fixed[1:], err)
 
 
 TANH_PW_CLAMP = D("9.5")  # tanh rounds to 1 in f32 beyond 9.0109
@@ -565,52 +597,212 @@ def fit_tanh_pw(n=6, nodes=240):
         tabs[0].append(c)
         for k in range(n):
             tabs[k + 1].append(coef[k])
-    getcontext().prec = 90
-    lg = math.log2(float(worst))
-    rows = []
+    values = []
     for t in tabs:
         t = t + [t[-1]] * (32 - len(t))  # pieces 30 and 31 are not indexed
-        rows.append("    {" + ", ".join(hexf(x) for x in t) + "},")
-    print(f"/* tanh_pw_f32: 2^{lg:.1f} */\nstatic const double tanh_pw_f32[TANH_PW_DEG + 2][32] = {{")
-    print("\n".join(rows) + "\n};", flush=True)
+        values.append([hexf(x) for x in t])
+    return (f"#define TANH_PW_CLAMP {float(TANH_PW_CLAMP)!r}\n#define TANH_PW_DEG {n - 1}\n" +
+            c_array("tanh_pw_f32", "[TANH_PW_DEG + 2][32]", values,
+                    f"{DOC['tanh_pw_f32']}: {log2_err(worst)}"))
 
 
 def constants():
-    def split(name, v, bits):
-        hi = round_bin(v, bits)
-        lo = round_bin(v - hi, bits)
-        print(f"{name}: hi {hexf(hi)} lo {hexf(lo)}")
+    """The split constants (hi + lo, each rounded to the format), as vmath.c names them."""
+    out = []
 
-    split("ln2 f32", LN2, 24)
-    split("ln2 f64", LN2, 53)
-    split("log2e f32", LOG2E, 24)
-    split("log2e f64", LOG2E, 53)
+    def define(name, v, bits, comment=""):
+        out.append(f"#define {name} {hexf(round_bin(v, bits))}{comment}")
+
+    def split(name, v, bits, suffix=""):
+        hi = round_bin(v, bits)
+        define(f"{name}_HI{suffix}", v, bits)
+        define(f"{name}_LO{suffix}", v - hi, bits)
+
+    split("LN2", LN2, 24, "_F32")
+    split("LN2", LN2, 53, "_F64")
+    split("LOG2E", LOG2E, 24, "_F32")
+    split("LOG2E", LOG2E, 53, "_F64")
     p1 = round_bin(pi() / 2, 53)
     p2 = round_bin(pi() / 2 - p1, 53)
-    print("pio2 f64:", hexf(p1), hexf(p2), hexf(round_bin(pi() / 2 - p1 - p2, 53)))
-    print("2/pi f64:", hexf(round_bin(2 / pi(), 53)))
-    split("pi/4 f64", pi() / 4, 53)
-    split("2/3 f64", D(2) / 3, 53)
-    split("sqrt2 f64", D(2).sqrt(), 53)
+    define("PIO2_1", pi() / 2, 53, " /* pi/2 = PIO2_1 + PIO2_2 + PIO2_3 + O(2^-160) */")
+    define("PIO2_2", pi() / 2 - p1, 53)
+    define("PIO2_3", pi() / 2 - p1 - p2, 53)
+    define("TWO_OVER_PI", 2 / pi(), 53)
+    split("PIO4", pi() / 4, 53)
+    split("TWO_THIRDS", D(2) / 3, 53)
+    define("SQRT_HALF", D("0.5").sqrt(), 53)
+    split("SQRT2", D(2).sqrt(), 53)
     c = 2 * D(0.7978845608028654)  # exact: the doubles of ops.def's formula
-    split("gelu c f32", c, 24)
-    split("gelu c*k f32", c * D(0.044715), 24)
-    split("gelu c*k f64", c * D(0.044715), 53)
+    out.append("/* gelu: c = 2 * 0.7978845608028654 (exact in double), split for f32, and c * 0.044715 */")
+    split("GELU_C", c, 24, "_F32")
+    split("GELU_CK", c * D(0.044715), 24, "_F32")
+    split("GELU_CK", c * D(0.044715), 53, "_F64")
+    hi, lo = erf_c0_split()
+    out.append("/* f32 erf: 2/sqrt(pi) in two floats (erf_p_f32 is fitted against their sum) */")
+    out.append(f"#define ERF_C0_HI_F32 {hexf(hi)}")
+    out.append(f"#define ERF_C0_LO_F32 {hexf(lo)}")
     with localcontext() as ctx:
         ctx.prec = 520
-        print("2/pi bits:", format(int(D(2) / pi() * D(2) ** 1344), "x"))
+        bits = format(int(D(2) / pi() * D(2) ** 1344), "x")
+    out.append("/* 2/pi, bits 1..1344 after the binary point (Payne-Hanek). */")
+    out.append("static const char two_over_pi_hex[] =")
+    rows = [bits[i:i + 90] for i in range(0, len(bits), 90)]
+    out += [f'    "{r}"' for r in rows[:-1]] + [f'    "{rows[-1]}";']
+    return "\n".join(out) + "\n"
+
+
+# ---- the include file ------------------------------------------------------------------------
+
+# What each table is; the script adds the largest error the polynomial alone adds to the final
+# function (relative unless said otherwise).
+DOC = {
+    "exp_q_f32": "e^r = 1 + r + r^2 Q(r), |r| <= ln2/2; weighted for expm1 (r + r^2 Q)",
+    "exp2_q_f32": "2^r = 1 + r Q(r), |r| <= 1/2",
+    "log_q_f32": "log(1+f) = f + f^2 Q(f), f in [sqrt(1/2)-1, sqrt(2)-1]",
+    "log2_q_f32": "log2(1+f) = f log2(e) + f^2 Q(f), f in [sqrt(1/2)-1, sqrt(2)-1]",
+    "expm1_q01_f32": "e^r - 1 = r + r^2 Q(r), r in [0, ln2] (a little wider for the rounding "
+                     "of n), for f32 tanh",
+    "exp_q_f64": "e^r = 1 + r + r^2 Q(r), |r| <= ln2/2; weighted for expm1 (r + r^2 Q)",
+    "exp2_q_f64": "2^r = 1 + r Q(r), |r| <= 1/2",
+    "log_r_f64": "log(1+f) = f - hfsq + s (hfsq + z R(z)), s = f/(2+f), z = s^2 <= 0.0295",
+    "pow_w_f64": "pow's log: 2 atanh(s) = 2s + 2/3 s^3 + s^5 W(z), z = s^2",
+    "tanh_t_f64": "tanh(a) = a + a^3 T(a^2), a < 0.625",
+    "sin_s_f64": "sin(r) = r + r^3 S(r^2), |r| <= pi/4",
+    "cos_c_f64": "cos(r) = 1 - r^2/2 + r^4 C(r^2), |r| <= pi/4",
+    "atan_p_f64": "atan(u) = u + u^3 P(u^2), |u| <= tan(pi/8)",
+    "erf_p_f32": "f32 erf(a) = a (c0 + z P1(z)), z = a^2 < 0.765625, c0 = ERF_C0_HI_F32 + "
+                 "ERF_C0_LO_F32",
+    "phi_q_f32": "f32 gelu_erf: Phi(x) = 1/2 + x Q(x^2), |x| < 3/4, weighted for x Phi(x) "
+                 "with x < 0",
+    "gelu_m_f32": "f32 gelu_erf: Phi(-u) = e^(-u^2/2) w P(w), w = 1/(u + GELU_M_K), 3/4 <= u "
+                  "<= 15 (the sum of |c_k w^k| is at most 1.16 times the value)",
+    "phi_q_f64": "Phi(x) = 1/2 + x Q(x^2), |x| < 3/4, weighted for x Phi(x) with x < 0",
+    "erf_p_f64": "erf(a) = a P(a^2), a < 0.85",
+    "erfc_g_f64": "erfc(a) = exp(-a^2) G(y) / (1 + 2a), y = (a - ERFC_K)/(a + ERFC_K), "
+                  "0 <= a <= 28.5, by least squares at Chebyshev nodes, coefficient by "
+                  "coefficient (2^-54 is G's own half ULP)",
+    "erf_big_f32": "f32 erf(a) = P(a - ERF_BIG_C) for 0.875 <= a <= 4, the constant term "
+                   "erf(ERF_BIG_C) in two parts (the first two entries), then the coefficients "
+                   "of t, t^2, ... (least squares at Chebyshev nodes, coefficients rounded one "
+                   "at a time from the lowest and the rest refitted), absolute",
+    "tanh_pw_f32": "f32 tanh on AVX-512 hosts: 30 pieces of a = |x| indexed by the bits of "
+                   "a >> 21 (piece 0: [0, 1/16); then quarter octaves up to [8, 10)), one "
+                   "polynomial of degree TANH_PW_DEG in t = a - c each (c its centre, few bits: "
+                   "a - c exact by Sterbenz's lemma), the tables looked up with vpermi2ps: "
+                   "tanh_pw_f32[0] the centres, tanh_pw_f32[1 + k] the coefficients of t^k. "
+                   "Piece 0 is t q(t) with q(0) = 1 exactly; the others' constant terms are "
+                   "tanh(c) rounded, which dominates the relative error of the fit (entries "
+                   "30 and 31 repeat 29 and are never indexed)",
+}
+
+
+def gelu_m_table():
+    return f"#define GELU_M_K {float(GELU_M_K)!r}\n" + fit("gelu_m_f32", *FITS["gelu_m_f32"])
+
+
+# The include's parts in order: name -> function returning its C text.
+TABLES = {"constants": constants}
+TABLES.update({name: (lambda name=name: fit(name, *FITS[name])) for name in FITS})
+TABLES.update({"gelu_m_f32": gelu_m_table, "erfc_g_f64": fit_erfc_g,
+               "erf_big_f32": fit_erf_big, "tanh_pw_f32": fit_tanh_pw})
+
+# The parts --check regenerates unless told otherwise, as the CTest test vmath_coef does on
+# every run: each takes at most about 2.5 s of CPU, together about 10 s; the others take 2 to
+# 12 s each, all 22 parts 60 to 75 s (KILN_SLOW=1).
+CHEAP = ["constants", "pow_w_f64", "cos_c_f64", "erf_big_f32", "tanh_pw_f32", "sin_s_f64",
+         "phi_q_f32", "expm1_q01_f32", "tanh_t_f64"]
+
+HEADER = """/* vmath_coef.inc -- generated by scripts/vmath_remez.py; edit the script, not this file.
+ *
+ *     python3 scripts/vmath_remez.py --write lib/jit/vmath_coef.inc    (all of it, ~1 minute)
+ *
+ * The polynomial coefficients (lowest power first) and split constants of lib/jit/vmath.c,
+ * which includes this file, each derived in decimal arithmetic from first principles.  The
+ * comment before each table: what it approximates and the largest error the polynomial
+ * alone adds to the final function.  The CTest test vmath_coef regenerates the cheap parts
+ * and compares them with these (KILN_SLOW=1: all of them): docs/accuracy.md. */
+"""
+
+
+def wrap_comments(text):
+    """Re-wrap the one-line /* ... */ comments of text at 100 columns."""
+    import textwrap
+    out = []
+    for line in text.split("\n"):
+        if line.startswith("/* ") and line.endswith(" */") and len(line) > 100:
+            body = textwrap.wrap(line[3:-3], 96)
+            out.append("/* " + body[0])
+            out += [" * " + b for b in body[1:]]
+            out[-1] += " */"
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def generate(names):
+    parts = {}
+    for name in names:
+        getcontext().prec = 90  # each table as if alone (some fits change the precision)
+        t0 = time.process_time()
+        parts[name] = wrap_comments(TABLES[name]())
+        print(f"# {name}: {time.process_time() - t0:.1f} s of CPU", file=sys.stderr, flush=True)
+    return parts
+
+
+def split_include(text):
+    """The parts of an include file this script wrote, by name."""
+    parts, name = {}, None
+    for line in text.split("\n"):
+        if line.startswith("/* ==== ") and line.endswith(" ==== */"):
+            name = line[8:-8]
+            parts[name] = []
+        elif name is not None:
+            parts[name].append(line)
+    return {k: "\n".join(v).strip("\n") for k, v in parts.items()}
+
+
+def include_text(parts):
+    return HEADER + "".join(f"\n/* ==== {name} ==== */\n{parts[name].strip(chr(10))}\n"
+                            for name in TABLES)
+
+
+def main(argv):
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--write", metavar="FILE", help="write every table to FILE (the include)")
+    ap.add_argument("--check", metavar="FILE", help="regenerate the named tables (default: the "
+                    "cheap ones, all with KILN_SLOW=1) and compare them with FILE's")
+    ap.add_argument("names", nargs="*", help=f"tables: {', '.join(TABLES)}")
+    args = ap.parse_args(argv)
+    bad = [n for n in args.names if n not in TABLES]
+    if bad:
+        ap.error(f"no table {', '.join(bad)}")
+    if args.write:
+        if args.names:
+            ap.error("--write writes every table")
+        with open(args.write, "w") as f:
+            f.write(include_text(generate(list(TABLES))))
+        return 0
+    if args.check:
+        names = args.names or (list(TABLES) if os.environ.get("KILN_SLOW") == "1" else CHEAP)
+        with open(args.check) as f:
+            have = split_include(f.read())
+        new = generate(names)
+        diff = [n for n in names if have.get(n) != new[n].strip("\n")]
+        for n in diff:
+            print(f"vmath_remez: {args.check}: table {n} differs from the script's:", file=sys.stderr)
+            sys.stderr.writelines(difflib.unified_diff(
+                (have.get(n) or "").splitlines(True), new[n].strip("\n").splitlines(True),
+                f"{args.check} ({n})", "scripts/vmath_remez.py"))
+            print(file=sys.stderr)
+        print(f"vmath_remez: {len(names) - len(diff)} of {len(names)} tables as generated "
+              f"({', '.join(names)})")
+        return 1 if diff else 0
+    names = args.names or list(TABLES)
+    parts = generate(names)
+    sys.stdout.write("".join(parts[n] for n in names))
+    return 0
 
 
 if __name__ == "__main__":
-    want = sys.argv[1:]
-    if not want or "constants" in want:
-        constants()
-    for name, (g, a, b, degrees, bits, goal, w) in FITS.items():
-        if not want or name in want:
-            fit(name, g, a, b, degrees, bits, goal, w)
-    if not want or "erfc_g_f64" in want:
-        fit_erfc_g()
-    if not want or "erf_big_f32" in want:
-        fit_erf_big()
-    if not want or "tanh_pw_f32" in want:
-        fit_tanh_pw()
+    sys.exit(main(sys.argv[1:]))

@@ -24,7 +24,7 @@ typedef void (*any_fn)(void);
 
 /* kiln_<name> for every op, in table order. */
 static const any_fn op_entry[IR_OP_COUNT] = {
-#define OP(E, name, arity, kind, trule, attrs, meaning) (any_fn)kiln_##name,
+#define OP(E, name, arity, kind, trule, attrs, calc, ulp_f32, ulp_f64, meaning) (any_fn)kiln_##name,
 #include "ops.def"
 #undef OP
 };

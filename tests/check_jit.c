@@ -10,8 +10,8 @@
  *    except for which NaN a float result is where IEEE 754 leaves it open or where the
  *    interpreter quiets a signalling NaN that the hardware keeps (the NAN_* rules below
  *    say which, and why).  Every non-NaN value is compared bit for bit, -0.0 included.
- *  - Transcendental ops compiled by vmath (jit_math_available) are held to vmath's ULP
- *    bound against a long double reference (ref_math, lib/check/refmath.c); while they
+ *  - Transcendental ops compiled by vmath (ops.def's VMATH rows) are held to their ULP
+ *    bound (ops.def) against a long double reference (ref_math, lib/check/refmath.c); while they
  *    run as reference steps they must match the interpreter exactly.
  *
  * Output buffers are pre-filled with a poison pattern and followed by a guard area, so an
@@ -36,20 +36,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* vmath.h (helper "vmath") holds the ULP bounds of the compiled transcendental ops.  It
- * includes jit.h itself, whose include guard does not cover the whole header, so exactly
- * one of the two is included.  jit_vm_ulp_bound is referenced weakly: while vmath.c is not
- * linked in, no op is compiled by vmath and the fallback table is never needed. */
-#if defined(__has_include)
-#if __has_include("vmath.h")
-#include "vmath.h"
-#define HAVE_VMATH_H 1
-#pragma weak jit_vm_ulp_bound
-#endif
-#endif
-#ifndef HAVE_VMATH_H
 #include "jit.h"
-#endif
 #include "errbound.h"
 #include "randgraph.h"
 #include "oracle.h"
@@ -485,20 +472,6 @@ check_text(const char *ctx, uint64_t seed, const char *fmt, ...)
 
 /* ---- the op table: which dtypes each elementwise op accepts ------------------------------ */
 
-static bool
-is_transcendental(ir_op op)
-{
-    switch (op) {
-    case IR_OP_EXP: case IR_OP_EXP2: case IR_OP_EXPM1: case IR_OP_LOG: case IR_OP_LOG2:
-    case IR_OP_LOG1P: case IR_OP_SIN: case IR_OP_COS: case IR_OP_TAN: case IR_OP_TANH:
-    case IR_OP_SIGMOID: case IR_OP_ERF: case IR_OP_GELU: case IR_OP_GELU_ERF: case IR_OP_SILU:
-    case IR_OP_ATAN2: case IR_OP_POW:
-        return true;
-    default:
-        return false;
-    }
-}
-
 #define DT(x) (1u << KILN_DTYPE_##x)
 static unsigned
 operand_dtypes(ir_op op)
@@ -514,26 +487,13 @@ operand_dtypes(ir_op op)
     return 0;
 }
 
-/* The ULP bound a compiled transcendental op is held to.  vmath states each function's
- * bound against the exact result (jit_vm_ulp_bound); the test's reference (ref_math) is
- * the exact result rounded once to the dtype, which adds up to half an ULP: vmath's bound
- * + 1.  Without vmath.h the fallback is 4 ULP, 8 for the composite functions (gelu,
- * gelu_erf, silu, sigmoid), whose error is the sum of their parts'. */
+/* The ULP bound a compiled vector-math op is held to.  ops.def states each function's
+ * bound against the exact result (ir_op_ulp_bound); the test's reference (ref_math) is the
+ * exact result rounded once to the dtype, which adds up to half an ULP: the bound + 1. */
 static int
 ulp_bound(ir_op op, kiln_dtype t)
 {
-#ifdef HAVE_VMATH_H
-    if (jit_vm_ulp_bound) {
-        double b = jit_vm_ulp_bound(ir_ops[op].name, t);
-        if (b >= 0)
-            return (int)ceil(b) + 1;
-    }
-#endif
-    (void)t;
-    switch (op) {
-    case IR_OP_GELU: case IR_OP_GELU_ERF: case IR_OP_SILU: case IR_OP_SIGMOID: return 8;
-    default: return 4;
-    }
+    return (int)ceil(ir_op_ulp_bound(op, t)) + 1;
 }
 
 /* Reference outputs of one-op graph g (all operands the output's shape): the exact values
@@ -577,7 +537,7 @@ op_rule(const kiln_graph *g, const ir_node *nd)
 {
     rule r = {0};
     kiln_dtype in0 = g->nodes[nd->in[0]].type.dtype;
-    if (is_transcendental(nd->op) && ir_dtype_is_float(nd->type.dtype) &&
+    if (ir_op_is_vmath(nd->op) && ir_dtype_is_float(nd->type.dtype) &&
         jit_op_is_lowerable(g, nd)) {
         r.ulp = ulp_bound(nd->op, nd->type.dtype);
         return r;
@@ -1242,7 +1202,7 @@ static void
 exact_ops(bool *ops)
 {
     for (int op = 0; op < IR_OP_COUNT; op++)
-        ops[op] = (ir_op_is_elementwise((ir_op)op) && !is_transcendental((ir_op)op)) ||
+        ops[op] = (ir_op_is_elementwise((ir_op)op) && !ir_op_is_vmath((ir_op)op)) ||
                   op == IR_OP_RESHAPE || op == IR_OP_PERMUTE || op == IR_OP_EXPAND ||
                   op == IR_OP_SLICE || op == IR_OP_FULL || op == IR_OP_CONSTANT ||
                   op == IR_OP_ARANGE;
@@ -1268,7 +1228,7 @@ output_rules(const kiln_graph *g, rule *rules)
         /* and float sums, means, products and matmuls: compiled, they add in another
          * (fixed) order than the interpreter, within the bounds check_reduce and
          * check_contract hold them to (an f32 matmul also accumulates in f32) */
-        taint[n] = (is_transcendental(nd->op) && jit_op_is_lowerable(g, nd)) ||
+        taint[n] = (ir_op_is_vmath(nd->op) && jit_op_is_lowerable(g, nd)) ||
                    ((nd->op == IR_OP_REDUCE_SUM || nd->op == IR_OP_REDUCE_MEAN ||
                      nd->op == IR_OP_REDUCE_PROD || nd->op == IR_OP_MATMUL) &&
                     ir_dtype_is_float(nd->type.dtype));

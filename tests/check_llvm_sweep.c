@@ -11,7 +11,7 @@
  *   - one graph computes a = F(x) and o_g = g(a) for every unary op g, fused.  `a` is
  *     checked against the reference, and each o_g against g applied to the fused `a`, so
  *     the error of F is not counted twice: exact ops bit for bit against KILN_MODE_INTERP
- *     (any NaN for NaN), vector-math ops within their ULP bound (jit_math_ulp_bound)
+ *     (any NaN for NaN), vector-math ops within their ULP bound (ir_op_ulp_bound)
  *     against the long double reference of lib/check/refmath.c;
  *   - then, after the first stages the issue found fatal (abs, sqrt, relu and the four
  *     expressions), each pair on its own, `o = g(F(x))` with nothing else in the kernel
@@ -197,7 +197,7 @@ check_output(kiln_dtype t, ir_op op, bool vm, const void *arg, const void *got,
              const void *exact_ref, char *msg, size_t msgn, const char *ctx)
 {
     size_t bad = 0;
-    double bound = vm ? jit_math_ulp_bound(op, t) : 0;
+    double bound = vm ? ir_op_ulp_bound(op, t) : 0;
     for (size_t i = 0; i < N; i++) {
         bool ok;
         double err = 0;
@@ -262,7 +262,7 @@ sweep(kiln_dtype t, int k)
     size_t bad = 0;
     if (k < nunary) {
         ir_op f = unary[k];
-        bad += check_output(t, f, jit_math_available(f), x, a, ra, msg, sizeof msg, "first stage");
+        bad += check_output(t, f, ir_op_is_vmath(f), x, a, ra, msg, sizeof msg, "first stage");
     } else {
         for (size_t i = 0; i < N; i++)
             if (!same_value(t, a, ra, i) && bad++ == 0)
@@ -288,7 +288,7 @@ sweep(kiln_dtype t, int k)
     for (int j = 0; j < nunary; j++) {
         char c2[160];
         snprintf(c2, sizeof c2, "%s: second stage %s", ctx, ir_ops[unary[j]].name);
-        bad += check_output(t, unary[j], jit_math_available(unary[j]), a, o[j], r[j],
+        bad += check_output(t, unary[j], ir_op_is_vmath(unary[j]), a, o[j], r[j],
                             msg, sizeof msg, c2);
     }
     ck_assert_msg(bad == 0, "%zu mismatches; first: %s", bad, msg);
@@ -419,7 +419,7 @@ START_TEST(test_issue_graph)
     run_graph(g, KILN_MODE_INTERP, in, ref, "issue graph");
     for (int i = 0; i < 4; i++)
         ck_assert_msg(ref_ulp_error(KILN_DTYPE_F32, got[i], ref_math(IR_OP_GELU_ERF, KILN_DTYPE_F32, fabsl(x[i]), 0)) <=
-                          jit_math_ulp_bound(IR_OP_GELU_ERF, KILN_DTYPE_F32),
+                          ir_op_ulp_bound(IR_OP_GELU_ERF, KILN_DTYPE_F32),
                       "gelu_erf(|%g|) = %a, interpreter %a", x[i], got[i], want[i]);
     kiln_graph_free(g);
 }

@@ -307,7 +307,7 @@ reduce(const char *api, ir_op op, kiln_tensor x, int naxes, const int *axes, int
     return rec_finish(&r, op, &at, NULL);
 }
 
-#define OP(E, name, arity, kind, trule, attrs, meaning) DEF_##kind(E, name)
+#define OP(E, name, arity, kind, trule, attrs, calc, ulp_f32, ulp_f64, meaning) DEF_##kind(E, name)
 #include "ops.def"
 #undef OP
 

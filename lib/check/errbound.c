@@ -10,7 +10,7 @@
  *                           does) E = 0 while the operands' E are 0; else the propagated
  *                           P + ulp(|v| + P): each side rounds once, half an ULP each
  *   vector-math ops         P + (b + r)*ulp(|v| + P): b the kernel's documented bound
- *                           (jit_math_ulp_bound), r the interpreter's own error (0.5 +
+ *                           (ir_op_ulp_bound), r the interpreter's own error (0.5 +
  *                           2^-29 r64 for f32, computed in double; r64 for f64)
  *   P, propagated           neg/abs/relu E; monotone functions (exp, log, sqrt, tanh,
  *                           sigmoid, erf, floor, round, ...) their change over [a-E, a+E];
@@ -414,7 +414,7 @@ static kiln_status
 elementwise(const kiln_graph *g, const ir_node *nd, nstate *ns, size_t n, double **out)
 {
     kiln_dtype t = nd->type.dtype;
-    bool vm = ir_dtype_is_float(t) && jit_math_available(nd->op);
+    bool vm = ir_dtype_is_float(t) && ir_op_is_vmath(nd->op);
     bool any = false;
     for (int k = 0; k < nd->nin; k++)
         any |= ns[nd->in[k]].err != NULL;
@@ -453,7 +453,7 @@ elementwise(const kiln_graph *g, const ir_node *nd, nstate *ns, size_t n, double
         st = nomem();
         goto done;
     }
-    double vm_bound = vm ? jit_math_ulp_bound(nd->op, t) : -1; /* < 0: not vector math */
+    double vm_bound = vm ? ir_op_ulp_bound(nd->op, t) : -1; /* < 0: not vector math */
     for (size_t i = 0; i < n; i++) {
         double b = elem_bound(nd->op, t, vm_bound, ad, nd->nin, av, ae, ns[nd - g->nodes].val, i);
         e[i] = isnan(b) ? INFINITY : b;

@@ -13,8 +13,8 @@
 
 #include "ir.h"
 
-/* Does ref_math know op?  The float functions kiln's vector math compiles (exp ... atan2),
- * and sqrt, rsqrt, recip. */
+/* Does ref_math know op?  The float functions kiln's vector math compiles (ops.def's VMATH
+ * rows: exp ... atan2), and sqrt, rsqrt, recip. */
 bool ref_math_has(ir_op op);
 /* op(a) or op(a, b) in long double (64-bit significand), with the composite functions in
  * forms free of cancellation: within ~2^-10 ULP of dtype t (f32 or f64) of the exact

@@ -194,18 +194,26 @@ i_eval(ir_op op, bool is_bool, int64_t a, int64_t b, int64_t c)
         int64_t m = a > b ? a : b;
         return m < c ? m : c;
     }
-    /* Float-only ops and ops interpreted elsewhere. */
-    case IR_OP_EXP: case IR_OP_EXP2: case IR_OP_EXPM1: case IR_OP_LOG: case IR_OP_LOG2:
-    case IR_OP_LOG1P: case IR_OP_SQRT: case IR_OP_RSQRT: case IR_OP_RECIP: case IR_OP_SIN:
-    case IR_OP_COS: case IR_OP_TAN: case IR_OP_TANH: case IR_OP_SIGMOID: case IR_OP_ERF:
-    case IR_OP_GELU: case IR_OP_GELU_ERF: case IR_OP_SILU: case IR_OP_FLOOR: case IR_OP_CEIL:
-    case IR_OP_ROUND: case IR_OP_TRUNC: case IR_OP_ISNAN: case IR_OP_ISINF: case IR_OP_ATAN2:
+    /* Float-only ops (dtype rule FLOAT or FTEST: the verifier keeps integers from them;
+     * reduce_mean among them), from ops.def, and ops interpreted elsewhere. */
+#define FLOAT_ONLY_FLOAT(...) __VA_ARGS__
+#define FLOAT_ONLY_FTEST(...) __VA_ARGS__
+#define FLOAT_ONLY_SPECIAL(...)
+#define FLOAT_ONLY_ANY(...)
+#define FLOAT_ONLY_NUM(...)
+#define FLOAT_ONLY_LOGIC(...)
+#define FLOAT_ONLY_CMP(...)
+#define FLOAT_ONLY_EQ(...)
+#define OP(E, name, arity, kind, trule, attrs, calc, ulp_f32, ulp_f64, meaning)                    \
+    FLOAT_ONLY_##trule(case IR_OP_##E:)
+#include "ops.def"
+#undef OP
     case IR_OP_INPUT: case IR_OP_CONSTANT: case IR_OP_FULL: case IR_OP_ARANGE:
     case IR_OP_WHERE: case IR_OP_CAST: case IR_OP_RESHAPE: case IR_OP_PERMUTE:
     case IR_OP_EXPAND: case IR_OP_SLICE: case IR_OP_CONCAT: case IR_OP_PAD: case IR_OP_GATHER:
-    case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MEAN: case IR_OP_REDUCE_MAX:
-    case IR_OP_REDUCE_MIN: case IR_OP_REDUCE_PROD: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
-    case IR_OP_MATMUL: case IR_OP_COUNT:
+    case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MIN:
+    case IR_OP_REDUCE_PROD: case IR_OP_ARGMAX: case IR_OP_ARGMIN: case IR_OP_MATMUL:
+    case IR_OP_COUNT:
         break;
     }
     IR_ASSERT(!"i_eval: not an integer elementwise op");

@@ -244,8 +244,21 @@ IR_ATTR_LIST(ATTR)
 #undef ATTR
 IR_HIDDEN extern const char *const ir_attr_names[IR_ATTR_COUNT];
 
+/* How compiled kernels compute an op's float results (ops.def's `computed` column). */
+typedef enum ir_calc {
+    IR_CALC_EXACT,   /* as the interpreter rounds them, bit for bit */
+    IR_CALC_VMATH,   /* vector math, within the row's ULP bound of the exact value */
+    IR_CALC_REASSOC, /* sums and products in the kernel's order: errbound.c's bound */
+} ir_calc;
+
+/* Expanding ops.def for its VMATH rows only: in an OP(...) definition,
+ * IR_IF_VMATH_##calc(x) is x in a VMATH row and nothing in the others. */
+#define IR_IF_VMATH_VMATH(...) __VA_ARGS__
+#define IR_IF_VMATH_EXACT(...)
+#define IR_IF_VMATH_REASSOC(...)
+
 typedef enum ir_op {
-#define OP(E, name, arity, kind, trule, attrs, meaning) IR_OP_##E,
+#define OP(E, name, arity, kind, trule, attrs, calc, ulp_f32, ulp_f64, meaning) IR_OP_##E,
 #include "ops.def"
 #undef OP
     IR_OP_COUNT
@@ -257,12 +270,18 @@ typedef struct ir_op_info {
     ir_kind kind;
     ir_trule trule;
     unsigned attrs; /* IR_A_* mask */
+    ir_calc calc;
+    double ulp_f32, ulp_f64; /* VMATH: the bound in ULPs of the result's dtype; else 0 */
     const char *meaning;
 } ir_op_info;
 IR_HIDDEN extern const ir_op_info ir_ops[IR_OP_COUNT];
 /* Op by name; -1 when unknown. */
 IR_HIDDEN int ir_op_from_name(const char *s, size_t n);
 IR_HIDDEN bool ir_op_is_elementwise(ir_op op); /* unary, binary, ternary, cast */
+/* Are op's float results computed by vector math (ops.def: VMATH)? */
+IR_HIDDEN bool ir_op_is_vmath(ir_op op);
+/* op's VMATH bound for dtype t (f32, f64) in ULPs of t; 0 for exact ops and other dtypes. */
+IR_HIDDEN double ir_op_ulp_bound(ir_op op, kiln_dtype t);
 
 /* Attributes of one node; only those in its op's mask are meaningful (the rest zero). */
 typedef struct ir_attrs {

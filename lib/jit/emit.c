@@ -22,7 +22,7 @@ math_op(L *l, ir_op op, LLVMValueRef *a)
 {
     jit_vm vm = {l->ctx, l->mod, l->b};
     LLVMValueRef r = jit_vm_emit(&vm, jit_vm_for_op(op), a[0], a[1]);
-    IR_ASSERT(r != NULL); /* the planner only sends ops jit_math_available accepts */
+    IR_ASSERT(r != NULL); /* the planner sends only VMATH ops (ir_op_is_vmath) */
     return r;
 }
 
@@ -291,13 +291,13 @@ lower_op(L *l, ir_op op, kiln_dtype t, LLVMValueRef *a)
     case IR_OP_CLAMP:
         return fl ? jit_em_fextreme(l, false, jit_em_fextreme(l, true, a[0], a[1]), a[2])
                   : jit_em_intr2(l, "llvm.smin", jit_em_intr2(l, "llvm.smax", a[0], a[1]), a[2]);
-    case IR_OP_POW:
+    /* The VMATH rows of ops.def: vmath.c's functions on floats (whose switch of bodies
+     * demands one for each); of them only pow takes integers (op.c checks), exactly. */
+#define OP(E, name, arity, kind, trule, attrs, calc, ulp_f32, ulp_f64, meaning)                    \
+    IR_IF_VMATH_##calc(case IR_OP_##E:)
+#include "ops.def"
+#undef OP
         return fl ? math_op(l, op, a) : int_pow(l, a[0], a[1]);
-    case IR_OP_EXP: case IR_OP_EXP2: case IR_OP_EXPM1: case IR_OP_LOG: case IR_OP_LOG2:
-    case IR_OP_LOG1P: case IR_OP_SIN: case IR_OP_COS: case IR_OP_TAN: case IR_OP_TANH:
-    case IR_OP_SIGMOID: case IR_OP_ERF: case IR_OP_GELU: case IR_OP_GELU_ERF: case IR_OP_SILU:
-    case IR_OP_ATAN2:
-        return math_op(l, op, a);
     /* Not elementwise arithmetic: casts and aranges are emitted by jit_em_inst, the rest
      * are loads, reductions or reference steps.  No default: an op added to ops.def must be
      * placed here, or the build fails (-Wswitch). */
@@ -620,19 +620,6 @@ jit_em_inst(L *l, const jit_kdesc *d, const jit_kinst *in, LLVMValueRef *val)
         v = LLVMBuildBitCast(l->b, bits, LLVMTypeOf(v), "");
     }
     return v;
-}
-
-bool
-jit_math_available(ir_op op)
-{
-    return jit_vm_for_op(op) != JIT_VM_COUNT;
-}
-
-double
-jit_math_ulp_bound(ir_op op, kiln_dtype dtype)
-{
-    double b = jit_math_available(op) ? jit_vm_ulp_bound(ir_ops[op].name, dtype) : 0;
-    return b > 0 ? b : 0;
 }
 
 LLVMValueRef

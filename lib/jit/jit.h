@@ -299,10 +299,6 @@ IR_HIDDEN kiln_status jit_reduce_schedule(jit_kdesc *d);
 IR_HIDDEN void jit_reduce_schedule_free(jit_kdesc *d);
 /* Can the JIT compute this op in a kernel (for these operand dtypes)? */
 IR_HIDDEN bool jit_op_is_lowerable(const kiln_graph *g, const ir_node *nd);
-/* Does vmath provide this (transcendental) op? (emit.c) */
-IR_HIDDEN bool jit_math_available(ir_op op);
-/* The documented max error in ULP of a vector-math op for a float dtype (0: exact). */
-IR_HIDDEN double jit_math_ulp_bound(ir_op op, kiln_dtype dtype);
 
 /* ---- serialised descriptions (kdesc.c) ------------------------------------------------------
  * A growable byte buffer; a failed allocation sets `failed` and later writes do nothing. */

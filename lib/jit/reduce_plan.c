@@ -17,7 +17,8 @@ static const rp_algebra algebra[IR_OP_COUNT] = {
     [IR_OP_ARGMIN] = {.reduce = true, .combine = RP_ARGMIN},
 };
 /* Every reduce op of ops.def has a row: the count of its REDUCE rows is the table's. */
-#define OP(E, name, arity, kind, trule, attrs, meaning) +(IR_KIND_##kind == IR_KIND_REDUCE)
+#define OP(E, name, arity, kind, trule, attrs, calc, ulp_f32, ulp_f64, meaning)                    \
+    +(IR_KIND_##kind == IR_KIND_REDUCE)
 enum { REDUCE_OPS = 0
 #include "ops.def"
 };
@@ -83,7 +84,7 @@ rp_recompute_cost(const jit_kdesc *d, const bool *uni, int32_t i, int depth)
         c = 4;
         break;
     default:
-        c = jit_math_available((ir_op)in->op) ? 20 : 1;
+        c = ir_op_is_vmath((ir_op)in->op) ? 20 : 1;
         break;
     }
     for (int k = 0; k < ir_ops[in->op].arity && c < 1000; k++)

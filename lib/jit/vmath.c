@@ -6,9 +6,9 @@
  *    first step is exact), Payne-Hanek for trig arguments of 2^27 and more;
  *  - a minimax polynomial on the reduced interval, evaluated with llvm.fma (Horner, or
  *    Estrin where the dependency chain matters).  The coefficients were fitted by
- *    scripts/vmath_remez.py (Remez exchange in decimal
- *    arithmetic, weighted by the error of the final function, rounded to the target
- *    precision one coefficient at a time with the rest refitted);
+ *    scripts/vmath_remez.py (Remez exchange in decimal arithmetic, weighted by the error of
+ *    the final function, rounded to the target precision one coefficient at a time with the
+ *    rest refitted), which writes them to vmath_coef.inc;
  *  - 2^n scaling by building the power of two from exponent bits, in two factors so that
  *    overflow gives inf and results in the subnormal range are rounded once (on AVX-512
  *    hosts one vscalef, which rounds the same way);
@@ -33,28 +33,23 @@
 
 typedef LLVMValueRef val;
 
-/* Emitted like the functions of JIT_VM_LIST, but not one of them: float rem. */
+/* Emitted like the functions of ops.def's VMATH rows, but not one of them: float rem. */
 #define VM_FMOD JIT_VM_COUNT
 
-/* ---- the function table and the accuracy bounds -------------------------------------- */
+/* ---- the function table ------------------------------------------------------------------ */
 
-/* Bounds in ULP of the result's dtype, against the exact result (the reference rounded to
- * f32 may be off by up to another half ULP).  Measured maxima: docs/accuracy.md. */
+/* Name, operand count and op of each function, from its row of ops.def (which holds its
+ * ULP bounds too: ir_op_ulp_bound). */
 static const struct {
     const char *name;
     int arity;
-    double ulp_f32, ulp_f64;
+    ir_op op;
 } vm_info[VM_FMOD + 1] = {
-    [JIT_VM_EXP] = {"exp", 1, 1, 1},     [JIT_VM_EXP2] = {"exp2", 1, 2, 4},
-    [JIT_VM_EXPM1] = {"expm1", 1, 2, 4}, [JIT_VM_LOG] = {"log", 1, 1, 1},
-    [JIT_VM_LOG2] = {"log2", 1, 2, 4},   [JIT_VM_LOG1P] = {"log1p", 1, 2, 4},
-    [JIT_VM_TANH] = {"tanh", 1, 2, 2},   [JIT_VM_SIGMOID] = {"sigmoid", 1, 2, 2},
-    [JIT_VM_SILU] = {"silu", 1, 2, 4},   [JIT_VM_GELU] = {"gelu", 1, 3, 3},
-    [JIT_VM_ERF] = {"erf", 1, 2, 2},     [JIT_VM_GELU_ERF] = {"gelu_erf", 1, 3, 3},
-    [JIT_VM_SIN] = {"sin", 1, 4, 4},     [JIT_VM_COS] = {"cos", 1, 4, 4},
-    [JIT_VM_TAN] = {"tan", 1, 4, 4},     [JIT_VM_POW] = {"pow", 2, 4, 4},
-    [JIT_VM_ATAN2] = {"atan2", 2, 4, 4},
-    [VM_FMOD] = {"fmod", 2, 0, 0}, /* exact; not an op of its own (float rem) */
+#define OP(E, name, arity, kind, trule, attrs, calc, ulp_f32, ulp_f64, meaning)                    \
+    IR_IF_VMATH_##calc([JIT_VM_##E] = {#name, arity, IR_OP_##E}, )
+#include "ops.def"
+#undef OP
+    [VM_FMOD] = {"fmod", 2, IR_OP_REM}, /* float rem, exact */
 };
 
 const char *
@@ -69,233 +64,49 @@ jit_vm_arity(jit_vm_fn fn)
     return (unsigned)fn < JIT_VM_COUNT ? vm_info[fn].arity : 0;
 }
 
+ir_op
+jit_vm_op(jit_vm_fn fn)
+{
+    return (unsigned)fn < JIT_VM_COUNT ? vm_info[fn].op : IR_OP_COUNT;
+}
+
 jit_vm_fn
 jit_vm_for_op(ir_op op)
 {
     switch (op) {
-#define JIT_VM_CASE(e, n, a)                                                                       \
-    case IR_OP_##e:                                                                                \
-        return JIT_VM_##e;
-        JIT_VM_LIST(JIT_VM_CASE)
-#undef JIT_VM_CASE
+#define OP(E, name, arity, kind, trule, attrs, calc, ulp_f32, ulp_f64, meaning)                    \
+    IR_IF_VMATH_##calc(case IR_OP_##E : return JIT_VM_##E;)
+#include "ops.def"
+#undef OP
     default:
         return JIT_VM_COUNT;
     }
 }
 
-double
-jit_vm_ulp_bound(const char *name, kiln_dtype dt)
-{
-    if (!name || (dt != KILN_DTYPE_F32 && dt != KILN_DTYPE_F64))
-        return -1;
-    for (int i = 0; i < JIT_VM_COUNT; i++)
-        if (strcmp(vm_info[i].name, name) == 0)
-            return dt == KILN_DTYPE_F32 ? vm_info[i].ulp_f32 : vm_info[i].ulp_f64;
-    return -1;
-}
+/* ---- polynomial coefficients and constants ---------------------------------------------- */
 
-/* ---- polynomial coefficients (scripts/vmath_remez.py), lowest power first ------------- */
-/* The comment after each name: the interval and the largest error the polynomial alone
- * adds to the final function, relative. */
+/* The tables and split constants scripts/vmath_remez.py derives (it writes the file; the
+ * comment before each table says what it approximates and how closely): */
+#include "vmath_coef.inc"
 
-/* e^r = 1 + r + r^2 Q(r), |r| <= ln2/2; weighted for expm1 (r + r^2 Q): 2^-28.2 / 2^-56.8 */
-static const double exp_q_f32[] = {0x1p-1,        0x1.55552cp-3,  0x1.555502p-5,
-                                   0x1.1155a8p-7, 0x1.6d2e4ap-10, 0x1.3aecf4p-13};
+/* Constants the script does not derive. */
 /* The f32 exp op: e^r = 1 + r + r^2 Q(r), Q degree 4, |r| <= 0.36: 2^-27.9 (fitted by
- * Lawson's iteration in mpmath, relative to e^r, rounded to f32 once) */
+ * Lawson's iteration in mpmath, relative to e^r, rounded to f32 once; the script's Remez fit
+ * of the same differs in the last coefficient's last bit) */
 static const double exp_q4_f32[] = {0x1.fffffap-2, 0x1.555472p-3, 0x1.555988p-5, 0x1.125132p-7,
                                     0x1.69fd92p-10};
-static const double exp_q_f64[] = {
-    0x1.0000000000001p-1,  0x1.5555555555555p-3,  0x1.5555555554ad3p-5,  0x1.1111111110a0ap-7,
-    0x1.6c16c16f9fd0cp-10, 0x1.a01a01a82f9c4p-13, 0x1.a019f27884015p-16, 0x1.71de0b85cc14ep-19,
-    0x1.280174843626dp-22, 0x1.af3e20675ed8fp-26, 0x1.ef7e60e896372p-30};
-/* 2^r = 1 + r Q(r), |r| <= 1/2: 2^-27.6 / 2^-56.5 */
-static const double exp2_q_f32[] = {0x1.62e43p-1,  0x1.ebfbdep-3, 0x1.c6af76p-5,
-                                    0x1.3b2b9cp-7, 0x1.5f11fp-10, 0x1.43b386p-13};
-static const double exp2_q_f64[] = {
-    0x1.62e42fefa39efp-1,  0x1.ebfbdff82c59cp-3,  0x1.c6b08d704a0d4p-5,  0x1.3b2ab6fba1268p-7,
-    0x1.5d87fe78b4032p-10, 0x1.4309130bda1ecp-13, 0x1.ffcbfbf561398p-17, 0x1.62bfce7504b47p-20,
-    0x1.b5261fecc998ap-24, 0x1.e61056ffec871p-28, 0x1.e7dcd2eacd22cp-32};
-/* log(1+f) = f + f^2 Q(f), f in [sqrt(1/2)-1, sqrt(2)-1]: 2^-27.8 */
-static const double log_q_f32[] = {-0x1p-1,        0x1.555548p-2, -0x1.00000ap-2, 0x1.99a48ep-3,
-                                   -0x1.555a74p-3, 0x1.233658p-3, -0x1.fc482p-4,  0x1.e6ff8cp-4,
-                                   -0x1.dd9dd2p-4, 0x1.1413eep-4};
-/* log2(1+f) = f log2(e) + f^2 Q(f): 2^-27.0 */
-static const double log2_q_f32[] = {-0x1.71547p-1,  0x1.ec7094p-2,  -0x1.715afep-2,
-                                    0x1.277f56p-2,  -0x1.eaa6d2p-3, 0x1.a2d8c4p-3,
-                                    -0x1.87d988p-3, 0x1.7e364cp-3,  -0x1.c0e17cp-4};
-/* log(1+f) = f - hfsq + s (hfsq + z R(z)), s = f/(2+f), z = s^2 <= 0.0295: 2^-59.5 */
-static const double log_r_f64[] = {0x1.5555555555592p-1, 0x1.999999997ff63p-2, 0x1.24924941db4b1p-2,
-                                   0x1.c71c521a16097p-3, 0x1.74663ba43a2afp-3, 0x1.39a20b8858127p-3,
-                                   0x1.2f0252c006e45p-3};
-/* pow's log: 2 atanh(s) = 2s + 2/3 s^3 + s^5 W(z): 2^-66.3 */
-static const double pow_w_f64[] = {0x1.9999999999b3p-2,  0x1.2492492457d6cp-2, 0x1.c71c722d64d18p-3,
-                                   0x1.745ce9e3e9d4bp-3, 0x1.3b1eebf18714fp-3, 0x1.0f7febd90e668p-3,
-                                   0x1.0e429877f8dc4p-3};
-/* e^r - 1 = r + r^2 Q(r), r in [0, ln2] (a little wider for the rounding of n), for tanh:
- * 2^-31.5 */
-static const double expm1_q01_f32[] = {0x1.fffffep-2,  0x1.5555c6p-3,  0x1.5544fap-5,
-                                       0x1.1225fep-7,  0x1.59ce6p-10,  0x1.19f65p-12};
-/* tanh(a) = a + a^3 T(a^2), a < 0.625: 2^-56.4 */
-static const double tanh_t_f64[] = {
-    -0x1.55555555554ffp-2,  0x1.111111110ac94p-3,  -0x1.ba1ba1b503af2p-5,  0x1.664f477a634c2p-6,
-    -0x1.226e161fbf7d7p-7,  0x1.d6cf2684d5b62p-9,  -0x1.7d68936413787p-10, 0x1.3365ab66d1479p-11,
-    -0x1.df5233ddeb4c5p-13, 0x1.4389acb947eb9p-14, -0x1.0d98899c8d771p-16};
-/* sin(r) = r + r^3 S(r^2), cos(r) = 1 - r^2/2 + r^4 C(r^2), |r| <= pi/4: 2^-57.9, 2^-63.9 */
-static const double sin_s_f64[] = {-0x1.5555555555548p-3,  0x1.111111110f73p-7,
-                                   -0x1.a01a019be921ap-13, 0x1.71de35552ba4ap-19,
-                                   -0x1.ae5e4b844049ap-26, 0x1.5d8b55b633996p-33};
-static const double cos_c_f64[] = {0x1.555555555554bp-5,  -0x1.6c16c16c15006p-10,
-                                   0x1.a01a019c8ca8cp-16, -0x1.27e4f7ef37025p-22,
-                                   0x1.1ee9d9e887418p-29, -0x1.8fa5679832d9bp-37};
-/* atan(u) = u + u^3 P(u^2), |u| <= tan(pi/8): 2^-59.4 */
-static const double atan_p_f64[] = {
-    -0x1.555555555553dp-2, 0x1.9999999995867p-3, -0x1.24924922ad3dcp-3, 0x1.c71c70e5ff043p-4,
-    -0x1.745cf8da6bc12p-4, 0x1.3b1118f8a7dccp-4, -0x1.10ebb6c3e01e2p-4, 0x1.df0f36d8d82b7p-5,
-    -0x1.9cd269c6f0c4ap-5, 0x1.37d4e844b7579p-5, -0x1.2568ef06e2c9cp-6};
-/* Phi(x) = 1/2 + x Q(x^2), |x| < 3/4, weighted for x Phi(x) with x < 0: 2^-58.7 */
-static const double phi_q_f64[] = {
-    0x1.9884533d43651p-2,  -0x1.1058377e2cf8cp-4,  0x1.46d0429772d14p-7,  -0x1.37403f6fae60fp-10,
-    0x1.e42b0f2b940c4p-14, -0x1.3ce93a7ce592dp-17, 0x1.65947d8148a34p-21, -0x1.632029675a6bdp-25,
-    0x1.454d87b1b3ba3p-29, -0x1.32d658b0d3848p-33};
-/* erf(a) = a P(a^2), a < 0.85: 2^-56.0 */
-static const double erf_p_f64[] = {
-    0x1.20dd750429b6dp+0,  -0x1.812746b037995p-2,  0x1.ce2f21a03e75ap-4,  -0x1.b82ce3111cd19p-6,
-    0x1.565bccd013165p-8,  -0x1.c02da77bfe2b3p-11, 0x1.f9a194412e34dp-14, -0x1.f4b1b2909c9d1p-17,
-    0x1.b8300ca82975ap-20, -0x1.50f9a1bdb5706p-23, 0x1.6e4c39b72c9f9p-27};
-/* f32 erf(a) = a (c0 + z P1(z)), z = a^2 < 0.765625, c0 = 2/sqrt(pi) in two parts
- * (ERF_C0_HI_F32 + ERF_C0_LO_F32, which P1 was fitted against), relative: 2^-31.8 */
-static const double erf_p_f32[] = {
-    -0x1.812746p-2, 0x1.ce2ec2p-4, -0x1.b81e62p-6, 0x1.556604p-8, -0x1.aff4e8p-11, 0x1.70a944p-14};
-#define ERF_C0_HI_F32 0x1.20dd76p+0
-#define ERF_C0_LO_F32 -0x1.f7ac92p-25
-/* f32 erf(a) = P(a - ERF_BIG_C) for 0.875 <= a <= 4, the constant term erf(ERF_BIG_C) in two
- * parts (the first two entries), then the coefficients of t, t^2, ...: absolute 2^-28.3
- * (least squares at Chebyshev nodes, coefficients rounded one at a time from the lowest and
- * the rest refitted; scripts/vmath_remez.py erf_big_f32) */
-#define ERF_BIG_C 2.375
-static const double erf_big_f32[] = {
-    0x1.ff996p-1,    0x1.e7d664p-26,  0x1.06917cp-8,   -0x1.37cd68p-7, 0x1.c1ece6p-7,
-    -0x1.ae5346p-7,  0x1.11d498p-7,   -0x1.98833ep-9,  0x1.07a3e2p-13, 0x1.39cfp-11,
-    -0x1.663ec2p-12, 0x1.aa7fap-15,   0x1.29d9dcp-15,  -0x1.40ee8ep-16, 0x1.1797aep-20,
-    0x1.868cd2p-20,  -0x1.48e734p-22};
-/* f32 tanh on AVX-512 hosts: 30 pieces of a = |x| indexed by the bits of a >> 21 (piece 0:
- * [0, 1/16); then quarter octaves up to [8, 10)), one polynomial of degree 5 in t = a - c
- * each (c its centre, few bits: a - c exact by Sterbenz's lemma), the tables looked up
- * with vpermi2ps: tanh_pw_f32[0] the centres, tanh_pw_f32[1 + k] the coefficients of t^k.
- * Piece 0 is t q(t) with q(0) = 1 exactly; the others' constant terms are tanh(c) rounded,
- * which dominates the relative error of the fit, 2^-24.3 (scripts/vmath_remez.py
- * tanh_pw_f32; entries 30 and 31 repeat 29 and are never indexed). */
-#define TANH_PW_CLAMP 9.5
-#define TANH_PW_DEG 5
-static const double tanh_pw_f32[TANH_PW_DEG + 2][32] = {
-    {0x0p+0, 0x1.2p-4, 0x1.6p-4, 0x1.ap-4, 0x1.ep-4, 0x1.2p-3, 0x1.6p-3, 0x1.ap-3, 0x1.ep-3,
-     0x1.2p-2, 0x1.6p-2, 0x1.ap-2, 0x1.ep-2, 0x1.2p-1, 0x1.6p-1, 0x1.ap-1, 0x1.ep-1, 0x1.2p+0,
-     0x1.6p+0, 0x1.ap+0, 0x1.ep+0, 0x1.2p+1, 0x1.6p+1, 0x1.ap+1, 0x1.ep+1, 0x1.2p+2, 0x1.6p+2,
-     0x1.ap+2, 0x1.ep+2, 0x1.2p+3, 0x1.2p+3, 0x1.2p+3},
-    {0x0p+0, 0x1.1f86bep-4, 0x1.5f22d2p-4, 0x1.9e9356p-4, 0x1.ddd092p-4, 0x1.1e1ddp-3,
-     0x1.5c9308p-3, 0x1.9a5f1cp-3, 0x1.d7665cp-3, 0x1.18a39ap-2, 0x1.52c2c6p-2, 0x1.8a87e2p-2,
-     0x1.bfae6ap-2, 0x1.05087p-1, 0x1.3157ep-1, 0x1.5789p-1, 0x1.77d838p-1, 0x1.9e5cb6p-1,
-     0x1.c278a6p-1, 0x1.d9c6fap-1, 0x1.e8789ep-1, 0x1.f4bfd6p-1, 0x1.fbd50ap-1, 0x1.fe767ap-1,
-     0x1.ff6f18p-1, 0x1.ffdfa8p-1, 0x1.fffbap-1, 0x1.ffff68p-1, 0x1.ffffecp-1, 0x1.fffffep-1,
-     0x1.fffffep-1, 0x1.fffffep-1},
-    {0x1p+0, 0x1.fd7a24p-1, 0x1.fc3ccp-1, 0x1.fac13ep-1, 0x1.f90858p-1, 0x1.f601cap-1,
-     0x1.f12b02p-1, 0x1.eb715ap-1, 0x1.e4dfbp-1, 0x1.d98b38p-1, 0x1.c7f724p-1, 0x1.b3ff3p-1,
-     0x1.9e23acp-1, 0x1.7aeae8p-1, 0x1.49e6cp-1, 0x1.197fdp-1, 0x1.d834dp-2, 0x1.615002p-2,
-     0x1.cea746p-3, 0x1.265e32p-3, 0x1.6fcfa6p-4, 0x1.641088p-5, 0x1.09a7aap-6, 0x1.88ef7p-8,
-     0x1.21a7b4p-9, 0x1.02c03ep-11, 0x1.183476p-14, 0x1.2f61b4p-17, 0x1.48779ep-20, 0x1.34fe14p-24,
-     0x1.34fe14p-24, 0x1.34fe14p-24},
-    {0x1.48290ap-27, -0x1.1eb946p-4, -0x1.5ca09ep-4, -0x1.99d6ep-4, -0x1.d6ab54p-4, -0x1.1872c2p-3,
-     -0x1.52b16ap-3, -0x1.89eb36p-3, -0x1.be2e44p-3, -0x1.039106p-2, -0x1.2db97cp-2, -0x1.50026p-2,
-     -0x1.6a11a2p-2, -0x1.82646ep-2, -0x1.897dd2p-2, -0x1.79c85ep-2, -0x1.5a9b0ap-2, -0x1.1df0bcp-2,
-     -0x1.9711fcp-3, -0x1.1060bp-3, -0x1.5ee22ep-4, -0x1.5c37eep-5, -0x1.077cbp-6, -0x1.87cec4p-8,
-     -0x1.216666p-9, -0x1.02941ap-11, -0x1.197784p-14, -0x1.29ffe8p-17, -0x1.8bbad6p-20,
-     0x1.2b3ee2p-22, 0x1.2b3ee2p-22, 0x1.2b3ee2p-22},
-    {-0x1.5555b2p-2, -0x1.53f04p-2, -0x1.4d0a6ap-2, -0x1.4694fp-2, -0x1.3ef4e2p-2, -0x1.3a91fep-2,
-     -0x1.2fe278p-2, -0x1.204bf6p-2, -0x1.0f1bd8p-2, -0x1.e95e12p-3, -0x1.989058p-3, -0x1.42c36p-3,
-     -0x1.d62a7ap-4, -0x1.bd7662p-5, 0x1.d6b37p-7, 0x1.06e58cp-4, 0x1.845e8p-4, 0x1.c68f5ap-4,
-     0x1.97d56ap-4, 0x1.33e214p-4, 0x1.a85dcp-5, 0x1.bbced4p-6, 0x1.5993eap-7, 0x1.0395d6p-8,
-     0x1.80e734p-10, 0x1.58602p-12, 0x1.7529aap-15, 0x1.94103ap-18, 0x1.b57a6p-21, 0x1.f5de96p-24,
-     0x1.f5de96p-24, 0x1.f5de96p-24},
-    {0x1.ee431cp-15, 0x1.01a672p+1, 0x1.252928p-2, -0x1.7ff25ap+0, -0x1.fbdef2p+0, -0x1.76162cp-5,
-     0x1.ceb9b4p-2, 0x1.4581a4p-3, -0x1.06cf38p-2, 0x1.3d0c2ep-3, 0x1.8f4e0cp-3, 0x1.a45c5ap-3,
-     0x1.0e0cdp-3, 0x1.4452f6p-3, 0x1.eb7038p-4, 0x1.5f2d8ep-4, 0x1.35c5cep-5, 0x1.ef3452p-9,
-     -0x1.548ffep-6, -0x1.a20a7p-6, -0x1.5ac66p-6, -0x1.9677ep-7, -0x1.50d9dp-8, -0x1.013928p-9,
-     -0x1.7f28ep-11, -0x1.65e884p-13, -0x1.7274b2p-16, -0x1.e7af18p-19, 0x1.978218p-22,
-     -0x1.dedea6p-21, -0x1.dedea6p-21, -0x1.dedea6p-21},
-    {0x1.0f5a06p-3, 0x1.0adad8p+6, 0x1.3f2b5cp+4, -0x1.a404d8p+3, -0x1.89468ep+5, -0x1.8846fcp+0,
-     0x1.050666p+2, 0x1.03a2aep-1, -0x1.38bbp+1, 0x1.34ad2cp-3, 0x1.05839p-3, 0x1.16fa46p-3,
-     -0x1.9e5874p-3, -0x1.0ab564p-5, -0x1.d6a442p-5, -0x1.933adp-5, -0x1.f4a122p-5, -0x1.071c28p-5,
-     -0x1.3381fcp-7, 0x1.485b8cp-10, 0x1.2ac1f4p-8, 0x1.048ad8p-8, 0x1.f62b34p-10, 0x1.941f92p-11,
-     0x1.32dbe4p-12, 0x1.1e8054p-14, 0x1.37625ap-17, 0x1.514bcap-20, 0x1.6d38dp-23, -0x1.58a3d8p-21,
-     -0x1.58a3d8p-21, -0x1.58a3d8p-21},
-};
-/* f32 gelu_erf: Phi(x) = 1/2 + x Q(x^2), |x| < 3/4, weighted for x Phi(x) with x < 0:
- * 2^-28.2 */
-static const double phi_q_f32[] = {0x1.988452p-2, -0x1.1057b6p-4, 0x1.46b13p-7, -0x1.342136p-10,
-                                   0x1.9c6c84p-14};
-/* f32 gelu_erf: Phi(-u) = e^(-u^2/2) w P(w), w = 1/(u + GELU_M_K), 3/4 <= u <= 15: relative
- * 2^-29.3 (the sum of |c_k w^k| is at most 1.16 times the value) */
-#define GELU_M_K 3.0
+/* f32 gelu_erf: S = dlnM/dlnw ~ GELU_S_A + GELU_S_B w, the sensitivity of M = w P(w) to w's
+ * error (1.19 to 2.17, to 0.016) */
 #define GELU_S_A 0x1.da1ee8p-1
 #define GELU_S_B 0x1.295bc6p+2
-static const double gelu_m_f32[] = {0x1.988368p-2,  0x1.327346p+0, 0x1.97a7fep+1,  0x1.d0fdccp+2,
-                                    0x1.780114p+3,  -0x1.f384bap-2, 0x1.26c514p+6,  -0x1.b7248p+9,
-                                    0x1.0512d8p+11, -0x1.92b166p+10};
 /* erf'(a) ~ ERF_D_A + ERF_D_B a on [0.875, 1.1875] (to 0.0053), for the rounding error of
  * a - ERF_BIG_C, which is not exact below 1.1875 */
 #define ERF_D_A_F32 0x1.37af8cp+0
 #define ERF_D_B_F32 -0x1.9874cap-1
-/* erfc(a) = exp(-a^2) G(y) / (1 + 2a), y = (a - K)/(a + K), 0 <= a <= 28.5: 2^-54.6 (least
- * squares at Chebyshev nodes, coefficient by coefficient; 2^-54 is G's own half ULP) */
-#define ERFC_K 4.0
-static const double erfc_g_f64[] = {
-    0x1.3ba5916e9fd7fp+0,   -0x1.1df1ad154a28fp-3,  0x1.f7f5df66fc99p-7,    0x1.16ecefcfa5436p-4,
-    -0x1.9ddb23c3e4977p-4,  0x1.7fee004e11586p-4,   -0x1.0fb06dfe9ca49p-4,  0x1.3079edf68e5d7p-5,
-    -0x1.09623877797f7p-6,  0x1.49c6728acb814p-8,   -0x1.8d4aa4c94277ep-11, -0x1.a1df2fdcbda88p-13,
-    0x1.3be0f0456d311p-13,  -0x1.995711bbe1aaap-16, -0x1.78a2a32c27f32p-17, 0x1.7f07dacee135bp-18,
-    0x1.3ffb6b0ac6384p-22,  -0x1.b8c48344dde1ep-21, 0x1.2f5011dc57e46p-24,  0x1.c074b15d27d97p-24,
-    -0x1.1754d9bbec2bep-26, -0x1.5aab32e025c21p-27, 0x1.2bc4c5198d249p-29,  0x1.6ff305c3a5057p-35,
-    -0x1.c54dfd3025d78p-32};
+/* gelu: c = 2 * 0.7978845608028654 (exact in double; its f32 split is the script's) */
+#define GELU_C_F64 (2 * 0.7978845608028654)
 
 #define NCOEF(a) ((int)(sizeof(a) / sizeof((a)[0])))
-
-/* ---- constants (scripts/vmath_remez.py prints them) ------------------------------------ */
-
-#define LN2_HI_F32 0x1.62e43p-1
-#define LN2_LO_F32 -0x1.05c61p-29
-#define LN2_HI_F64 0x1.62e42fefa39efp-1
-#define LN2_LO_F64 0x1.abc9e3b39803fp-56
-#define LOG2E_HI_F32 0x1.715476p+0
-#define LOG2E_LO_F32 0x1.4ae0cp-26
-#define LOG2E_HI_F64 0x1.71547652b82fep+0
-#define LOG2E_LO_F64 0x1.777d0ffda0d24p-56
-#define PIO2_1 0x1.921fb54442d18p+0 /* pi/2 = PIO2_1 + PIO2_2 + PIO2_3 + O(2^-160) */
-#define PIO2_2 0x1.1a62633145c07p-54
-#define PIO2_3 -0x1.f1976b7ed8fbcp-110
-#define TWO_OVER_PI 0x1.45f306dc9c883p-1
-#define PIO4_HI 0x1.921fb54442d18p-1
-#define PIO4_LO 0x1.1a62633145c07p-55
-#define TWO_THIRDS_HI 0x1.5555555555555p-1
-#define TWO_THIRDS_LO 0x1.5555555555555p-55
-#define SQRT_HALF 0.70710678118654752440
-#define SQRT2_HI 0x1.6a09e667f3bcdp+0
-#define SQRT2_LO -0x1.bdd3413b26456p-54
-/* gelu: c = 2 * 0.7978845608028654 (exact in double), split for f32, and c * 0.044715 */
-#define GELU_C_F64 (2 * 0.7978845608028654)
-#define GELU_C_HI_F32 0x1.988454p+0
-#define GELU_C_LO_F32 -0x1.857936p-25
-#define GELU_CK_HI_F32 0x1.2444f2p-4 /* c * 0.044715, exactly, split */
-#define GELU_CK_LO_F32 0x1.49b16ap-29
-#define GELU_CK_HI_F64 0x1.2444f2a4d8b4bp-4
-#define GELU_CK_LO_F64 0x1.8c95337d724e0p-62
-
-/* 2/pi, bits 1..1344 after the binary point (Payne-Hanek). */
-static const char two_over_pi_hex[] =
-    "a2f9836e4e441529fc2757d1f534ddc0db6295993c439041fe5163abdebbc561b7246e3a424dd2e006492eea09"
-    "d1921cfe1deb1cb129a73ee88235f52ebb4484e99c7026b45f7e413991d639835339f49c845f8bbdf9283b1ff8"
-    "97ffde05980fef2f118b5a0a6d1f6d367ecf27cb09b74f463f669e5fea2d7527bac7ebe5f17b3d0739f78a5292"
-    "ea6bfb5fb11f8d5d0856033046fc7b6babf0cfbc209af4361da9e391615ee61b08";
 
 /* ---- emitting one function body ------------------------------------------------------- */
 
@@ -1712,20 +1523,34 @@ typedef val (*body_fn)(em *e, val *args);
 
 static val b_widen(em *e, val *args);
 
-/* f32 bodies: NULL for "widen to f64". */
-static const struct {
-    body_fn f32, f64;
-} bodies[VM_FMOD + 1] = {
-    [JIT_VM_EXP] = {b_exp, b_exp},       [JIT_VM_EXP2] = {b_exp2, b_exp2},
-    [JIT_VM_EXPM1] = {b_expm1, b_expm1}, [JIT_VM_LOG] = {b_log, b_log},
-    [JIT_VM_LOG2] = {b_log2, b_log2},    [JIT_VM_LOG1P] = {b_log1p, b_log1p},
-    [JIT_VM_TANH] = {b_tanh, b_tanh},    [JIT_VM_SIGMOID] = {b_sigmoid, b_sigmoid},
-    [JIT_VM_SILU] = {b_silu, b_silu},    [JIT_VM_GELU] = {b_gelu, b_gelu},
-    [JIT_VM_ERF] = {b_erf_f32, b_erf},   [JIT_VM_GELU_ERF] = {b_gelu_erf_f32, b_gelu_erf},
-    [JIT_VM_SIN] = {NULL, b_sin},        [JIT_VM_COS] = {NULL, b_cos},
-    [JIT_VM_TAN] = {NULL, b_tan},        [JIT_VM_POW] = {NULL, b_pow},
-    [JIT_VM_ATAN2] = {NULL, b_atan2},   [VM_FMOD] = {NULL, b_fmod},
-};
+/* The body of fn for doubles (dbl) or floats; NULL: an f32 function computed by its f64
+ * body, rounded once (b_widen).  No default: a VMATH row added to ops.def is a function of
+ * jit_vm_fn, and the build fails (-Werror=switch) until it has a body here. */
+static body_fn
+body_of(jit_vm_fn fn, bool dbl)
+{
+    switch (fn) {
+    case JIT_VM_EXP: return b_exp;
+    case JIT_VM_EXP2: return b_exp2;
+    case JIT_VM_EXPM1: return b_expm1;
+    case JIT_VM_LOG: return b_log;
+    case JIT_VM_LOG2: return b_log2;
+    case JIT_VM_LOG1P: return b_log1p;
+    case JIT_VM_TANH: return b_tanh;
+    case JIT_VM_SIGMOID: return b_sigmoid;
+    case JIT_VM_SILU: return b_silu;
+    case JIT_VM_GELU: return b_gelu;
+    case JIT_VM_ERF: return dbl ? b_erf : b_erf_f32;
+    case JIT_VM_GELU_ERF: return dbl ? b_gelu_erf : b_gelu_erf_f32;
+    case JIT_VM_SIN: return dbl ? b_sin : NULL;
+    case JIT_VM_COS: return dbl ? b_cos : NULL;
+    case JIT_VM_TAN: return dbl ? b_tan : NULL;
+    case JIT_VM_POW: return dbl ? b_pow : NULL;
+    case JIT_VM_ATAN2: return dbl ? b_atan2 : NULL;
+    case VM_FMOD: return dbl ? b_fmod : NULL;
+    }
+    return NULL;
+}
 
 static void
 add_fn_attr(LLVMContextRef ctx, LLVMValueRef fn, const char *name)
@@ -1763,7 +1588,7 @@ get_fn(LLVMContextRef ctx, LLVMModuleRef mod, jit_vm_fn fn, bool dbl, unsigned l
     e.b = LLVMCreateBuilderInContext(ctx);
     LLVMPositionBuilderAtEnd(e.b, LLVMAppendBasicBlockInContext(ctx, f, "entry"));
     val args[2] = {LLVMGetParam(f, 0), arity > 1 ? LLVMGetParam(f, 1) : NULL};
-    body_fn body = dbl ? bodies[fn].f64 : bodies[fn].f32;
+    body_fn body = body_of(fn, dbl);
     val r = (body ? body : b_widen)(&e, args);
     /* One NaN for every NaN result: which operand's NaN an instruction passes on depends on
      * operand order, which may differ between a vector body and a scalar tail.  (fmod
@@ -1803,7 +1628,7 @@ b_widen(em *e, val *args)
     return LLVMBuildFPTrunc(e->b, r, e->ft, "");
 }
 
-/* jit_vm_emit for fn in JIT_VM_LIST or VM_FMOD. */
+/* jit_vm_emit for fn a function of jit_vm_fn or VM_FMOD. */
 static LLVMValueRef
 emit_call(jit_vm *vm, jit_vm_fn fn, LLVMValueRef x, LLVMValueRef y)
 {
@@ -1857,19 +1682,3 @@ jit_vm_fmod(jit_vm *vm, LLVMValueRef x, LLVMValueRef y)
 {
     return emit_call(vm, VM_FMOD, x, y);
 }
-
-#define JIT_VM_DEF1(e, n, a)                                                                       \
-    LLVMValueRef jit_vm_##n(jit_vm *vm, LLVMValueRef x)                                            \
-    {                                                                                              \
-        return jit_vm_emit(vm, JIT_VM_##e, x, NULL);                                               \
-    }
-#define JIT_VM_DEF2(e, n, a)                                                                       \
-    LLVMValueRef jit_vm_##n(jit_vm *vm, LLVMValueRef x, LLVMValueRef y)                            \
-    {                                                                                              \
-        return jit_vm_emit(vm, JIT_VM_##e, x, y);                                                  \
-    }
-#define JIT_VM_DEF(e, n, a) JIT_VM_DEF##a(e, n, a)
-JIT_VM_LIST(JIT_VM_DEF)
-#undef JIT_VM_DEF
-#undef JIT_VM_DEF1
-#undef JIT_VM_DEF2

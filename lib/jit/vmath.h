@@ -9,14 +9,14 @@
  * stay within the same bounds.  Methods, bounds and measured errors: docs/accuracy.md.
  *
  * Use: fill a jit_vm with the unit's context and module and a builder positioned where the
- * value is needed, then call jit_vm_emit (or one of the named wrappers) on a value `x` of
- * type float, double, <N x float> or <N x double> (any N up to JIT_VM_MAX_LANES).  The
- * result has the type of `x`; the builder stays where it was and the result is inserted
- * at its position.  Each (function, type) is emitted once per module as an internal,
- * alwaysinline function named "kiln.vm.<name>.<type>" (e.g. "kiln.vm.exp.v16f32") and
- * called, so after optimisation the code is inlined into, and fused with, the kernel.
- * Vectors and scalars run the same instruction sequence lane by lane, so a kernel's vector
- * body and its scalar tail give bit-identical results.
+ * value is needed, then call jit_vm_emit on a value `x` of type float, double,
+ * <N x float> or <N x double> (any N up to JIT_VM_MAX_LANES).  The result has the type of
+ * `x`; the builder stays where it was and the result is inserted at its position.  Each
+ * (function, type) is emitted once per module as an internal, alwaysinline function named
+ * "kiln.vm.<name>.<type>" (e.g. "kiln.vm.exp.v16f32") and called, so after optimisation the
+ * code is inlined into, and fused with, the kernel.  Vectors and scalars run the same
+ * instruction sequence lane by lane, so a kernel's vector body and its scalar tail give
+ * bit-identical results.
  *
  * No fast-math flags are used: NaN, ±Inf and -0.0 behave as the C library's functions do
  * (C99 Annex F for pow and atan2).  The composite functions follow ops.def literally at
@@ -30,31 +30,14 @@
 
 #include "llvm.h"
 
-/* The functions: X(ENUM, name, arity).  `name` is the op's name in ops.def; binary
- * functions take (x, y) in the op's operand order: pow(x, y) = x^y, atan2(y, x). */
-#define JIT_VM_LIST(X)                                                                             \
-    X(EXP, exp, 1)                                                                                 \
-    X(EXP2, exp2, 1)                                                                               \
-    X(EXPM1, expm1, 1)                                                                             \
-    X(LOG, log, 1)                                                                                 \
-    X(LOG2, log2, 1)                                                                               \
-    X(LOG1P, log1p, 1)                                                                             \
-    X(TANH, tanh, 1)                                                                               \
-    X(SIGMOID, sigmoid, 1)                                                                         \
-    X(SILU, silu, 1)                                                                               \
-    X(GELU, gelu, 1)                                                                               \
-    X(ERF, erf, 1)                                                                                 \
-    X(GELU_ERF, gelu_erf, 1)                                                                       \
-    X(SIN, sin, 1)                                                                                 \
-    X(COS, cos, 1)                                                                                 \
-    X(TAN, tan, 1)                                                                                 \
-    X(POW, pow, 2)                                                                                 \
-    X(ATAN2, atan2, 2)
-
+/* The functions: one per VMATH row of ops.def, JIT_VM_<ENUM> for IR_OP_<ENUM>, in the
+ * table's order.  Their names, operand counts and ULP bounds are the rows'; binary functions
+ * take (x, y) in the op's operand order: pow(x, y) = x^y, atan2(y, x). */
 typedef enum jit_vm_fn {
-#define JIT_VM_ENUM(e, n, a) JIT_VM_##e,
-    JIT_VM_LIST(JIT_VM_ENUM)
-#undef JIT_VM_ENUM
+#define OP(E, name, arity, kind, trule, attrs, calc, ulp_f32, ulp_f64, meaning)                    \
+    IR_IF_VMATH_##calc(JIT_VM_##E, )
+#include "ops.def"
+#undef OP
     JIT_VM_COUNT
 } jit_vm_fn;
 
@@ -86,27 +69,15 @@ IR_HIDDEN LLVMValueRef jit_vm_fmod(jit_vm *vm, LLVMValueRef x, LLVMValueRef y);
  * whose code generation then sees each function's body once per module. */
 IR_HIDDEN void jit_vm_outline(LLVMModuleRef mod);
 
-/* One wrapper per function, for readability at call sites. */
-#define JIT_VM_DECL1(e, n, a) IR_HIDDEN LLVMValueRef jit_vm_##n(jit_vm *vm, LLVMValueRef x);
-#define JIT_VM_DECL(e, n, a) JIT_VM_DECL##a(e, n, a)
-#define JIT_VM_DECL2(e, n, a)                                                                      \
-    IR_HIDDEN LLVMValueRef jit_vm_##n(jit_vm *vm, LLVMValueRef x, LLVMValueRef y);
-JIT_VM_LIST(JIT_VM_DECL)
-#undef JIT_VM_DECL
-#undef JIT_VM_DECL1
-#undef JIT_VM_DECL2
-
-/* The function's ops.def name ("exp", ..., "atan2") and its number of operands. */
+/* The function's ops.def name ("exp", ..., "atan2"), its number of operands and its op;
+ * NULL, 0 and IR_OP_COUNT for JIT_VM_COUNT. */
 IR_HIDDEN const char *jit_vm_name(jit_vm_fn fn);
 IR_HIDDEN int jit_vm_arity(jit_vm_fn fn);
+IR_HIDDEN ir_op jit_vm_op(jit_vm_fn fn);
 /* The function computing an op (IR_OP_EXP -> JIT_VM_EXP, ...), or JIT_VM_COUNT when the op
- * is not one of these. */
+ * is not one of these.  The documented bound of each, the largest error in units in the
+ * last place of the result's dtype against the exact result, is its row's in ops.def
+ * (ir_op_ulp_bound); docs/accuracy.md says how it is measured. */
 IR_HIDDEN jit_vm_fn jit_vm_for_op(ir_op op);
-/* The documented bound: the largest error, in units in the last place of the result's
- * dtype, of jit_vm_<name> against the exact result (f32: against the double-precision
- * reference; f64: against a long double reference).  This table is the one place the
- * bounds live: docs/accuracy.md and tests/check_vmath.c read them from here.  -1 when
- * `name` is not a vmath function or dt is not KILN_DTYPE_F32/F64. */
-IR_HIDDEN double jit_vm_ulp_bound(const char *name, kiln_dtype dt);
 
 #endif

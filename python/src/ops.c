@@ -598,7 +598,7 @@ op_gather(PyObject *m, PyObject *args, PyObject *kw)
     return kp_tensor_wrap(tr, kiln_gather(ts[0], ts[1], axis));
 }
 
-#define OP(E, name, arity, kind, trule, attrs, meaning) DEF_##kind(E, name)
+#define OP(E, name, arity, kind, trule, attrs, calc, ulp_f32, ulp_f64, meaning) DEF_##kind(E, name)
 #include "ops.def"
 #undef OP
 
@@ -631,7 +631,8 @@ op_gather(PyObject *m, PyObject *args, PyObject *kw)
 #define ENTRY_MOVE(name, meaning) MOVE_##name(name, meaning)
 
 static PyMethodDef op_methods[] = {
-#define OP(E, name, arity, kind, trule, attrs, meaning) ENTRY_##kind(name, meaning)
+#define OP(E, name, arity, kind, trule, attrs, calc, ulp_f32, ulp_f64, meaning)                    \
+    ENTRY_##kind(name, meaning)
 #include "ops.def"
 #undef OP
     {0},
@@ -652,7 +653,7 @@ kp_ops_add(PyObject *m)
         return -1;
     /* The names of the table's rows, in order, for tests and introspection. */
     static const char *const rows[] = {
-#define OP(E, name, arity, kind, trule, attrs, meaning) #name,
+#define OP(E, name, arity, kind, trule, attrs, calc, ulp_f32, ulp_f64, meaning) #name,
 #include "ops.def"
 #undef OP
     };

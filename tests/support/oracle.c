@@ -404,20 +404,6 @@ ts_bounds_free(ts_bounds *b)
 
 /* ---- graphs -------------------------------------------------------------------------------- */
 
-static bool
-op_is_transcendental(ir_op op)
-{
-    switch (op) {
-    case IR_OP_EXP: case IR_OP_EXP2: case IR_OP_EXPM1: case IR_OP_LOG: case IR_OP_LOG2:
-    case IR_OP_LOG1P: case IR_OP_SIN: case IR_OP_COS: case IR_OP_TAN: case IR_OP_TANH:
-    case IR_OP_SIGMOID: case IR_OP_ERF: case IR_OP_GELU: case IR_OP_GELU_ERF: case IR_OP_SILU:
-    case IR_OP_ATAN2: case IR_OP_POW:
-        return true;
-    default:
-        return false;
-    }
-}
-
 int
 ts_outputs_inexact(const kiln_graph *g, bool *inexact)
 {
@@ -426,9 +412,7 @@ ts_outputs_inexact(const kiln_graph *g, bool *inexact)
     for (int32_t n = 0; n < g->nnodes; n++) {
         const ir_node *nd = &g->nodes[n];
         bool fl = nd->nin > 0 && ir_dtype_is_float(g->nodes[nd->in[0]].type.dtype);
-        t[n] = fl && (op_is_transcendental(nd->op) || nd->op == IR_OP_REDUCE_SUM ||
-                      nd->op == IR_OP_REDUCE_MEAN || nd->op == IR_OP_REDUCE_PROD ||
-                      nd->op == IR_OP_MATMUL);
+        t[n] = fl && ir_ops[nd->op].calc != IR_CALC_EXACT; /* ops.def: VMATH, REASSOC */
         for (int k = 0; k < nd->nin; k++)
             t[n] = t[n] || t[nd->in[k]];
     }

@@ -128,9 +128,9 @@ char *ts_plan_text(const kiln_program *p);
 int ts_plan_reference_steps(const char *plan);
 
 /* Per output of g, whether its value depends on a float op whose compiled result may
- * legitimately differ from the reference's bits: a transcendental op (exp ... atan2, and
- * pow of floats), reduce_sum / reduce_mean / reduce_prod of floats, or a float matmul (all
- * of these round differently once compiled).  Returns how many are. */
+ * legitimately differ from the reference's bits: one not computed EXACT (ops.def's
+ * computed column: vector math, exp ... atan2 and pow of floats; the REASSOC sums,
+ * products and matmul).  Returns how many are. */
 int ts_outputs_inexact(const kiln_graph *g, bool *inexact);
 
 /* Run this executable (/proc/self/exe) with argv[1..] = args (NULL-terminated) and the

@@ -335,7 +335,7 @@ typedef kiln_tensor (*reduce_fn)(kiln_tensor, int, const int *, int);
 #define DEF_REDUCE(E, name)
 #define DEF_MATMUL(E, name)
 static const unary_fn unary_fns[IR_OP_COUNT] = {
-#define OP(E, name, arity, kind, trule, attrs, meaning) DEF_##kind(E, name)
+#define OP(E, name, arity, kind, trule, attrs, calc, ulp_f32, ulp_f64, meaning) DEF_##kind(E, name)
 #include "ops.def"
 #undef OP
 };
@@ -348,7 +348,7 @@ static const unary_fn unary_fns[IR_OP_COUNT] = {
 #define DEF_REDUCE(E, name)
 #define DEF_MATMUL(E, name) [IR_OP_##E] = kiln_##name,
 static const binary_fn binary_fns[IR_OP_COUNT] = {
-#define OP(E, name, arity, kind, trule, attrs, meaning) DEF_##kind(E, name)
+#define OP(E, name, arity, kind, trule, attrs, calc, ulp_f32, ulp_f64, meaning) DEF_##kind(E, name)
 #include "ops.def"
 #undef OP
 };
@@ -359,7 +359,7 @@ static const binary_fn binary_fns[IR_OP_COUNT] = {
 #define DEF_REDUCE(E, name) [IR_OP_##E] = kiln_##name,
 #define DEF_MATMUL(E, name)
 static const reduce_fn reduce_fns[IR_OP_COUNT] = {
-#define OP(E, name, arity, kind, trule, attrs, meaning) DEF_##kind(E, name)
+#define OP(E, name, arity, kind, trule, attrs, calc, ulp_f32, ulp_f64, meaning) DEF_##kind(E, name)
 #include "ops.def"
 #undef OP
 };

@@ -253,7 +253,7 @@ check_ulp(const char *func, kiln_dtype dt, bool exhaustive, uint64_t samples)
     bool binary = ir_ops[op].arity == 2;
     /* vector-math functions against the exact value, within their bound; every other op
      * must round as the interpreter does, so it is measured against it (bound 0) */
-    bool vm = jit_math_available((ir_op)op) && ref_math_has((ir_op)op);
+    bool vm = ir_op_is_vmath((ir_op)op) && ref_math_has((ir_op)op);
     const size_t chunk = (size_t)1 << 22;
     const char *tn = kiln_dtype_name(dt);
     char text[512];
@@ -329,7 +329,7 @@ check_ulp(const char *func, kiln_dtype dt, bool exhaustive, uint64_t samples)
     }
     if (total > chunk && progress)
         fprintf(stderr, "\n");
-    double bound = vm ? jit_math_ulp_bound((ir_op)op, dt) : 0;
+    double bound = vm ? ir_op_ulp_bound((ir_op)op, dt) : 0;
     printf("%s %s: %llu inputs, max error %.4g ulp", func, tn, (unsigned long long)total, max);
     if (max > 0) {
         printf(" at x = %.17g", wx);
