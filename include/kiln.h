@@ -368,11 +368,11 @@ typedef struct kiln_options {
 #define KILN_NO_DISK_CACHE 4u
 /* KILN_TIERED: for a client that wants its first result soon (a model's first step): the
  * kernels a compile must make (in neither cache) are generated first by LLVM's fast code
- * generator, in about half the time, and run from that code until the full code, made
- * on a background thread, replaces it (kiln_jit_sync waits for that).  Results are the
- * same bits from either code; the first code's loops are slower (docs/jit.md, "Tiered
- * compile").  Only the full code goes to the disk cache.  Ignored with KILN_NO_CACHE or
- * KILN_KEEP_DUMPS. */
+ * generator, in about half the time, and run from that code until the full code, made on
+ * a background thread at the lowest priority, replaces it (kiln_jit_sync waits for that).
+ * Results are the same bits from either code (a NaN's payload aside); the first code's
+ * loops are slower (docs/jit.md, "Tiered compile").  Only the full code goes to the disk
+ * cache.  Ignored with KILN_NO_CACHE or KILN_KEEP_DUMPS. */
 #define KILN_TIERED 128u /* bits 8-64 are retired: docs/abi.md */
 
 /* kiln_scope_end: finish the scope.  The `noutputs` tensors in `outputs` become outputs
