@@ -106,6 +106,14 @@ elem_ok(kiln_dtype t, const void *got, const void *want, size_t i, const ts_tol 
     if (tol->kind == TS_TOL_BOUND) { /* kiln check's comparison, ints and NaN included */
         double ratio;
         *allowed = tol->bound ? tol->bound[i] : 0;
+        bool fl = t == KILN_DTYPE_F32 || t == KILN_DTYPE_F64;
+        if (tol->nonfinite && fl && !isfinite(ts_load_float(t, want, i))) {
+            double g = ts_load_float(t, got, i), w = ts_load_float(t, want, i);
+            return isnan(w) ? isnan(g) : g == w;
+        }
+        if (tol->zero_sign && *allowed == 0 && fl &&
+            ts_load_float(t, got, i) == 0 && ts_load_float(t, want, i) == 0)
+            return memcmp((const char *)got + es * i, (const char *)want + es * i, es) == 0;
         return eb_within(t, got, want, i, *allowed, &ratio);
     }
     if (memcmp((const char *)got + es * i, (const char *)want + es * i, es) == 0)

@@ -40,7 +40,8 @@
  *         the reference interpreter's values (ts_bounds_for).  It applies to integer and
  *         bool elements too (an argmax or a comparison after an inexact sum), and an
  *         INFINITY bound passes anything, NaN included (no bound survives there); a NULL
- *         bound is 0 everywhere, which NaN payloads aside is EXACT;
+ *         bound is 0 everywhere, which NaN payloads aside and ±0 aside is EXACT (like
+ *         `kiln check`, BOUND takes -0.0 and +0.0 as equal; zero_sign narrows that);
  *  SKIP   not compared. */
 /* f32 roundings a compiled f32 sum may add to each term: JIT_SUM_BLOCK - 1 (lib/jit/jit.h). */
 #define TS_SUM_F32_BLOCK_ROUNDINGS 7
@@ -62,6 +63,16 @@ typedef struct ts_tol {
     double n;            /* SUM, PROD: the reduced count */
     const double *absum; /* SUM: one per output element */
     const double *bound; /* BOUND: one per output element; NULL: all 0 */
+    bool zero_sign;      /* BOUND: where bound[i] is 0 and both are ±0, the signs must
+                          * match too (a zero bound says the result is exact, and for a
+                          * sum of ±0s, a product with a zero factor or a matmul with
+                          * K = 0 so is the sign of its zero, in any order; the bound,
+                          * a distance, cannot say so) */
+    bool nonfinite;      /* BOUND: where the reference is ±inf or NaN, the result must be the
+                          * same infinity, or a NaN, whatever the bound: for inputs whose
+                          * finite values no order of the sums can overflow, an infinity or
+                          * NaN among them decides the result in any order (the bound there
+                          * is infinite: the magnitudes it is made of are) */
 } ts_tol;
 
 /* Buffers for a graph's inputs or outputs, in order. */
