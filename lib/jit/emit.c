@@ -678,3 +678,26 @@ jit_em_loop_end(jit_em *l, jit_em_loop *lp)
     LLVMAddIncoming(lp->iv, in, bb, 1);
     LLVMPositionBuilderAtEnd(b, lp->done);
 }
+
+void
+jit_em_delinearise(jit_em *l, LLVMValueRef flat, int top, const LLVMValueRef *dims, int R,
+                   int nloads, LLVMValueRef pstrides, LLVMValueRef *off, const LLVMValueRef *ext,
+                   LLVMValueRef *inbox)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMValueRef rem = flat;
+    for (int k = top; k >= 0; k--) {
+        LLVMValueRef ik = LLVMBuildURem(b, rem, dims[k], "");
+        rem = LLVMBuildUDiv(b, rem, dims[k], "");
+        for (int j = 0; j < nloads; j++) {
+            LLVMValueRef st = jit_em_arg(l, l->i64, pstrides, (int64_t)j * R + k, "");
+            off[j] = LLVMBuildAdd(b, off[j], LLVMBuildMul(b, ik, st, ""), "");
+            if (ext) {
+                LLVMValueRef lo = ext[j * R * 2 + 2 * k], hi = ext[j * R * 2 + 2 * k + 1];
+                LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, ik, lo, ""),
+                                               LLVMBuildICmp(b, LLVMIntSLT, ik, hi, ""), "");
+                inbox[j] = LLVMBuildAnd(b, inbox[j], ok, "");
+            }
+        }
+    }
+}

@@ -46,6 +46,15 @@ typedef struct jit_em_loop {
 IR_HIDDEN void jit_em_loop_begin(jit_em *l, LLVMValueRef fn, jit_em_loop *lp, LLVMValueRef from,
                                  LLVMValueRef to, int64_t step, bool whole, const char *tag);
 IR_HIDDEN void jit_em_loop_end(jit_em *l, jit_em_loop *lp);
+/* A linear index `flat` over dims[0..top] (dims[top] fastest) split into its indices, from
+ * the innermost out (a urem and a udiv each), each added times its stride to every load's
+ * offset: off[j] += index_k * strides[j * R + k] for j < nloads, the strides read from the
+ * kernel's strides argument pstrides (R dims per load).  With ext (NULL: none), each load's
+ * box too: inbox[j] &= ext[(j * R + k) * 2] <= index_k < ext[(j * R + k) * 2 + 1].  The
+ * delinearisation of elementwise rows and of contraction batches. */
+IR_HIDDEN void jit_em_delinearise(jit_em *l, LLVMValueRef flat, int top, const LLVMValueRef *dims,
+                                  int R, int nloads, LLVMValueRef pstrides, LLVMValueRef *off,
+                                  const LLVMValueRef *ext, LLVMValueRef *inbox);
 IR_HIDDEN LLVMValueRef jit_em_i64(jit_em *l, int64_t v);
 /* Element i of a kernel's argument array of 8-byte values (ptrs, strides, dims, aux), as
  * type t (l->ptr or l->i64). */

@@ -195,7 +195,6 @@ jit_contract_load_strides(L *l, const jit_kdesc *d, LLVMValueRef pstrides, const
                           LLVMValueRef batch, LLVMValueRef *off, LLVMValueRef *sm,
                           LLVMValueRef *istride)
 {
-    LLVMBuilderRef b = l->b;
     int R = d->rank;
     /* per load: the batch element's offset, the row stride and the column stride */
     for (int j = 0; j < d->nloads; j++) {
@@ -203,15 +202,7 @@ jit_contract_load_strides(L *l, const jit_kdesc *d, LLVMValueRef pstrides, const
         istride[j] = jit_em_arg(l, l->i64, pstrides, (int64_t)j * R + R - 1, "");
         off[j] = jit_em_i64(l, 0);
     }
-    LLVMValueRef rem = batch;
-    for (int k = R - 3; k >= 0; k--) {
-        LLVMValueRef ik = LLVMBuildURem(b, rem, dims[k], "");
-        rem = LLVMBuildUDiv(b, rem, dims[k], "");
-        for (int j = 0; j < d->nloads; j++) {
-            LLVMValueRef st = jit_em_arg(l, l->i64, pstrides, (int64_t)j * R + k, "");
-            off[j] = LLVMBuildAdd(b, off[j], LLVMBuildMul(b, ik, st, ""), "");
-        }
-    }
+    jit_em_delinearise(l, batch, R - 3, dims, R, d->nloads, pstrides, off, NULL, NULL);
 }
 
 kiln_status
