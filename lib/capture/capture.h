@@ -68,4 +68,11 @@ IR_HIDDEN kiln_status cap_scope_finish(const char *api, kiln_scope scope, int no
                                        const kiln_tensor *outputs, const kiln_options *options,
                                        kiln_graph **graph);
 
+/* ---- replay (replay.c) -------------------------------------------------------------------
+ * Record every node of g again through the public tensor API, in order, into the open scope
+ * of dev: t[n] (g->nnodes entries) gets node n's tensor.  Errors are the scope's (sticky):
+ * a node the API cannot record (a concat of more than 64 values) gets the null tensor, and
+ * kiln_scope_end reports it.  kiln bench's re-capture time; check_capture's test. */
+IR_HIDDEN void cap_replay(kiln_device *dev, const kiln_graph *g, kiln_tensor *t);
+
 #endif

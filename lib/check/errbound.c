@@ -37,7 +37,9 @@
  *                           leave the normal range (the product of the factors below 1
  *                           under it, or of those above 1 over it): then the kernel's and
  *                           the interpreter's orders may underflow or overflow
- *                           differently; argmax/argmin: anything once an operand's E > 0
+ *                           differently; 0 where a factor is ±0 with E = 0 (the product
+ *                           is then ±0, or NaN, in any order); argmax/argmin: anything
+ *                           once an operand's E > 0
  *
  * A bound that comes out NaN (inf - inf in the arithmetic) is infinite: anything goes. */
 #include "errbound.h"
@@ -549,7 +551,7 @@ reduction(const kiln_graph *g, const ir_node *nd, nstate *ns, size_t n, double *
     const void *val = ns[nd - g->nodes].val;
     ir_type ft = as_f64(&x->type);
     kiln_status st = KILN_OK;
-    void *s0 = NULL, *s1 = NULL, *slo = NULL, *shi = NULL;
+    void *s0 = NULL, *s1 = NULL, *slo = NULL, *shi = NULL, *szero = NULL;
     double *mag = NULL;
     if (!ir_dtype_is_float(t) || nd->op == IR_OP_ARGMAX || nd->op == IR_OP_ARGMIN ||
         nd->op == IR_OP_REDUCE_MAX || nd->op == IR_OP_REDUCE_MIN) {
@@ -620,7 +622,11 @@ reduction(const kiln_graph *g, const ir_node *nd, nstate *ns, size_t n, double *
             if ((st = interp1(IR_OP_REDUCE_PROD, &nd->at, 1, &ft, in, NULL, &s1)) != KILN_OK)
                 goto done;
         }
-        const double *p0 = s0, *p1 = s1 ? s1 : s0;
+        /* the smallest |x| + E: 0 where some factor is exactly ±0 (none in an empty
+         * product, which the verifier refuses to take the min of) */
+        if (nx > 0 && (st = interp1(IR_OP_REDUCE_MIN, &nd->at, 1, &ft, in, NULL, &szero)))
+            goto done;
+        const double *p0 = s0, *p1 = s1 ? s1 : s0, *zmin = szero;
         /* every partial product, in any order, lies between the product of the factors
          * below 1 and that of those above 1 (errors included): outside the normal range
          * there, no bound */
@@ -646,6 +652,11 @@ reduction(const kiln_graph *g, const ir_node *nd, nstate *ns, size_t n, double *
                 b += ulp(rt, (fabs(ir_load_f64(rt, val, i)) + b) * (1 + 0x1p-20));
             bool leaves = cnt > 1 && (lo[i] < min_normal(t) || hi[i] > max_finite(t));
             e[i] = isnan(b) || leaves ? INFINITY : b;
+            /* an exact zero factor makes the product ±0 in any order, the sign that of
+             * the factors' signs (or NaN in any order, with an infinity or a NaN among
+             * them): exact, whatever the other factors do */
+            if (zmin && zmin[i] == 0)
+                e[i] = 0;
         }
         break;
     }
@@ -661,6 +672,7 @@ done:
     free(s1);
     free(slo);
     free(shi);
+    free(szero);
     return st;
 }
 

@@ -630,3 +630,61 @@ jit_em_opaque(jit_em *l, LLVMValueRef v)
     LLVMValueRef as = LLVMGetInlineAsm(ft, "", 0, "=r,0", 4, 0, 0, LLVMInlineAsmDialectATT, 0);
     return LLVMBuildCall2(l->b, ft, as, &v, 1, "");
 }
+
+void
+jit_em_loop_begin(jit_em *l, LLVMValueRef fn, jit_em_loop *lp, LLVMValueRef from,
+                  LLVMValueRef to, int64_t step, bool whole, const char *tag)
+{
+    LLVMBuilderRef b = l->b;
+    lp->step = step;
+    lp->pre = LLVMGetInsertBlock(b);
+    lp->head = LLVMAppendBasicBlockInContext(l->ctx, fn, tag);
+    lp->body = LLVMAppendBasicBlockInContext(l->ctx, fn, "body");
+    lp->done = LLVMAppendBasicBlockInContext(l->ctx, fn, "done");
+    LLVMBuildBr(b, lp->head);
+    LLVMPositionBuilderAtEnd(b, lp->head);
+    lp->iv = LLVMBuildPhi(b, l->i64, tag);
+    LLVMValueRef cond = whole ? LLVMBuildICmp(b, LLVMIntSLE, LLVMBuildAdd(b, lp->iv, jit_em_i64(l, step), ""), to, "")
+                              : LLVMBuildICmp(b, LLVMIntSLT, lp->iv, to, "");
+    LLVMBuildCondBr(b, cond, lp->body, lp->done);
+    LLVMValueRef in[1] = {from};
+    LLVMBasicBlockRef bb[1] = {lp->pre};
+    LLVMAddIncoming(lp->iv, in, bb, 1);
+    LLVMPositionBuilderAtEnd(b, lp->body);
+}
+
+void
+jit_em_loop_end(jit_em *l, jit_em_loop *lp)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMValueRef next = jit_em_opaque(l, LLVMBuildAdd(b, lp->iv, jit_em_i64(l, lp->step), ""));
+    LLVMBasicBlockRef at = LLVMGetInsertBlock(b);
+    LLVMBuildBr(b, lp->head);
+    LLVMValueRef in[1] = {next};
+    LLVMBasicBlockRef bb[1] = {at};
+    LLVMAddIncoming(lp->iv, in, bb, 1);
+    LLVMPositionBuilderAtEnd(b, lp->done);
+}
+
+void
+jit_em_delinearise(jit_em *l, LLVMValueRef flat, int top, const LLVMValueRef *dims, int R,
+                   int nloads, LLVMValueRef pstrides, LLVMValueRef *off, const LLVMValueRef *ext,
+                   LLVMValueRef *inbox)
+{
+    LLVMBuilderRef b = l->b;
+    LLVMValueRef rem = flat;
+    for (int k = top; k >= 0; k--) {
+        LLVMValueRef ik = LLVMBuildURem(b, rem, dims[k], "");
+        rem = LLVMBuildUDiv(b, rem, dims[k], "");
+        for (int j = 0; j < nloads; j++) {
+            LLVMValueRef st = jit_em_arg(l, l->i64, pstrides, (int64_t)j * R + k, "");
+            off[j] = LLVMBuildAdd(b, off[j], LLVMBuildMul(b, ik, st, ""), "");
+            if (ext) {
+                LLVMValueRef lo = ext[j * R * 2 + 2 * k], hi = ext[j * R * 2 + 2 * k + 1];
+                LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, ik, lo, ""),
+                                               LLVMBuildICmp(b, LLVMIntSLT, ik, hi, ""), "");
+                inbox[j] = LLVMBuildAnd(b, inbox[j], ok, "");
+            }
+        }
+    }
+}

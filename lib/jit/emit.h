@@ -32,6 +32,29 @@ IR_HIDDEN LLVMTypeRef jit_em_vec(jit_em *l, LLVMTypeRef t);
  * code generator cannot see through (loop strength reduction finds no induction variable
  * users behind it). */
 IR_HIDDEN LLVMValueRef jit_em_opaque(jit_em *l, LLVMValueRef v);
+/* A counted loop of function fn: iv from `from`, stepping by `step`, while iv + step <= to
+ * (whole: every iteration has `step` elements) or else while iv < to; iv is a phi, its
+ * step through jit_em_opaque (so loop strength reduction adds no induction variables of
+ * its own).  jit_em_loop_begin appends the blocks head (named tag), body and done, and
+ * leaves the builder in the body; jit_em_loop_end closes the loop from wherever the
+ * builder is and leaves it in done. */
+typedef struct jit_em_loop {
+    LLVMBasicBlockRef pre, head, body, done;
+    LLVMValueRef iv;
+    int64_t step;
+} jit_em_loop;
+IR_HIDDEN void jit_em_loop_begin(jit_em *l, LLVMValueRef fn, jit_em_loop *lp, LLVMValueRef from,
+                                 LLVMValueRef to, int64_t step, bool whole, const char *tag);
+IR_HIDDEN void jit_em_loop_end(jit_em *l, jit_em_loop *lp);
+/* A linear index `flat` over dims[0..top] (dims[top] fastest) split into its indices, from
+ * the innermost out (a urem and a udiv each), each added times its stride to every load's
+ * offset: off[j] += index_k * strides[j * R + k] for j < nloads, the strides read from the
+ * kernel's strides argument pstrides (R dims per load).  With ext (NULL: none), each load's
+ * box too: inbox[j] &= ext[(j * R + k) * 2] <= index_k < ext[(j * R + k) * 2 + 1].  The
+ * delinearisation of elementwise rows and of contraction batches. */
+IR_HIDDEN void jit_em_delinearise(jit_em *l, LLVMValueRef flat, int top, const LLVMValueRef *dims,
+                                  int R, int nloads, LLVMValueRef pstrides, LLVMValueRef *off,
+                                  const LLVMValueRef *ext, LLVMValueRef *inbox);
 IR_HIDDEN LLVMValueRef jit_em_i64(jit_em *l, int64_t v);
 /* Element i of a kernel's argument array of 8-byte values (ptrs, strides, dims, aux), as
  * type t (l->ptr or l->i64). */

@@ -348,21 +348,7 @@ jit_lower_elementwise(L *l, const jit_kdesc *d, const char *name)
         s.off[j] = jit_em_i64(l, 0);
         s.rowok[j] = LLVMConstInt(l->i1, 1, 0);
     }
-    LLVMValueRef r = row;
-    for (int k = R - 2; k >= 0; k--) {
-        LLVMValueRef ik = LLVMBuildURem(b, r, dims[k], "");
-        r = LLVMBuildUDiv(b, r, dims[k], "");
-        for (int j = 0; j < d->nloads; j++) {
-            LLVMValueRef st = jit_em_arg(l, l->i64, pstrides, (int64_t)j * R + k, "");
-            s.off[j] = LLVMBuildAdd(b, s.off[j], LLVMBuildMul(b, ik, st, ""), "");
-            if (extv) {
-                LLVMValueRef lo = extv[j * R * 2 + 2 * k], hi = extv[j * R * 2 + 2 * k + 1];
-                LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, ik, lo, ""),
-                                               LLVMBuildICmp(b, LLVMIntSLT, ik, hi, ""), "");
-                s.rowok[j] = LLVMBuildAnd(b, s.rowok[j], ok, "");
-            }
-        }
-    }
+    jit_em_delinearise(l, row, R - 2, dims, R, d->nloads, pstrides, s.off, extv, s.rowok);
     s.out_base = LLVMBuildMul(b, row, inner, "");
     /* head: the lanes before the peeled store's next aligned address (fewer than W, at
      * most the row's segment; see stream_setup) */

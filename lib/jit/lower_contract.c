@@ -195,7 +195,6 @@ jit_contract_load_strides(L *l, const jit_kdesc *d, LLVMValueRef pstrides, const
                           LLVMValueRef batch, LLVMValueRef *off, LLVMValueRef *sm,
                           LLVMValueRef *istride)
 {
-    LLVMBuilderRef b = l->b;
     int R = d->rank;
     /* per load: the batch element's offset, the row stride and the column stride */
     for (int j = 0; j < d->nloads; j++) {
@@ -203,15 +202,7 @@ jit_contract_load_strides(L *l, const jit_kdesc *d, LLVMValueRef pstrides, const
         istride[j] = jit_em_arg(l, l->i64, pstrides, (int64_t)j * R + R - 1, "");
         off[j] = jit_em_i64(l, 0);
     }
-    LLVMValueRef rem = batch;
-    for (int k = R - 3; k >= 0; k--) {
-        LLVMValueRef ik = LLVMBuildURem(b, rem, dims[k], "");
-        rem = LLVMBuildUDiv(b, rem, dims[k], "");
-        for (int j = 0; j < d->nloads; j++) {
-            LLVMValueRef st = jit_em_arg(l, l->i64, pstrides, (int64_t)j * R + k, "");
-            off[j] = LLVMBuildAdd(b, off[j], LLVMBuildMul(b, ik, st, ""), "");
-        }
-    }
+    jit_em_delinearise(l, batch, R - 3, dims, R, d->nloads, pstrides, off, NULL, NULL);
 }
 
 kiln_status
@@ -352,16 +343,12 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
      * rows, under the mask of the lanes left of the block (all of them but at the right
      * edge); one copy of the epilogue's code keeps compile time down */
     LLVMValueRef nq = LLVMBuildMul(b, rows, jit_em_i64(l, cs.nrv), "");
-    LLVMBasicBlockRef tile_end = LLVMGetInsertBlock(b);
-    LLVMBasicBlockRef ehead = LLVMAppendBasicBlockInContext(l->ctx, fn, "epi");
-    LLVMBasicBlockRef ebody = LLVMAppendBasicBlockInContext(l->ctx, fn, "epi.vec");
-    LLVMBasicBlockRef inext = LLVMAppendBasicBlockInContext(l->ctx, fn, "i.next");
-    LLVMBuildBr(b, ehead);
+    jit_em_loop eq;
+    jit_em_loop_begin(l, fn, &eq, jit_em_i64(l, 0), nq, 1, false, "epi");
+    LLVMBasicBlockRef inext = eq.done; /* also where a partial k slice goes */
     tile_rows(l, &cs, fn, tpart, inext, tile, cbuf, cti, LDC, NULL, 1);
-    LLVMPositionBuilderAtEnd(b, ehead);
-    LLVMValueRef q = LLVMBuildPhi(b, l->i64, "q");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, q, nq, ""), ebody, inext);
-    LLVMPositionBuilderAtEnd(b, ebody);
+    LLVMPositionBuilderAtEnd(b, eq.body);
+    LLVMValueRef q = eq.iv;
     LLVMValueRef nrvc = jit_em_i64(l, cs.nrv);
     LLVMValueRef row = LLVMBuildAdd(b, i, LLVMBuildUDiv(b, q, nrvc, ""), "row");
     LLVMValueRef c = LLVMBuildAdd(b, j, LLVMBuildMul(b, LLVMBuildURem(b, q, nrvc, ""), jit_em_i64(l, l->W), ""), "c");
@@ -372,14 +359,7 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
     LLVMValueRef restv = jit_em_clamp_lanes(l, LLVMBuildSub(b, J1, c, ""));
     jit_contract_epilogue(l, d, mi, accv, ptr, off, sm, istride, row, obase, c,
                           jit_em_first_lanes(l, restv), val);
-    LLVMValueRef q2 = jit_em_opaque(l, LLVMBuildAdd(b, q, jit_em_i64(l, 1), ""));
-    LLVMBasicBlockRef ebody_end = LLVMGetInsertBlock(b);
-    LLVMBuildBr(b, ehead);
-    {
-        LLVMValueRef in[2] = {jit_em_i64(l, 0), q2};
-        LLVMBasicBlockRef bb[2] = {tile_end, ebody_end};
-        LLVMAddIncoming(q, in, bb, 2);
-    }
+    jit_em_loop_end(l, &eq);
 
     panel_next(l, &cs, inext, ihead, i, ap, cs.mr, apanel, ipre, I0, ap0); /* next panel of A */
     panel_next(l, &cs, jnext, jhead, j, bp, cs.nr, bpanel, entry, J0, bp0); /* next panel of B */

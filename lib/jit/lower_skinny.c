@@ -58,51 +58,6 @@ mul_add(sk *k, LLVMValueRef x, LLVMValueRef y, LLVMValueRef acc)
     return LLVMBuildAdd(k->l->b, acc, LLVMBuildMul(k->l->b, x, y, ""), "");
 }
 
-/* A counted loop: the builder is left in its body with the induction variable *iv (from
- * `from` while iv + step <= `to` when whole, else iv < to); close it with loop_end. */
-typedef struct sloop {
-    LLVMBasicBlockRef pre, head, body, done;
-    LLVMValueRef iv;
-    int64_t step;
-} sloop;
-
-static void
-loop_begin(sk *k, sloop *lp, LLVMValueRef from, LLVMValueRef to, int64_t step, bool whole,
-           const char *tag)
-{
-    L *l = k->l;
-    LLVMBuilderRef b = l->b;
-    lp->step = step;
-    lp->pre = LLVMGetInsertBlock(b);
-    lp->head = LLVMAppendBasicBlockInContext(l->ctx, k->fn, tag);
-    lp->body = LLVMAppendBasicBlockInContext(l->ctx, k->fn, "body");
-    lp->done = LLVMAppendBasicBlockInContext(l->ctx, k->fn, "done");
-    LLVMBuildBr(b, lp->head);
-    LLVMPositionBuilderAtEnd(b, lp->head);
-    lp->iv = LLVMBuildPhi(b, l->i64, tag);
-    LLVMValueRef cond = whole ? LLVMBuildICmp(b, LLVMIntSLE, LLVMBuildAdd(b, lp->iv, jit_em_i64(l, step), ""), to, "")
-                              : LLVMBuildICmp(b, LLVMIntSLT, lp->iv, to, "");
-    LLVMBuildCondBr(b, cond, lp->body, lp->done);
-    LLVMValueRef in[1] = {from};
-    LLVMBasicBlockRef bb[1] = {lp->pre};
-    LLVMAddIncoming(lp->iv, in, bb, 1);
-    LLVMPositionBuilderAtEnd(b, lp->body);
-}
-
-static void
-loop_end(sk *k, sloop *lp)
-{
-    L *l = k->l;
-    LLVMBuilderRef b = l->b;
-    LLVMValueRef next = jit_em_opaque(l, LLVMBuildAdd(b, lp->iv, jit_em_i64(l, lp->step), ""));
-    LLVMBasicBlockRef at = LLVMGetInsertBlock(b);
-    LLVMBuildBr(b, lp->head);
-    LLVMValueRef in[1] = {next};
-    LLVMBasicBlockRef bb[1] = {at};
-    LLVMAddIncoming(lp->iv, in, bb, 1);
-    LLVMPositionBuilderAtEnd(b, lp->done);
-}
-
 static LLVMValueRef
 vload(sk *k, LLVMValueRef base, LLVMValueRef idx, unsigned align)
 {
@@ -162,17 +117,17 @@ rows_pass(sk *k, int nv, LLVMValueRef y, LLVMValueRef ncols, LLVMValueRef p0, LL
           LLVMValueRef *arow, LLVMValueRef ak, LLVMValueRef bj, LLVMValueRef bs, const char *tag)
 {
     L *l = k->l;
-    sloop kp, cg;
-    loop_begin(k, &kp, p0, K, np, true, tag);
-    loop_begin(k, &cg, jit_em_i64(l, 0), ncols, (int64_t)nv * l->W, false, "cols");
+    jit_em_loop kp, cg;
+    jit_em_loop_begin(l, k->fn, &kp, p0, K, np, true, tag);
+    jit_em_loop_begin(l, k->fn, &cg, jit_em_i64(l, 0), ncols, (int64_t)nv * l->W, false, "cols");
     LLVMValueRef mk[8];
     for (int v = 0; v < nv; v++) {
         LLVMValueRef rest = LLVMBuildSub(l->b, ncols, LLVMBuildAdd(l->b, cg.iv, jit_em_i64(l, (int64_t)v * l->W), ""), "");
         mk[v] = jit_em_first_lanes(l, jit_em_clamp_lanes(l, rest));
     }
     rows_steps(k, nv, y, cg.iv, mk, kp.iv, np, arow, ak, bj, bs);
-    loop_end(k, &cg);
-    loop_end(k, &kp);
+    jit_em_loop_end(l, &cg);
+    jit_em_loop_end(l, &kp);
     return kp.iv;
 }
 
@@ -271,17 +226,18 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
     if (d->bform == JIT_SKINNY_ROWS) {
         LLVMValueRef bj = LLVMBuildGEP2(b, k.st, B, &J0, 1, "");
         /* the sums start at init, every row of the tile (columns rounded up to vectors) */
-        sloop c0;
-        loop_begin(&k, &c0, jit_em_i64(l, 0), ncols, l->W, false, "init");
+        jit_em_loop c0;
+        jit_em_loop_begin(l, k.fn, &c0, jit_em_i64(l, 0), ncols, l->W, false, "init");
         for (int r = 0; r < k.tm; r++)
             vstore(&k, init, y, LLVMBuildAdd(b, c0.iv, jit_em_i64(l, (int64_t)r * k.cols), ""), va);
-        loop_end(&k, &c0);
+        jit_em_loop_end(l, &c0);
         LLVMValueRef p = rows_pass(&k, n, y, ncols, jit_em_i64(l, 0), K, d->sched.kblock, arow, AK, bj, BS, "k");
         rows_pass(&k, n, y, ncols, p, K, 1, arow, AK, bj, BS, "k.rest");
         /* the epilogue: one vector of a row per iteration */
         LLVMValueRef nvec = LLVMBuildUDiv(b, LLVMBuildAdd(b, ncols, jit_em_i64(l, l->W - 1), ""), jit_em_i64(l, l->W), "");
-        sloop q;
-        loop_begin(&k, &q, jit_em_i64(l, 0), LLVMBuildMul(b, M, nvec, ""), 1, false, "epi");
+        jit_em_loop q;
+        jit_em_loop_begin(l, k.fn, &q, jit_em_i64(l, 0), LLVMBuildMul(b, M, nvec, ""), 1, false,
+                          "epi");
         LLVMValueRef row = LLVMBuildUDiv(b, q.iv, nvec, "row");
         LLVMValueRef c = LLVMBuildMul(b, LLVMBuildURem(b, q.iv, nvec, ""), jit_em_i64(l, l->W), "");
         LLVMValueRef accv = vload(&k, y, LLVMBuildAdd(b, LLVMBuildMul(b, row, jit_em_i64(l, k.cols), ""), c, ""), va);
@@ -289,12 +245,12 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
         LLVMValueRef obase = LLVMBuildAdd(b, obatch, LLVMBuildMul(b, row, N, ""), "");
         jit_contract_epilogue(l, d, mi, accv, ptr, off, sm, istride, row, obase,
                               LLVMBuildAdd(b, J0, c, ""), mask, val);
-        loop_end(&k, &q);
+        jit_em_loop_end(l, &q);
     } else {
         int nc = n;
-        sloop c0, g, kp;
-        loop_begin(&k, &c0, J0, J1, l->W, false, "cols");
-        loop_begin(&k, &g, jit_em_i64(l, 0), jit_em_i64(l, l->W), nc, false, "group");
+        jit_em_loop c0, g, kp;
+        jit_em_loop_begin(l, k.fn, &c0, J0, J1, l->W, false, "cols");
+        jit_em_loop_begin(l, k.fn, &g, jit_em_i64(l, 0), jit_em_i64(l, l->W), nc, false, "group");
         /* the group's columns of B, clamped to the block's last (computed, not stored) */
         LLVMValueRef bcol[8], jl = LLVMBuildSub(b, J1, jit_em_i64(l, 1), "");
         for (int cc = 0; cc < nc; cc++) {
@@ -308,7 +264,7 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
         for (int q = 0; q < na; q++)
             acc[q] = init;
         /* whole vectors of k */
-        loop_begin(&k, &kp, jit_em_i64(l, 0), K, l->W, true, "k");
+        jit_em_loop_begin(l, k.fn, &kp, jit_em_i64(l, 0), K, l->W, true, "k");
         LLVMPositionBuilderAtEnd(b, kp.head);
         LLVMPositionBuilderBefore(b, LLVMGetFirstInstruction(kp.head));
         for (int q = 0; q < na; q++)
@@ -323,7 +279,7 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
             for (int cc = 0; cc < nc; cc++)
                 cur[r * nc + cc] = mul_add(&k, av[r], bv[cc], phi[r * nc + cc]);
         LLVMBasicBlockRef kbody_end = LLVMGetInsertBlock(b);
-        loop_end(&k, &kp);
+        jit_em_loop_end(l, &kp);
         for (int q = 0; q < na; q++) {
             LLVMValueRef in[2] = {acc[q], cur[q]};
             LLVMBasicBlockRef bb[2] = {kp.pre, kbody_end};
@@ -363,16 +319,16 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
                 LLVMValueRef stp = LLVMBuildStore(b, s, LLVMBuildGEP2(b, k.st, y, &idx, 1, ""));
                 LLVMSetAlignment(stp, k.es);
             }
-        loop_end(&k, &g);
+        jit_em_loop_end(l, &g);
         /* the epilogue of the W columns, row by row */
         LLVMValueRef cmask = jit_em_first_lanes(l, jit_em_clamp_lanes(l, LLVMBuildSub(b, J1, c0.iv, "")));
-        sloop rl;
-        loop_begin(&k, &rl, jit_em_i64(l, 0), M, 1, false, "epi");
+        jit_em_loop rl;
+        jit_em_loop_begin(l, k.fn, &rl, jit_em_i64(l, 0), M, 1, false, "epi");
         LLVMValueRef accv = vload(&k, y, LLVMBuildMul(b, rl.iv, jit_em_i64(l, l->W), ""), va);
         LLVMValueRef obase = LLVMBuildAdd(b, obatch, LLVMBuildMul(b, rl.iv, N, ""), "");
         jit_contract_epilogue(l, d, mi, accv, ptr, off, sm, istride, rl.iv, obase, c0.iv, cmask, val);
-        loop_end(&k, &rl);
-        loop_end(&k, &c0);
+        jit_em_loop_end(l, &rl);
+        jit_em_loop_end(l, &c0);
     }
     LLVMBuildRetVoid(b);
     ir_free(mem);

@@ -1,14 +1,15 @@
-"""The tests' notion of "right", after tests/support/oracle.h: a compiled result against
-NumPy in float64 (or exact integers), within a stated tolerance.
+"""The tests' notion of "right": a compiled result against NumPy in float64 (or exact
+integers), within a stated tolerance.  The C tests hold kernels to the bound `kiln check`
+propagates from the reference interpreter's values (tests/support/oracle.h, lib/check),
+which this extension does not link; NumPy is the oracle here, and these rules its bounds.
 
 For a float output of dtype t, element-wise:
     |got - want| <= ulps * ulp_t(max(|got|, |want|)) + abs_
 with NaN matching NaN and an infinity only itself.  `want` is NumPy's float64 value, so a
 correctly rounded f32 result is within 0.5 ULP; the ULP counts for transcendental ops are
 vmath's bounds (lib/jit/vmath.c, the table docs/accuracy.md reads) + 1, as check_jit.c
-holds them, and 1 for exactly rounded ops.  Sums follow oracle.h's SUM rule: n * 2^-52 *
-absum (+ 7 * 2^-24 * absum for f32, whose compiled sums add blocks in f32), SUM32 for a
-compiled f32 matmul (n * 2^-24 * absum)."""
+holds them, and 1 for exactly rounded ops.  Sums: n * 2^-52 * absum (+ 7 * 2^-24 * absum
+for f32, whose compiled sums add blocks in f32); a compiled f32 matmul n * 2^-24 * absum."""
 import numpy as np
 
 # vmath's bounds, ULP (f32, f64) against the exact result: lib/jit/vmath.c.
@@ -65,7 +66,7 @@ def assert_close(got, want, dtype=None, ulps=1.0, abs_=0.0, allowed=None, what="
 
 
 def sum_allowed(dtype, n, absum):
-    """oracle.h's SUM rule for a reduction of n terms whose absolute values sum to absum."""
+    """The bound of a reduction of n terms whose absolute values sum to absum."""
     unit = n * 2.0**-52
     if np.dtype(dtype) == np.float32:
         unit += 7 * 2.0**-24

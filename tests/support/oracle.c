@@ -96,52 +96,31 @@ ts_elem_str(kiln_dtype t, const void *p, size_t i, char *buf, size_t n)
     }
 }
 
-/* Does element i match?  *allowed gets the tolerance used (for the report). */
+/* Does element i match?  *allowed gets the bound used (for the report). */
 static bool
 elem_ok(kiln_dtype t, const void *got, const void *want, size_t i, const ts_tol *tol,
         double *allowed)
 {
     size_t es = kiln_dtype_size(t);
+    bool fl = t == KILN_DTYPE_F32 || t == KILN_DTYPE_F64;
     *allowed = 0;
-    if (tol->kind == TS_TOL_BOUND) { /* kiln check's comparison, ints and NaN included */
-        double ratio;
-        *allowed = tol->bound ? tol->bound[i] : 0;
-        return eb_within(t, got, want, i, *allowed, &ratio);
-    }
-    if (memcmp((const char *)got + es * i, (const char *)want + es * i, es) == 0)
-        return true;
-    if (t != KILN_DTYPE_F32 && t != KILN_DTYPE_F64)
-        return false;
-    double g = ts_load_float(t, got, i), w = ts_load_float(t, want, i);
-    if (isnan(g) || isnan(w))
-        return isnan(g) && isnan(w);
-    if (isinf(g) || isinf(w))
-        return false;
-    double d = fabs(g - w), big = fmax(fabs(g), fabs(w));
     switch (tol->kind) {
     case TS_TOL_EXACT:
-        return false;
-    case TS_TOL_SUM: case TS_TOL_SUM32: {
-        double a = tol->absum ? tol->absum[i] : INFINITY;
-        if (a == 0)
-            return false; /* all ±0: the bytes must match (compared above) */
-        double unit = tol->kind == TS_TOL_SUM32 ? 0x1p-24 : 0x1p-52;
-        *allowed = tol->n * unit * a + tol->ulps * ts_ulp(t, big) + tol->abs;
-        /* compiled f32 sums add blocks of 8 elements per lane in f32 first: up to 7 more
-         * f32 roundings of each term (docs/semantics.md) */
-        if (tol->kind == TS_TOL_SUM && t == KILN_DTYPE_F32)
-            *allowed += TS_SUM_F32_BLOCK_ROUNDINGS * 0x1p-24 * a;
-        return d <= *allowed;
+        if (memcmp((const char *)got + es * i, (const char *)want + es * i, es) == 0)
+            return true;
+        return fl && isnan(ts_load_float(t, got, i)) && isnan(ts_load_float(t, want, i));
+    case TS_TOL_BOUND: { /* kiln check's comparison, ints and NaN included */
+        double ratio;
+        *allowed = tol->bound ? tol->bound[i] : 0;
+        if (tol->nonfinite && fl && !isfinite(ts_load_float(t, want, i))) {
+            double g = ts_load_float(t, got, i), w = ts_load_float(t, want, i);
+            return isnan(w) ? isnan(g) : g == w;
+        }
+        if (tol->zero_sign && *allowed == 0 && fl && ts_load_float(t, got, i) == 0 &&
+            ts_load_float(t, want, i) == 0)
+            return memcmp((const char *)got + es * i, (const char *)want + es * i, es) == 0;
+        return eb_within(t, got, want, i, *allowed, &ratio);
     }
-    case TS_TOL_PROD:
-        if (w == 0 || g == 0)
-            return false;
-        *allowed = tol->n * 0x1p-52 * fabs(w) + tol->ulps * ts_ulp(t, big) + tol->abs;
-        return d <= *allowed;
-    case TS_TOL_ULPS:
-        *allowed = tol->ulps * ts_ulp(t, big) + tol->abs;
-        return d <= *allowed;
-    case TS_TOL_BOUND: /* handled above */
     case TS_TOL_SKIP:
         return true;
     }
@@ -168,7 +147,7 @@ ts_compare(FILE *f, const char *what, kiln_dtype t, size_t count, const void *go
             ts_elem_str(t, want, e, b, sizeof b);
             fprintf(f, "%s (%s) element %zu: got %s, reference %s", what, kiln_dtype_name(t), e,
                     a, b);
-            if (tol->kind != TS_TOL_EXACT && (t == KILN_DTYPE_F32 || t == KILN_DTYPE_F64))
+            if (tol->kind == TS_TOL_BOUND && (t == KILN_DTYPE_F32 || t == KILN_DTYPE_F64))
                 fprintf(f, "; |diff| %.3g, allowed %.3g",
                         fabs(ts_load_float(t, got, e) - ts_load_float(t, want, e)), allowed);
             else if (tol->kind == TS_TOL_BOUND)

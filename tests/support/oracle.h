@@ -20,48 +20,36 @@
 #define TS_MAXIO 16
 #define TS_GUARD 64
 
-/* How one output is compared.  For every kind, integer and bool elements must be equal
- * byte for byte, and for floats: a NaN matches any NaN (payloads are not specified), an
- * infinity only itself, and equal bytes always match.  Then, for two finite floats:
- *  EXACT  never (the bytes differ, -0.0 vs +0.0 included);
- *  SUM    |got - want| <= n * 2^-52 * absum[i] + ulps * ulp + abs, where absum[i] is the
- *         sum of |x| over the reduced elements of output element i (for a mean: their
- *         mean), n the reduced count and ulp the spacing of the output dtype at
- *         max(|got|, |want|).  When absum[i] is 0 every reduced element is ±0 (or there
- *         are none), the result is exact in any order and the bytes must match;
- *         For an f32 output, SUM also allows TS_SUM_F32_BLOCK_ROUNDINGS * 2^-24 * absum[i]:
- *         compiled f32 sums add blocks of elements in f32 before carrying them in f64;
- *  SUM32  as SUM with 2^-24 for 2^-52: a sum carried in f32 (a compiled f32 matmul);
- *  PROD   |got - want| <= n * 2^-52 * |want| + ulps * ulp; a zero result (whose sign is
- *         the product of the signs in any order) must match byte for byte;
- *  ULPS   |got - want| <= ulps * ulp + abs (ulp as for SUM);
+/* How one output is compared.
+ *  EXACT  integer and bool elements byte for byte; floats too, except that a NaN matches
+ *         any NaN (payloads are not specified): -0.0 vs +0.0 differ;
  *  BOUND  element i within bound[i] as `kiln check` compares (eb_within,
  *         lib/check/errbound.h): a forward error bound propagated through the graph from
  *         the reference interpreter's values (ts_bounds_for).  It applies to integer and
  *         bool elements too (an argmax or a comparison after an inexact sum), and an
  *         INFINITY bound passes anything, NaN included (no bound survives there); a NULL
- *         bound is 0 everywhere, which NaN payloads aside is EXACT;
+ *         bound is 0 everywhere, which is EXACT but for ±0 (like `kiln check`, BOUND
+ *         takes -0.0 and +0.0 as equal; zero_sign narrows that);
  *  SKIP   not compared. */
-/* f32 roundings a compiled f32 sum may add to each term: JIT_SUM_BLOCK - 1 (lib/jit/jit.h). */
-#define TS_SUM_F32_BLOCK_ROUNDINGS 7
-
 typedef enum ts_tol_kind {
     TS_TOL_EXACT,
-    TS_TOL_SUM,
-    TS_TOL_SUM32,
-    TS_TOL_PROD,
-    TS_TOL_ULPS,
     TS_TOL_BOUND,
     TS_TOL_SKIP,
 } ts_tol_kind;
 
 typedef struct ts_tol {
     ts_tol_kind kind;
-    double ulps;         /* SUM, PROD, ULPS: units in the last place of the output dtype */
-    double abs;          /* SUM, ULPS: an absolute allowance on top */
-    double n;            /* SUM, PROD: the reduced count */
-    const double *absum; /* SUM: one per output element */
     const double *bound; /* BOUND: one per output element; NULL: all 0 */
+    bool zero_sign;      /* BOUND: where bound[i] is 0 and both are ±0, the signs must
+                          * match too (a zero bound says the result is exact, and for a
+                          * sum of ±0s, a product with a zero factor or a matmul with
+                          * K = 0 so is the sign of its zero, in any order; the bound,
+                          * a distance, cannot say so) */
+    bool nonfinite;      /* BOUND: where the reference is ±inf or NaN, the result must be the
+                          * same infinity, or a NaN, whatever the bound: for inputs whose
+                          * finite values no order of the sums can overflow, an infinity or
+                          * NaN among them decides the result in any order (the bound there
+                          * is infinite: the magnitudes it is made of are) */
 } ts_tol;
 
 /* Buffers for a graph's inputs or outputs, in order. */

@@ -1,7 +1,8 @@
 /* bench.h — the benchmark suite embedded in the kiln binary (generated bench_suite.c),
  * and what `kiln bench` and `kiln check` share.  Those two, and only those, may reach past
- * kiln.h: they read graphs' nodes (ir.h), the JIT's host, pool and caches (jit.h) and the
- * oracle (lib/check); the other subcommands use kiln.h only (cli.h; tests/cli/public_api.sh
+ * kiln.h: they read graphs' nodes (ir.h), the JIT's host, pool and caches (jit.h), the
+ * capture module's replay of a graph (capture.h: bench's re-capture time) and the oracle
+ * (lib/check); the other subcommands use kiln.h only (cli.h; tests/cli/public_api.sh
  * checks their objects). */
 #ifndef KILN_BENCH_H
 #define KILN_BENCH_H
