@@ -177,6 +177,17 @@ use_dir(const char *dir)
     ir_config_reload(); /* the library reads the environment once */
 }
 
+/* The end of a test that used dir as the disk cache: forget what was compiled, turn the disk
+ * cache off again and remove dir (freed). */
+static void
+leave_dir(char *dir)
+{
+    drop_memory_caches();
+    setenv("KILN_CACHE_DIR", "off", 1);
+    ir_config_reload();
+    remove_dir(dir);
+}
+
 static kiln_stats
 stats(void)
 {
@@ -410,10 +421,7 @@ check_damage(void (*damage)(const char *path), const char *what)
     ck_assert_uint_eq(s2.kernel_compiles, s1.kernel_compiles);
     ck_assert_uint_eq(s2.disk_rejected, s1.disk_rejected);
     kiln_graph_free(g);
-    drop_memory_caches();
-    setenv("KILN_CACHE_DIR", "off", 1);
-    ir_config_reload();
-    remove_dir(dir);
+    leave_dir(dir);
 }
 
 /* XOR byte `at` of the file (from the end when negative) with mask. */
@@ -550,10 +558,7 @@ START_TEST(test_fifo_stats)
     ck_assert_int_eq(lstat(path, &st), 0);
     ck_assert(S_ISFIFO(st.st_mode));
     kiln_graph_free(g);
-    drop_memory_caches();
-    setenv("KILN_CACHE_DIR", "off", 1);
-    ir_config_reload();
-    remove_dir(dir);
+    leave_dir(dir);
 }
 END_TEST
 
@@ -744,10 +749,7 @@ START_TEST(test_clear_reports_failures)
     ck_assert_int_eq(kiln_cache_clear(&removed), KILN_OK);
     ck_assert_int_eq(count_files(dir, ".kobj", NULL, 0), 0);
     kiln_graph_free(g);
-    drop_memory_caches();
-    setenv("KILN_CACHE_DIR", "off", 1);
-    ir_config_reload();
-    remove_dir(dir);
+    leave_dir(dir);
 }
 END_TEST
 
@@ -778,10 +780,7 @@ START_TEST(test_dangling_dir)
     }
     unlink(link);
     kiln_graph_free(g);
-    drop_memory_caches();
-    setenv("KILN_CACHE_DIR", "off", 1);
-    ir_config_reload();
-    remove_dir(dir);
+    leave_dir(dir);
 }
 END_TEST
 
@@ -815,10 +814,7 @@ START_TEST(test_bad_size_cap)
     unsetenv("KILN_CACHE_SIZE_MB");
     ir_config_reload();
     kiln_graph_free(g);
-    drop_memory_caches();
-    setenv("KILN_CACHE_DIR", "off", 1);
-    ir_config_reload();
-    remove_dir(dir);
+    leave_dir(dir);
 }
 END_TEST
 
@@ -928,10 +924,7 @@ START_TEST(test_scalar_arguments)
     ck_assert_uint_eq(s2.kernel_compiles, s1.kernel_compiles);
     ck_assert_uint_eq(s2.disk_writes, s1.disk_writes);
     ck_assert_int_eq(count_files(dir, ".kobj", NULL, 0), 1);
-    drop_memory_caches();
-    setenv("KILN_CACHE_DIR", "off", 1);
-    ir_config_reload();
-    remove_dir(dir);
+    leave_dir(dir);
 }
 END_TEST
 
@@ -1116,10 +1109,7 @@ START_TEST(test_tiered)
 
     tiered_io_free(&t);
     kiln_graph_free(g);
-    drop_memory_caches();
-    setenv("KILN_CACHE_DIR", "off", 1);
-    ir_config_reload();
-    remove_dir(dir);
+    leave_dir(dir);
 }
 END_TEST
 
@@ -1203,10 +1193,7 @@ START_TEST(test_running_size)
     unsetenv("KILN_CACHE_SIZE_MB");
     ir_config_reload();
     kiln_graph_free(g);
-    drop_memory_caches();
-    setenv("KILN_CACHE_DIR", "off", 1);
-    ir_config_reload();
-    remove_dir(dir);
+    leave_dir(dir);
 }
 END_TEST
 
@@ -1260,10 +1247,7 @@ check_refused(mode_t mode, const char *needle, bool other_owner)
     ck_assert_int_eq(kiln_cache_clear(NULL), KILN_ERR_INVALID_ARG);
     ts_assert_error(KILN_ERR_INVALID_ARG, needle);
     kiln_graph_free(g);
-    drop_memory_caches();
-    setenv("KILN_CACHE_DIR", "off", 1);
-    ir_config_reload();
-    remove_dir(dir);
+    leave_dir(dir);
 }
 
 START_TEST(test_group_writable_dir_refused)
@@ -1376,10 +1360,7 @@ START_TEST(test_trim_lru)
     free(compile_and_check(g, 7));
     ck_assert_uint_eq(stats().disk_hits, s0.disk_hits + 1); /* the survivor is that one */
     kiln_graph_free(g);
-    drop_memory_caches();
-    setenv("KILN_CACHE_DIR", "off", 1);
-    ir_config_reload();
-    remove_dir(dir);
+    leave_dir(dir);
 }
 END_TEST
 
