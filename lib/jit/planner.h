@@ -113,7 +113,7 @@ typedef struct ivec {
     int32_t *v;
     int32_t n, cap;
 } ivec;
-/* Append x; false (with the error set) when out of memory. */
+/* Append x; false (with the error set) when out of memory (schedule.c). */
 IR_HIDDEN bool jit_ivec_push(ivec *a, int32_t x);
 
 /* fuse.c */
@@ -128,9 +128,11 @@ IR_HIDDEN bool jit_node_is_reduce(const ir_node *nd);
 /* Whether a view's strides are shape s's row-major ones (dims of size 1 aside): its
  * elements one contiguous range of its base, in order. */
 IR_HIDDEN bool jit_view_is_contiguous(const view *v, const ir_shape *s);
-/* The node whose buffer a load of n (from cluster c) reads, and its view. */
+
+/* schedule.c: what a step reads.  The node whose buffer a load of n (from cluster c) reads,
+ * and its view; the buffers (node ids) read by a step: a cluster (c >= 0) or the reference
+ * step of node r. */
 IR_HIDDEN const view *jit_load_source(planner *p, int32_t n, int32_t c, view *tmp);
-/* Buffers (node ids) read by a step: a cluster (c >= 0) or the reference step of node r. */
 IR_HIDDEN bool jit_step_reads(planner *p, int32_t c, int32_t r, ivec *out);
 
 /* schedule.c: steps are clusters 0..ncl-1 then reference steps; order[i] is the i-th step

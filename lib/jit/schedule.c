@@ -239,3 +239,81 @@ jit_schedule_place(planner *p, jit_sched *sc)
     ir_free(tb);
     return KILN_OK;
 }
+
+/* ---- what a step reads (fuse.c's classes and views; describe.c uses them too) ---------- */
+
+/* The node whose buffer a load of n (from cluster c) reads, and its view. */
+const view *
+jit_load_source(planner *p, int32_t n, int32_t c, view *tmp)
+{
+    nodeinfo *ni = &p->ni[n];
+    bool own = ni->cls == C_ELEM || (ni->cls == C_VIEW && ni->stored &&
+                                     p->mode == KILN_MODE_EAGER && ni->cluster != c);
+    if (own || ni->cls == C_BUF || ni->cls == C_FULL /* materialised for an indexed load */) {
+        tmp->base = n;
+        tmp->offset = 0;
+        ir_shape_strides(&p->g->nodes[n].type.shape, tmp->strides);
+        return tmp;
+    }
+    return &ni->v; /* a view over its base */
+}
+
+/* Buffers (node ids) read by a step: a cluster (c >= 0) or the reference step of node r. */
+bool
+jit_step_reads(planner *p, int32_t c, int32_t r, ivec *out)
+{
+    const kiln_graph *g = p->g;
+    view tmp;
+    out->n = 0;
+    if (r >= 0) {
+        const ir_node *nd = &g->nodes[r];
+        for (int k = 0; k < nd->nin; k++) {
+            int32_t x = nd->in[k];
+            if (!jit_ivec_push(out, p->ni[x].cls == C_VIEW && !p->ni[x].stored ? p->ni[x].v.base : x))
+                return false;
+        }
+        return true;
+    }
+    cluster *cl = &p->cl[c];
+    if (cl->copy_from >= 0)
+        return jit_ivec_push(out, p->ni[cl->copy_from].v.base);
+    if (cl->root_copy >= 0) {
+        int32_t x = cl->root_copy;
+        if (p->ni[x].cls == C_VIEW)
+            return jit_ivec_push(out, p->ni[x].v.base);
+        return true; /* a full: nothing read */
+    }
+    for (int32_t i = 0; i < cl->nmembers; i++) {
+        const ir_node *nd = &g->nodes[cl->members[i]];
+        for (int k = 0; k < nd->nin; k++) {
+            int32_t x = nd->in[k];
+            if (p->ni[x].folded)
+                x = p->ni[x].folded - 1; /* packing reads it */
+            /* a full is a splat in the instructions, but indexed loads and matmul's packing
+             * read the buffer it was materialised in */
+            if ((p->ni[x].cls == C_ELEM && p->ni[x].cluster == c) ||
+                (p->ni[x].cls == C_FULL && !jit_op_is_indexing(nd->op) && nd->op != IR_OP_MATMUL))
+                continue;
+            if (!jit_ivec_push(out, jit_load_source(p, x, c, &tmp)->base))
+                return false;
+        }
+    }
+    return true;
+}
+
+bool
+jit_ivec_push(ivec *a, int32_t x)
+{
+    if (a->n == a->cap) {
+        int32_t m = a->cap ? 2 * a->cap : 16;
+        int32_t *v = ir_realloc(a->v, sizeof(int32_t) * (size_t)m);
+        if (!v) {
+            ir_error(KILN_ERR_NOMEM, "kiln: out of memory planning");
+            return false;
+        }
+        a->v = v;
+        a->cap = m;
+    }
+    a->v[a->n++] = x;
+    return true;
+}
