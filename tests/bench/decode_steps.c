@@ -4,6 +4,7 @@
  * step, then run.
  *
  *     decode_steps [--layers L] [--t0 T] [--steps N] [--mode fused|eager] [--tiered]
+ *                  [--plan-only]
  *
  * Per step: the capture (kiln_scope_begin and one call per op), kiln_scope_end (the
  * program cache misses: new sizes; the plan is built, every kernel found in the kernel
@@ -16,9 +17,12 @@
  * (weights and caches read once) over the median run.  Inputs are random (weights and
  * caches in [-0.1, 0.1)), the same every step.  --tiered compiles with KILN_TIERED (a quick
  * first tier, the full code from a background thread) and prints the first five steps'
- * run times, over which the full code arrives.  Not a test: CTest never times anything
+ * run times, over which the full code arrives.  --plan-only runs the first step only (to
+ * profile the per-step overhead alone: valgrind --tool=callgrind --toggle-collect=
+ * kiln_scope_end; the run figures are then the first step's).  Not a test: CTest never times anything
  * (docs/benchmarking.md, "Decode"). */
 #define _POSIX_C_SOURCE 200809L
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +79,7 @@ main(int argc, char **argv)
     int steps = 21;
     kiln_mode mode = KILN_MODE_FUSED;
     unsigned flags = 0;
+    bool plan_only = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--layers") && i + 1 < argc)
             dec.layers = atoi(argv[++i]);
@@ -86,9 +91,11 @@ main(int argc, char **argv)
             mode = !strcmp(argv[++i], "eager") ? KILN_MODE_EAGER : KILN_MODE_FUSED;
         else if (!strcmp(argv[i], "--tiered"))
             flags |= KILN_TIERED;
+        else if (!strcmp(argv[i], "--plan-only"))
+            plan_only = true;
         else {
             fprintf(stderr, "usage: decode_steps [--layers L] [--t0 T] [--steps N] [--mode "
-                            "fused|eager] [--tiered]\n");
+                            "fused|eager] [--tiered] [--plan-only]\n");
             return 2;
         }
     }
@@ -151,7 +158,7 @@ main(int argc, char **argv)
                 return 1;
         }
         double c = now_us();
-        if (kiln_program_run(p, (const void *const *)in, out)) {
+        if ((!plan_only || s == 0) && kiln_program_run(p, (const void *const *)in, out)) {
             fprintf(stderr, "decode_steps: run: %s\n", kiln_errmsg());
             return 1;
         }
@@ -185,13 +192,17 @@ main(int argc, char **argv)
     double e = median(end_us + 1, n1), r = median(run_us + 1, n1), pf = median(faults + 1, n1),
            cu = median(cpu + 1, n1);
     printf("steps 2-%d (median): capture + scope end + plan %.1f us (%.1f us of CPU, %.0f page "
-           "faults), run %.3f ms (%.1f GB/s: %.1f MB of weights, caches and x read once)\n",
-           n1 + 1, e, cu, pf, r / 1e3, traffic / (r * 1e3), traffic / 1e6);
+           "faults)", n1 + 1, e, cu, pf);
+    if (plan_only)
+        printf(", not run (--plan-only)\n");
+    else
+        printf(", run %.3f ms (%.1f GB/s: %.1f MB of weights, caches and x read once)\n",
+               r / 1e3, traffic / (r * 1e3), traffic / 1e6);
     if (steps > 300) {
         double e2 = median(end_us + steps - 30, 30), r2 = median(run_us + steps - 30, 30),
                pf2 = median(faults + steps - 30, 30), cu2 = median(cpu + steps - 30, 30);
         printf("the last 30 steps (median): capture + scope end + plan %.1f us (%.1f us of CPU, "
-               "%.0f page faults), run %.3f ms\n", e2, cu2, pf2, r2 / 1e3);
+               "%.0f page faults), run %.3f ms\n", e2, cu2, pf2, plan_only ? 0.0 : r2 / 1e3);
     }
     printf("after the first step: %llu kernels compiled, %llu temporaries blocks allocated, "
            "%llu of %d plans made from another size's (KILN_TEST_RESIZE=off: none)\n",
