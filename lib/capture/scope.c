@@ -367,8 +367,12 @@ cap_scope_finish(const char *api, kiln_scope h, int noutputs, const kiln_tensor 
         else
             st = KILN_ERR_NOMEM;
     }
-    /* Verifying allocates: running out of memory there is not a capture bug. */
-    if (!st && (st = ir_graph_verify(s->graph)) != KILN_OK && st != KILN_ERR_NOMEM)
+    /* Each op was checked as it was recorded (ir_graph_add_node's type rules), so the
+     * whole graph is verified again under the tests only (KILN_TEST_VERIFY, set for every
+     * Check suite): it was a twelfth of a decoder step's capture and scope end at new sizes.
+     * Verifying allocates: running out of memory there is not a capture bug. */
+    if (!st && ir_config_get()->test_verify && (st = ir_graph_verify(s->graph)) != KILN_OK &&
+        st != KILN_ERR_NOMEM)
         st = ir_error(KILN_ERR_INTERNAL, "%s: internal error: captured graph does not verify: %s",
                       api, kiln_errmsg());
     if (!st) {

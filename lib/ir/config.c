@@ -27,6 +27,11 @@
  *                                             sizes from a kept one is compared with the
  *                                             plan made from scratch (an internal error
  *                                             if they differ); "off": none is (resize.c)
+ *   KILN_TEST_VERIFY       test_verify        tests only: set and not "0": a graph a scope
+ *                                             captured is verified again at scope end
+ *                                             (capture checks each op as it is recorded;
+ *                                             an internal error if the whole does not
+ *                                             verify: lib/capture/scope.c)
  *   KILN_TEST_VECTOR_BITS  test_vector_bits   tests only: 256 or 128, compile for narrower
  *                                             vectors than the host's (host.c)
  *   KILN_VMATH_PORTABLE    vmath_portable     tests only: set and not "0": vmath's generic
@@ -91,6 +96,8 @@ read_env(ir_config *c)
     copy(c->test_perturb, sizeof c->test_perturb, "KILN_TEST_PERTURB");
     e = getenv("KILN_TEST_RESIZE");
     c->test_resize = e && !strcmp(e, "verify") ? 1 : e && !strcmp(e, "off") ? -1 : 0;
+    e = getenv("KILN_TEST_VERIFY");
+    c->test_verify = e && *e && strcmp(e, "0") != 0;
     e = getenv("KILN_TEST_VECTOR_BITS");
     if (e && (!strcmp(e, "256") || !strcmp(e, "128")))
         c->test_vector_bits = atoi(e);

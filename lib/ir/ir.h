@@ -77,6 +77,7 @@ typedef struct ir_config {
     char dump_dir[4096];   /* KILN_DUMP_DIR */
     char test_perturb[64]; /* KILN_TEST_PERTURB (tests only) */
     int test_resize;       /* KILN_TEST_RESIZE: 1 "verify", -1 "off", 0 unset (tests only) */
+    bool test_verify;      /* KILN_TEST_VERIFY: verify captured graphs again (tests only) */
     int test_vector_bits;  /* KILN_TEST_VECTOR_BITS: 256, 128, or 0 (tests only) */
     bool vmath_portable;   /* KILN_VMATH_PORTABLE (tests only) */
     const struct ir_config *prev; /* the snapshot a reload replaced */
