@@ -354,7 +354,7 @@ jit_explain_cluster(planner *p, int32_t c, const jit_step *s, FILE *f)
         fprintf(f, "%s: materialise %s %%%d %s (%s)",
                 s->kind == JIT_STEP_COPY ? "copy (one contiguous range of its base)" : "kernel",
                 ir_ops[g->nodes[n].op].name, (int)n,
-                ir_type_str(&g->nodes[n].type, tb, sizeof tb), p->ni[n].why);
+                ir_type_str(&g->nodes[n].type, tb, sizeof tb), p->why ? p->why[n] : "");
         return;
     }
     if (cl->contract) {
@@ -405,7 +405,7 @@ jit_explain_cluster(planner *p, int32_t c, const jit_step *s, FILE *f)
     for (int32_t i = 0; i < cl->nmembers; i++) {
         int32_t n = cl->members[i];
         if (p->ni[n].stored)
-            fprintf(f, "\n      stores %%%d: %s", (int)n, p->ni[n].why);
+            fprintf(f, "\n      stores %%%d: %s", (int)n, p->why ? p->why[n] : "");
     }
 }
 

@@ -22,20 +22,28 @@
 
 #include "planner.h"
 
-/* Why a value is stored or a boundary is where it is (nodeinfo.why): written only for a
+/* Why a value is stored or a boundary is where it is (planner.why): written only for a
  * plan that is explained (JIT_F_EXPLAIN, for dumps).  Formatting them cost a tenth of a
- * plan built for new sizes (a decoder step: 90 of 690 thousand instructions). */
+ * plan built for new sizes (a decoder step: 90 of 690 thousand instructions).  why is a
+ * buffer of JIT_WHY_LEN, or NULL: nothing to write. */
 static void say(const planner *p, char *why, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void
 say(const planner *p, char *why, const char *fmt, ...)
 {
-    if (!(p->flags & JIT_F_EXPLAIN))
+    if (!(p->flags & JIT_F_EXPLAIN) || !why)
         return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(why, sizeof ((nodeinfo *)0)->why, fmt, ap);
+    vsnprintf(why, JIT_WHY_LEN, fmt, ap);
     va_end(ap);
+}
+
+/* Node x's why, or NULL in a plan that is not explained. */
+static char *
+why_of(const planner *p, int32_t x)
+{
+    return p->why ? p->why[x] : NULL;
 }
 
 static bool
@@ -267,7 +275,7 @@ materialise(planner *p, int32_t n, const char *why)
     ni->cluster = c;
     int32_t dep = ni->lastdep > c ? ni->lastdep : c;
     ni->lastdep = dep;
-    say(p, ni->why, "%s", why);
+    say(p, why_of(p, n), "%s", why);
     return KILN_OK;
 }
 
@@ -285,14 +293,14 @@ operands_in_memory(planner *p, int32_t n, const char *what, bool views)
             refresh_lastdep(p, n);
             continue;
         }
-        char why[sizeof p->ni[x].why] = "";
+        char why[JIT_WHY_LEN] = "";
         say(p, why, "read by %s %%%d (%s)", ir_ops[nd->op].name, (int)n, what);
         kiln_status st = settle(p, x);
         if (st)
             return st;
         if (p->ni[x].cls == C_ELEM && !p->ni[x].stored) {
             p->ni[x].stored = true;
-            say(p, p->ni[x].why, "%s", why);
+            say(p, why_of(p, x), "%s", why);
         } else if (p->ni[x].cls == C_FULL || (views && p->ni[x].cls == C_VIEW)) {
             if ((st = materialise(p, x, why)))
                 return st;
@@ -584,8 +592,8 @@ store_operands(planner *p, int32_t n, int32_t join, bool eager)
         nodeinfo *u = &p->ni[nd->in[k]];
         if (u->cls == C_ELEM && u->cluster >= 0 && u->cluster != join && !u->stored) {
             u->stored = true;
-            if (p->flags & JIT_F_EXPLAIN)
-                boundary_why(p, nd->in[k], n, eager, u->why, sizeof u->why);
+            if (p->why)
+                boundary_why(p, nd->in[k], n, eager, p->why[nd->in[k]], JIT_WHY_LEN);
         }
     }
 }
@@ -687,7 +695,7 @@ jit_fuse(planner *p)
             refresh_lastdep(p, n);
             if (xc == C_ELEM) {
                 p->ni[x].stored = true;
-                say(p, p->ni[x].why, "read through %s %%%d (a view needs a buffer)",
+                say(p, why_of(p, x), "read through %s %%%d (a view needs a buffer)",
                     ir_ops[nd->op].name, (int)n);
             }
             if (xc == C_FULL) {
@@ -722,7 +730,7 @@ jit_fuse(planner *p)
                 ir_shape_strides(&nd->type.shape, ni->v.strides);
                 if (c > ni->lastdep)
                     ni->lastdep = c;
-                say(p, ni->why, "a reshape of %s %%%d that no strides express",
+                say(p, why_of(p, n), "a reshape of %s %%%d that no strides express",
                     ir_ops[g->nodes[x].op].name, (int)x);
             }
             if (p->ni[x].lastdep > ni->lastdep)
@@ -811,7 +819,7 @@ jit_fuse(planner *p)
             /* the reduction reading it places it (its first user, as for a leaf); the
              * contraction stores its plain result */
             p->ni[mm].stored = true;
-            say(p, p->ni[mm].why,
+            say(p, why_of(p, mm),
                 "read by %s %%%d, computed in the reduction that reads it (the "
                 "contraction kernel stays plain)",
                 ir_ops[nd->op].name, (int)n);
@@ -887,7 +895,7 @@ jit_fuse(planner *p)
             ni->sizes |= SZ_VIEW_WHOLE;
         if (ni->cls == C_ELEM && !ni->stored) {
             ni->stored = true;
-            say(p, ni->why, "graph output '%s'", g->outputs[i].name);
+            say(p, why_of(p, n), "graph output '%s'", g->outputs[i].name);
         } else if (ni->cls == C_VIEW && !ni->stored && (ni->sizes & SZ_VIEW_WHOLE) &&
                    (p->ni[ni->v.base].cls == C_ELEM || p->ni[ni->v.base].cls == C_BUF ||
                     (p->ni[ni->v.base].cls == C_VIEW && p->ni[ni->v.base].stored))) {
@@ -897,11 +905,11 @@ jit_fuse(planner *p)
             ni->alias = b + 1;
             if (p->ni[b].cls == C_ELEM && !p->ni[b].stored) {
                 p->ni[b].stored = true;
-                say(p, p->ni[b].why, "graph output '%s' (through %s %%%d)",
+                say(p, why_of(p, b), "graph output '%s' (through %s %%%d)",
                     g->outputs[i].name, ir_ops[g->nodes[n].op].name, (int)n);
             }
         } else if (ni->cls == C_VIEW || ni->cls == C_FULL) {
-            char why[sizeof ni->why] = "";
+            char why[JIT_WHY_LEN] = "";
             say(p, why, "graph output '%s'", g->outputs[i].name);
             kiln_status st = materialise(p, n, why);
             if (st)

@@ -332,7 +332,9 @@ jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **
     p->mode = mode;
     p->flags = flags;
     p->ni = ir_calloc((size_t)g->nnodes, sizeof *p->ni);
-    if (!p->ni) {
+    if (flags & JIT_F_EXPLAIN)
+        p->why = ir_calloc((size_t)g->nnodes + 1, sizeof *p->why);
+    if (!p->ni || ((flags & JIT_F_EXPLAIN) && !p->why)) {
         st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         goto fail;
     }
@@ -351,6 +353,7 @@ fail:
         ir_free(p->cl[c].members);
     ir_free(p->cl);
     ir_free(p->ni);
+    ir_free(p->why);
     return st;
 }
 

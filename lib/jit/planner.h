@@ -69,8 +69,13 @@ typedef struct nodeinfo {
                        * a product with a scalar full) of node folded - 1 (0: none) */
     int32_t last_reader; /* the highest node reading it; INT32_MAX for an output */
     uint8_t sizes;    /* SZ_*: what fuse decided from this node's sizes (jit_fuse_resize) */
-    char why[160];    /* why it is stored / a boundary */
 } nodeinfo;
+
+/* Why a node is stored or a boundary is where it is: planner.why[node], only in a plan
+ * that is explained (JIT_F_EXPLAIN); nodeinfo was half these bytes, copied for every plan
+ * made at new sizes. */
+#define JIT_WHY_LEN 160
+typedef char jit_why[JIT_WHY_LEN];
 
 enum { R_SPACE, R_ROW };
 
@@ -102,6 +107,7 @@ typedef struct planner {
     kiln_mode mode;
     unsigned flags;    /* JIT_F_* (describe.c reads JIT_F_STORES) */
     nodeinfo *ni;
+    jit_why *why;      /* per node, JIT_F_EXPLAIN only (else NULL) */
     cluster *cl;
     int32_t ncl, capcl;
     int32_t *users_n;  /* number of users per node */
