@@ -194,10 +194,14 @@ normalize_attrs(const kiln_graph *g, ir_op op, const int32_t *in, const ir_type 
 {
     int rank = ir_ops[op].kind == IR_KIND_SOURCE ? 0 : g->nodes[in[0]].type.shape.rank;
     unsigned m = ir_ops[op].attrs;
+    /* (only the op's own lists: they share storage, ir.h) */
     for (int i = rank; i < IR_MAX_RANK; i++) {
-        at->begin[i] = at->stop[i] = at->step[i] = 0;
-        at->low[i] = at->high[i] = 0;
-        at->perm[i] = 0;
+        if (m & IR_A_STOP)
+            at->begin[i] = at->stop[i] = at->step[i] = 0;
+        if (m & IR_A_LOW)
+            at->low[i] = at->high[i] = 0;
+        if (m & IR_A_PERM)
+            at->perm[i] = 0;
     }
     if (m & IR_A_SHAPE)
         for (int i = at->shape.rank; i < IR_MAX_RANK; i++)

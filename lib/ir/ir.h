@@ -284,20 +284,29 @@ IR_HIDDEN bool ir_op_is_vmath(ir_op op);
 /* op's VMATH bound for dtype t (f32, f64) in ULPs of t; 0 for exact ops and other dtypes. */
 IR_HIDDEN double ir_op_ulp_bound(ir_op op, kiln_dtype t);
 
-/* Attributes of one node; only those in its op's mask are meaningful (the rest zero). */
+/* Attributes of one node; only those in its op's mask are meaningful (the rest zero).
+ * The per-axis lists of different ops share their storage (no op has two of the groups:
+ * ops.def), which keeps a node at 360 bytes instead of 592: every graph copy, hash and
+ * comparison walks them.  Set an op's own fields last; read only those. */
 typedef struct ir_attrs {
     void *data;       /* CONSTANT: elements (row-major), owned by the graph's arena */
     ir_scalar value;  /* FULL, PAD: fill value; in the result dtype */
     ir_scalar start;  /* ARANGE: first value */
     ir_scalar delta;  /* ARANGE: increment */
-    int64_t begin[IR_MAX_RANK]; /* SLICE start per axis (text name: start) */
-    int64_t stop[IR_MAX_RANK];  /* SLICE */
-    int64_t step[IR_MAX_RANK];  /* SLICE */
-    int64_t low[IR_MAX_RANK];   /* PAD */
-    int64_t high[IR_MAX_RANK];  /* PAD */
+    union {
+        struct {
+            int64_t begin[IR_MAX_RANK]; /* SLICE start per axis (text name: start) */
+            int64_t stop[IR_MAX_RANK];  /* SLICE */
+            int64_t step[IR_MAX_RANK];  /* SLICE */
+        };
+        struct {
+            int64_t low[IR_MAX_RANK];   /* PAD */
+            int64_t high[IR_MAX_RANK];  /* PAD */
+        };
+        ir_shape shape;        /* RESHAPE, EXPAND: target shape */
+        int perm[IR_MAX_RANK]; /* PERMUTE */
+    };
     kiln_dtype to;    /* CAST target */
-    ir_shape shape;   /* RESHAPE, EXPAND: target shape */
-    int perm[IR_MAX_RANK]; /* PERMUTE */
     int axis;         /* CONCAT, GATHER */
     uint32_t axes;    /* reductions: bit i set = reduce axis i */
     bool keepdim;     /* reductions */
