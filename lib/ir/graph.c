@@ -371,9 +371,11 @@ ir_graph_add_output(kiln_graph *g, const char *name, int32_t node)
 int32_t
 ir_graph_find(const kiln_graph *g, const char *name, size_t n)
 {
+    /* (the first byte first: every input of a graph is checked against the named nodes
+     * before it, so this is quadratic in the inputs; strlen on each was most of it) */
     for (int32_t i = g->nnodes - 1; i >= 0; i--) {
         const char *nm = g->nodes[i].name;
-        if (nm && strlen(nm) == n && memcmp(nm, name, n) == 0)
+        if (nm && (n == 0 || nm[0] == name[0]) && strncmp(nm, name, n) == 0 && nm[n] == '\0')
             return i;
     }
     return -1;
