@@ -206,7 +206,7 @@ jit_kdesc_equal(const jit_kdesc *x, const jit_kdesc *y)
     for (int32_t i = 0; i < x->ninst; i++)
         if (a->uni[i] != b->uni[i] || a->ph[i] != b->ph[i] || a->spill[i] != b->spill[i])
             return false;
-    for (int p = 0; p < a->nphases; p++)
+    for (int p = 0; p <= a->nphases; p++) /* nphases + 1 of them, as serialised */
         if ((a->unroll && a->unroll[p]) != (b->unroll && b->unroll[p]))
             return false;
     return true;
