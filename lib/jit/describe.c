@@ -710,7 +710,7 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
         }
     }
     if (!st) /* how it is computed, once its kind and payload are final (ksched.c) */
-        st = jit_kernel_schedule(&s->desc);
+        st = jit_kernel_schedule_like(&s->desc, p->like);
 done:
     ir_free(k.inst);
     ir_free(k.memo);

@@ -256,6 +256,10 @@ IR_HIDDEN int jit_skinny_max_rows(kiln_dtype t);
  * then its kind's `schedule` hook (kinds.def); once, in the describe pass, after d's kind
  * and payload are final.  KILN_ERR_NOMEM when out of memory. */
 IR_HIDDEN kiln_status jit_kernel_schedule(jit_kdesc *d);
+/* (ksched.c) jit_kernel_schedule, or the schedule of `like` (NULL: none) copied when like is
+ * a description whose payload equals d's: a plan made at new sizes passes its model's step
+ * (resize.c), whose kernels mostly stay the same. */
+IR_HIDDEN kiln_status jit_kernel_schedule_like(jit_kdesc *d, const jit_kdesc *like);
 /* (ksched.c) The dtype of a CONTRACTION or SKINNY description's matmul instruction. */
 IR_HIDDEN kiln_dtype jit_matmul_dtype(const jit_kdesc *d);
 /* (ksched.c) For `kiln dump --plan`: description d's schedule, in lines indented by six
@@ -297,6 +301,11 @@ typedef struct jit_raux {
  * other kinds.  KILN_ERR_NOMEM when out of memory (nothing made). */
 IR_HIDDEN kiln_status jit_reduce_schedule(jit_kdesc *d);
 IR_HIDDEN void jit_reduce_schedule_free(jit_kdesc *d);
+/* d's schedule copied from that of `from`, a scheduled reduction description whose payload
+ * equals d's (jit_kdesc_payload_equal): a deep copy, the same as jit_kernel_schedule(d)
+ * would make (the schedule is made from the payload alone).  KILN_ERR_NOMEM when out of
+ * memory (nothing made). */
+IR_HIDDEN kiln_status jit_reduce_schedule_copy(jit_kdesc *d, const jit_kdesc *from);
 /* Can the JIT compute this op in a kernel (for these operand dtypes)? */
 IR_HIDDEN bool jit_op_is_lowerable(const kiln_graph *g, const ir_node *nd);
 
@@ -320,6 +329,8 @@ IR_HIDDEN void jit_buf_free(jit_buf *b);
 IR_HIDDEN void jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b);
 /* Do d and e serialise to the same bytes (one kernel)?  Compared field by field. */
 IR_HIDDEN bool jit_kdesc_equal(const jit_kdesc *d, const jit_kdesc *e);
+/* (kdesc.c) jit_kdesc_equal but for the schedules: what jit_kernel_schedule reads. */
+IR_HIDDEN bool jit_kdesc_payload_equal(const jit_kdesc *d, const jit_kdesc *e);
 
 /* ---- the disk cache (disk.c) ------------------------------------------------------------------
  * Object code of whole modules in files, keyed by jit_disk_module_key (disk.c explains the

@@ -164,14 +164,13 @@ jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b)
     jit_buf_u8(b, a->prefetch_stores);
     jit_buf_u8(b, a->col_blocks);
     jit_buf_u8(b, a->streams);
-    for (int p = 0; p <= a->nphases; p++)
+    for (int p = 0; p <= a->nphases; p++) /* nphases + 1 of them, as serialised */
         jit_buf_u8(b, a->unroll[p]);
 }
 
-/* What jit_kdesc_serialise writes, compared field by field (no buffers): equal
- * descriptions are one kernel.  A field added to the serialised form is added here. */
+/* Everything but the schedule (what jit_kernel_schedule reads). */
 bool
-jit_kdesc_equal(const jit_kdesc *x, const jit_kdesc *y)
+jit_kdesc_payload_equal(const jit_kdesc *x, const jit_kdesc *y)
 {
     if (x->kind != y->kind || x->rank != y->rank || x->nred != y->nred ||
         x->lanes_kept != y->lanes_kept || x->ninst != y->ninst || x->nloads != y->nloads ||
@@ -190,7 +189,13 @@ jit_kdesc_equal(const jit_kdesc *x, const jit_kdesc *y)
     if ((x->store_cls != NULL) != (y->store_cls != NULL) ||
         (x->store_cls && x->nstores && memcmp(x->store_cls, y->store_cls, (size_t)x->nstores) != 0))
         return false;
-    /* the schedules (made from the rest, so equal too; compared all the same) */
+    return true;
+}
+
+/* The schedules (made from the rest, so equal when the rest is; compared all the same). */
+static bool
+sched_equal(const jit_kdesc *x, const jit_kdesc *y)
+{
     if (memcmp(&x->sched, &y->sched, sizeof x->sched) != 0) /* int32_t fields: no padding */
         return false;
     const rplan *a = x->rsched, *b = y->rsched;
@@ -210,4 +215,12 @@ jit_kdesc_equal(const jit_kdesc *x, const jit_kdesc *y)
         if ((a->unroll && a->unroll[p]) != (b->unroll && b->unroll[p]))
             return false;
     return true;
+}
+
+/* What jit_kdesc_serialise writes, compared field by field (no buffers): equal
+ * descriptions are one kernel.  A field added to the serialised form is added here. */
+bool
+jit_kdesc_equal(const jit_kdesc *x, const jit_kdesc *y)
+{
+    return jit_kdesc_payload_equal(x, y) && sched_equal(x, y);
 }

@@ -10,6 +10,17 @@
 #include "jit.h"
 
 kiln_status
+jit_kernel_schedule_like(jit_kdesc *d, const jit_kdesc *like)
+{
+    /* a reduction's schedule is the costly one (rplan_make: a tenth of describing a
+     * decoder step's kernels); the others are a few fields, made again */
+    if (like && d->kind == JIT_KERNEL_REDUCTION && like->kind == JIT_KERNEL_REDUCTION &&
+        like->rsched && jit_kdesc_payload_equal(d, like))
+        return jit_reduce_schedule_copy(d, like);
+    return jit_kernel_schedule(d);
+}
+
+kiln_status
 jit_kernel_schedule(jit_kdesc *d)
 {
     memset(&d->sched, 0, sizeof d->sched);

@@ -213,7 +213,10 @@ plan_steps(planner *p, const jit_sched *sc, jit_plan *plan, unsigned flags, cons
                 fprintf(f, "reference: %%%d %s (the JIT does not compile %s yet)", (int)sc->refnode[s],
                         ir_ops[g->nodes[sc->refnode[s]].op].name, ir_ops[g->nodes[sc->refnode[s]].op].name);
         } else {
+            const jit_step *ls = like && like->nsteps > i ? &like->steps[i] : NULL;
+            p->like = ls && ls->kind == JIT_STEP_KERNEL ? &ls->desc : NULL;
             st = jit_describe_kernel(p, s, js);
+            p->like = NULL;
             if (f)
                 jit_explain_cluster(p, s, js, f);
         }

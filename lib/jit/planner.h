@@ -108,6 +108,9 @@ typedef struct planner {
     unsigned flags;    /* JIT_F_* (describe.c reads JIT_F_STORES) */
     nodeinfo *ni;
     jit_why *why;      /* per node, JIT_F_EXPLAIN only (else NULL) */
+    /* a plan made at new sizes: its model's description of the step being described (a
+     * schedule to copy when the payload is equal: jit_kernel_schedule_like), else NULL */
+    const jit_kdesc *like;
     cluster *cl;
     int32_t ncl, capcl;
     int32_t *users_n;  /* number of users per node */

@@ -470,6 +470,48 @@ rplan_make(const jit_kdesc *d, rplan *a)
     return KILN_OK;
 }
 
+/* A copy of src (a plan of a description of ninst instructions) into a; KILN_ERR_NOMEM
+ * (nothing made) when out of memory. */
+static kiln_status
+rplan_clone(const rplan *src, int32_t ninst, rplan *a)
+{
+    *a = *src;
+    size_t ni = (size_t)ninst + 1, np = (size_t)src->nphases + 1;
+    a->uni = ir_malloc(ni * sizeof(bool));
+    a->ph = ir_malloc(ni * sizeof(int));
+    a->spill = ir_malloc(ni * sizeof(int));
+    a->unroll = ir_malloc(np * sizeof(bool));
+    if (!a->uni || !a->ph || !a->spill || !a->unroll) {
+        rplan_free(a);
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory analysing a kernel");
+    }
+    memcpy(a->uni, src->uni, ni * sizeof(bool));
+    memcpy(a->ph, src->ph, ni * sizeof(int));
+    memcpy(a->spill, src->spill, ni * sizeof(int));
+    memcpy(a->unroll, src->unroll, np * sizeof(bool));
+    return KILN_OK;
+}
+
+kiln_status
+jit_reduce_schedule_copy(jit_kdesc *d, const jit_kdesc *from)
+{
+    IR_ASSERT(d->kind == JIT_KERNEL_REDUCTION && from->rsched && d->ninst == from->ninst);
+    rplan *a = ir_malloc(sizeof *a);
+    if (!a)
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory analysing a kernel");
+    kiln_status st = rplan_clone(from->rsched, d->ninst, a);
+    if (st) {
+        ir_free(a);
+        return st;
+    }
+    jit_reduce_schedule_free(d);
+    d->sched = from->sched;
+    d->rsched = a;
+    d->partial_bytes = from->partial_bytes;
+    d->spill_bytes = from->spill_bytes;
+    return KILN_OK;
+}
+
 /* The scratch of plan a: one piece's accumulators, and the spill bytes per reduced element
  * (deferred: two scratch rows). */
 void

@@ -19,8 +19,10 @@
  *            jit_schedule_place: every buffer placed at the new sizes;
  *            describe: every step described from scratch (describe takes all of its
  *            decisions from sizes itself: load classes, streaming stores, skinny or packed
- *            and its tile), and a step whose description equals the model's takes the
- *            model's kernel without a kernel cache lookup.
+ *            and its tile), a reduction's schedule copied from the model's step when the
+ *            rest of its description is equal (jit_kernel_schedule_like), and a step whose
+ *            description equals the model's takes the model's kernel without a kernel
+ *            cache lookup.
  *   When the check or a decision fails the graph is planned from scratch, and that plan is
  *   kept as a model too (at most JIT_RESIZE_MODELS of one graph; the most recent is tried
  *   first).  KILN_TEST_RESIZE=verify plans every such graph from scratch too and compares
