@@ -134,10 +134,11 @@ kb_slot(kbuild *k, const view *v, int64_t off_adj, const int64_t *st, const int6
         int64_t *o = ir_realloc(k->load_off, sizeof(int64_t) * (size_t)m);
         if (o)
             k->load_off = o;
-        int64_t *ss = o ? ir_realloc(k->load_strides, sizeof(int64_t) * (size_t)m * (size_t)k->R) : NULL;
+        /* (room for the widest space: the arrays serve every step of a plan, kscratch) */
+        int64_t *ss = o ? ir_realloc(k->load_strides, sizeof(int64_t) * (size_t)m * JIT_MAX_SPACE) : NULL;
         if (ss)
             k->load_strides = ss;
-        int64_t *ex = ss ? ir_realloc(k->load_ext, sizeof(int64_t) * (size_t)m * (size_t)k->R * 2) : NULL;
+        int64_t *ex = ss ? ir_realloc(k->load_ext, sizeof(int64_t) * (size_t)m * JIT_MAX_SPACE * 2) : NULL;
         if (!o || !ss || !ex) {
             ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
             return -1;
@@ -570,6 +571,82 @@ contiguous_copy(planner *p, const cluster *cl, jit_step *s)
     return true;
 }
 
+/* describe's working arrays, kept by the planner from one step to the next
+ * (jit_describe_free): describing a step allocated and freed them a dozen times, most of
+ * the allocator's calls in a plan made at new sizes (a decoder step: 480 of them). */
+struct jit_kscratch {
+    jit_kinst *inst;
+    int32_t capinst;
+    int32_t *memo; /* 2 per node of the plan's graph */
+    ivec touched, load_node, stores;
+    int64_t *load_ext, *load_off, *load_strides;
+    int32_t capload;
+};
+
+void
+jit_describe_free(planner *p)
+{
+    jit_kscratch *ks = p->kscratch;
+    if (!ks)
+        return;
+    ir_free(ks->inst);
+    ir_free(ks->memo);
+    ir_free(ks->touched.v);
+    ir_free(ks->load_node.v);
+    ir_free(ks->stores.v);
+    ir_free(ks->load_ext);
+    ir_free(ks->load_off);
+    ir_free(ks->load_strides);
+    ir_free(ks);
+    p->kscratch = NULL;
+}
+
+/* k's working arrays from the planner's scratch (emptied), NULL when out of memory. */
+static jit_kscratch *
+kb_take(planner *p, kbuild *k, ivec *stores)
+{
+    jit_kscratch *ks = p->kscratch;
+    if (!ks) {
+        ks = p->kscratch = ir_calloc(1, sizeof *ks);
+        if (ks)
+            ks->memo = ir_calloc(2 * (size_t)p->g->nnodes + 1, sizeof(int32_t));
+        if (!ks || !ks->memo) {
+            ir_free(ks);
+            p->kscratch = NULL;
+            return NULL;
+        }
+    } else {
+        memset(ks->memo, 0, sizeof(int32_t) * 2 * (size_t)p->g->nnodes);
+    }
+    k->inst = ks->inst;
+    k->capinst = ks->capinst;
+    k->memo = ks->memo;
+    k->touched = ks->touched;
+    k->load_node = ks->load_node;
+    k->load_ext = ks->load_ext;
+    k->load_off = ks->load_off;
+    k->load_strides = ks->load_strides;
+    k->capload = ks->capload;
+    *stores = ks->stores;
+    k->touched.n = k->load_node.n = stores->n = 0;
+    return ks;
+}
+
+/* k's working arrays (grown or not) back to the scratch. */
+static void
+kb_give(jit_kscratch *ks, kbuild *k, ivec *stores)
+{
+    ks->inst = k->inst;
+    ks->capinst = k->capinst;
+    ks->touched = k->touched;
+    ks->load_node = k->load_node;
+    ks->load_ext = k->load_ext;
+    ks->load_off = k->load_off;
+    ks->load_strides = k->load_strides;
+    ks->capload = k->capload;
+    ks->stores = *stores;
+}
+
 kiln_status
 jit_describe_kernel(planner *p, int32_t c, jit_step *s)
 {
@@ -581,12 +658,10 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
     k.p = p;
     k.c = c;
     kb_space(&k, cl);
-    k.memo = ir_calloc(2 * (size_t)p->g->nnodes, sizeof(int32_t));
     ivec stores = {0};
-    if (!k.memo) {
-        st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
-        goto done;
-    }
+    jit_kscratch *ks = kb_take(p, &k, &stores);
+    if (!ks)
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
     if (cl->root_copy >= 0) {
         int32_t src = cl->copy_from >= 0 ? cl->copy_from : cl->root_copy;
         int32_t r = kb_value(&k, src, &p->g->nodes[src].type.shape, 0);
@@ -623,8 +698,9 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
     s->desc.nloads = k.load_node.n;
     s->desc.nstores = stores.n;
     s->desc.nparams = k.nparams;
-    s->desc.inst = k.inst;
-    k.inst = NULL;
+    s->desc.inst = ir_malloc(sizeof(jit_kinst) * (size_t)(k.ninst ? k.ninst : 1));
+    if (s->desc.inst && k.ninst)
+        memcpy(s->desc.inst, k.inst, sizeof(jit_kinst) * (size_t)k.ninst);
     s->desc.stores = ir_malloc(sizeof(int32_t) * (size_t)(stores.n ? stores.n : 1));
     s->desc.store_cls = k.red ? ir_calloc((size_t)(stores.n ? stores.n : 1), 1) : NULL;
     s->nslots = k.load_node.n + stores.n;
@@ -634,7 +710,8 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
     size_t nst = (size_t)(k.red ? s->nslots : k.load_node.n);
     s->strides = ir_calloc((nst ? nst : 1) * (size_t)k.R, sizeof(int64_t));
     s->params = k.nparams ? ir_malloc(sizeof(ir_scalar) * (size_t)k.nparams) : NULL;
-    if (!s->desc.stores || !s->slot || !s->slot_off || !s->strides || (k.red && !s->desc.store_cls) ||
+    if (!s->desc.inst || !s->desc.stores || !s->slot || !s->slot_off || !s->strides ||
+        (k.red && !s->desc.store_cls) ||
         (k.nparams && !s->params)) {
         st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         goto done;
@@ -712,14 +789,7 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
     if (!st) /* how it is computed, once its kind and payload are final (ksched.c) */
         st = jit_kernel_schedule_like(&s->desc, p->like);
 done:
-    ir_free(k.inst);
-    ir_free(k.memo);
-    ir_free(k.touched.v);
-    ir_free(k.load_node.v);
-    ir_free(k.load_off);
-    ir_free(k.load_strides);
-    ir_free(k.load_ext);
-    ir_free(stores.v);
+    kb_give(ks, &k, &stores);
     return st;
 }
 

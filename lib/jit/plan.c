@@ -357,6 +357,7 @@ fail:
     ir_free(p->cl);
     ir_free(p->ni);
     ir_free(p->why);
+    jit_describe_free(p);
     return st;
 }
 
@@ -385,6 +386,7 @@ jit_plan_resized(const jit_plan_model *m, const kiln_graph *gs, nodeinfo *ni, cl
     atomic_store(&plan->refs, 1);
     plan->g = (kiln_graph *)gs;
     st = plan_steps(p, &sc, plan, flags, m->plan);
+    jit_describe_free(p);
     if (st) {
         plan->g = NULL; /* the caller's */
         jit_plan_free(plan);

@@ -102,6 +102,8 @@ typedef struct cluster {
     bool long_rows;    /* reduce: rows too long for the caches (fuse.c's long_rows) */
 } cluster;
 
+typedef struct jit_kscratch jit_kscratch;
+
 typedef struct planner {
     const kiln_graph *g;
     kiln_mode mode;
@@ -111,6 +113,7 @@ typedef struct planner {
     /* a plan made at new sizes: its model's description of the step being described (a
      * schedule to copy when the payload is equal: jit_kernel_schedule_like), else NULL */
     const jit_kdesc *like;
+    jit_kscratch *kscratch; /* describe's working arrays (describe.c; jit_describe_free) */
     cluster *cl;
     int32_t ncl, capcl;
     int32_t *users_n;  /* number of users per node */
@@ -160,6 +163,8 @@ IR_HIDDEN kiln_status jit_schedule_place(planner *p, jit_sched *sc);
 
 /* describe.c */
 IR_HIDDEN kiln_status jit_describe_kernel(planner *p, int32_t c, jit_step *s);
+/* Frees describe's working arrays (p->kscratch), once the plan's steps are described. */
+IR_HIDDEN void jit_describe_free(planner *p);
 IR_HIDDEN kiln_status jit_describe_ref(planner *p, int32_t r, jit_step *s);
 IR_HIDDEN void jit_explain_cluster(planner *p, int32_t c, const jit_step *s, FILE *f);
 
