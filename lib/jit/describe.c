@@ -10,6 +10,16 @@
 
 /* ---- kernel descriptions ---------------------------------------------------------------- */
 
+/* n zeroed elements of `size` bytes for a step's arrays (its description's instructions,
+ * stores and classes, its slots, offsets, strides, parameters and boxes), from the plan's
+ * arena (jit_plan.arena): freed with the plan in one sweep, where a step's arrays were a
+ * dozen allocations and frees each; NULL when out of memory. */
+static void *
+step_array(planner *p, size_t n, size_t size)
+{
+    return ir_arena_alloc(p->arena, (n ? n : 1) * size, size >= 8 ? 8 : size >= 4 ? 4 : 1);
+}
+
 typedef struct kbuild {
     planner *p;
     int32_t c;
@@ -540,7 +550,7 @@ kb_stream_stores(planner *p, const ivec *loads, const int32_t *nodes, jit_step *
         if (ni->loc.kind != JIT_LOC_OUTPUT || ni->last_use > ni->step ||
             (rows && s->desc.store_cls[i] != JIT_ST_SPACE))
             continue;
-        if (!s->desc.store_cls && !(s->desc.store_cls = ir_calloc((size_t)s->desc.nstores, 1)))
+        if (!s->desc.store_cls && !(s->desc.store_cls = step_array(p, (size_t)s->desc.nstores, 1)))
             return ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         s->desc.store_cls[i] = JIT_ST_STREAM;
     }
@@ -698,18 +708,18 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
     s->desc.nloads = k.load_node.n;
     s->desc.nstores = stores.n;
     s->desc.nparams = k.nparams;
-    s->desc.inst = ir_malloc(sizeof(jit_kinst) * (size_t)(k.ninst ? k.ninst : 1));
+    s->desc.inst = step_array(p, (size_t)k.ninst, sizeof(jit_kinst));
     if (s->desc.inst && k.ninst)
         memcpy(s->desc.inst, k.inst, sizeof(jit_kinst) * (size_t)k.ninst);
-    s->desc.stores = ir_malloc(sizeof(int32_t) * (size_t)(stores.n ? stores.n : 1));
-    s->desc.store_cls = k.red ? ir_calloc((size_t)(stores.n ? stores.n : 1), 1) : NULL;
+    s->desc.stores = step_array(p, (size_t)stores.n, sizeof(int32_t));
+    s->desc.store_cls = k.red ? step_array(p, (size_t)stores.n, 1) : NULL;
     s->nslots = k.load_node.n + stores.n;
-    s->slot = ir_calloc((size_t)s->nslots, sizeof(jit_loc));
-    s->slot_off = ir_calloc((size_t)s->nslots, sizeof(int64_t));
+    s->slot = step_array(p, (size_t)s->nslots, sizeof(jit_loc));
+    s->slot_off = step_array(p, (size_t)s->nslots, sizeof(int64_t));
     /* reductions: strides for every slot; elementwise: for the loads */
     size_t nst = (size_t)(k.red ? s->nslots : k.load_node.n);
-    s->strides = ir_calloc((nst ? nst : 1) * (size_t)k.R, sizeof(int64_t));
-    s->params = k.nparams ? ir_malloc(sizeof(ir_scalar) * (size_t)k.nparams) : NULL;
+    s->strides = step_array(p, (nst ? nst : 1) * (size_t)k.R, sizeof(int64_t));
+    s->params = k.nparams ? step_array(p, (size_t)k.nparams, sizeof(ir_scalar)) : NULL;
     if (!s->desc.inst || !s->desc.stores || !s->slot || !s->slot_off || !s->strides ||
         (k.red && !s->desc.store_cls) ||
         (k.nparams && !s->params)) {
@@ -726,7 +736,7 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
     s->bytes_per_elem = 0;
     if (cl->indexing && k.load_node.n) {
         size_t ne = (size_t)k.load_node.n * (size_t)k.R * 2;
-        s->ext = ir_malloc(sizeof(int64_t) * ne);
+        s->ext = step_array(p, ne, sizeof(int64_t));
         if (!s->ext) {
             st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
             goto done;

@@ -679,6 +679,7 @@ typedef struct jit_plan {
     jit_step *steps;
     size_t temp_bytes;
     char *simplify_log;
+    ir_arena arena;      /* the kernel steps' arrays (descriptions, slots, strides, ...) */
     int nkernels, nhits; /* kernels compiled for this plan / found in the cache */
     bool compact;        /* its elementwise kernels are JIT_TIER_COMPACT (plan.c) */
     bool explained;      /* built with JIT_F_EXPLAIN: every step has its explanation */

@@ -26,17 +26,9 @@ step_free(jit_step *s)
 {
     free(s->explain);
     switch (s->kind) {
-    case JIT_STEP_KERNEL:
-        ir_free(s->desc.inst);
-        ir_free(s->desc.stores);
-        ir_free(s->desc.store_cls);
+    case JIT_STEP_KERNEL: /* (its arrays are the plan's arena's) */
         jit_reduce_schedule_free(&s->desc);
         jit_kernel_release(s->kernel);
-        ir_free(s->slot);
-        ir_free(s->slot_off);
-        ir_free(s->strides);
-        ir_free(s->params);
-        ir_free(s->ext);
         free(s->mm_bpacked);
         break;
     case JIT_STEP_REF:
@@ -63,6 +55,7 @@ jit_plan_free(jit_plan *p)
     for (int i = 0; i < p->nsteps; i++)
         step_free(&p->steps[i]);
     ir_free(p->steps);
+    ir_arena_free(&p->arena);
     kiln_graph_free(p->g);
     free(p->simplify_log);
     ir_free(p);
@@ -189,6 +182,7 @@ plan_steps(planner *p, const jit_sched *sc, jit_plan *plan, unsigned flags, cons
 {
     kiln_status st;
     const kiln_graph *g = p->g;
+    p->arena = &plan->arena;
     plan->temp_bytes = sc->temp_bytes;
     int32_t ncopies = 0;
     for (int32_t i = 0; i < g->noutputs; i++) {

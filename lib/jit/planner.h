@@ -113,6 +113,7 @@ typedef struct planner {
     /* a plan made at new sizes: its model's description of the step being described (a
      * schedule to copy when the payload is equal: jit_kernel_schedule_like), else NULL */
     const jit_kdesc *like;
+    ir_arena *arena;   /* the plan's, for its steps' arrays (describe.c) */
     jit_kscratch *kscratch; /* describe's working arrays (describe.c; jit_describe_free) */
     cluster *cl;
     int32_t ncl, capcl;
