@@ -233,6 +233,8 @@ split_elementwise(const jit_step *s, void *const *ptrs, krun *r)
     if (s->desc.nstores > 0) {
         uintptr_t p = (uintptr_t)ptrs[s->desc.nloads];
         int64_t es = (int64_t)kiln_dtype_size((kiln_dtype)s->desc.inst[s->desc.stores[0]].dtype);
+        if (jit_kdesc_store_ranged(&s->desc, 0)) /* its element 0 is the space's lo-th */
+            p -= (uintptr_t)(ir_scalar_i64(KILN_DTYPE_I64, &s->params[jit_kdesc_range_param(&s->desc, 0)]) * es);
         if (p % (uintptr_t)es == 0) {
             int64_t line = 64 / es, a0 = (int64_t)((64 - p % 64) % 64) / es;
             r->shift = (line - a0) % line;
