@@ -1056,8 +1056,9 @@ static void check_modes_agree(const kiln_graph *g, const inputs *in, const rule 
 /* A graph of ranged outputs at sizes n (the matmul's K and the elementwise value's rows
  * grow with it): slices of a skinny matmul's row with a bias (q is read by another kernel,
  * so the row is stored whole too; k and v are one contiguous range each, at offsets that
- * are no multiple of a vector), rows of an elementwise value and of a packed contraction's
- * (read by nothing else: not stored whole), and rows of a larger elementwise value (only its
+ * are no multiple of a vector), rows of an elementwise value (read by another op of its
+ * kernel, hn, in registers) and of a packed contraction's (read by nothing else: neither is
+ * stored whole), and rows of a larger elementwise value (only its
  * range is computed, in chunks on every thread). */
 static char *
 ranged_text(int n)
@@ -1069,8 +1070,8 @@ ranged_text(int n)
     fprintf(f,
             "graph ro(x: f32[1,%d], w: f32[%d,45], bias: f32[45], a: f32[%d,19], "
             "c: f32[40,%d], w2: f32[%d,20], b2: f32[20], e: f32[400,1000]) -> (q: f32[1,13], "
-            "kn: f32[2,1,8], vn: f32[16], rows: f32[3,19], cr: f32[1,3,20], big: f32[200,1000]) "
-            "{\n"
+            "kn: f32[2,1,8], vn: f32[16], rows: f32[3,19], cr: f32[1,3,20], big: f32[200,1000], "
+            "hn: f32[%d,19]) {\n"
             "  mm = matmul(x, w)\n  qkv = add(mm, bias)\n"
             "  qs = slice(qkv, start=[0,0], stop=[1,13])\n  q = mul(qs, qs)\n"
             "  ks = slice(qkv, start=[0,13], stop=[1,29])\n  kr = reshape(ks, shape=[1,2,8])\n"
@@ -1079,8 +1080,9 @@ ranged_text(int n)
             "  h = mul(a, a)\n  rows = slice(h, start=[2,0], stop=[5,19])\n"
             "  m2 = matmul(c, w2)\n  cm = add(m2, b2)\n"
             "  cs = slice(cm, start=[3,0], stop=[6,20])\n  cr = reshape(cs, shape=[1,3,20])\n"
-            "  h2 = add(e, e)\n  big = slice(h2, start=[101,0], stop=[301,1000])\n}\n",
-            n, n, n + 3, n, n);
+            "  h2 = add(e, e)\n  big = slice(h2, start=[101,0], stop=[301,1000])\n"
+            "  hn = neg(h)\n}\n",
+            n, n, n + 3, n, n, n + 3);
     fclose(f);
     return t;
 }
@@ -1099,7 +1101,7 @@ START_TEST(test_ranged_outputs)
         char *text = ranged_text(n);
         kiln_graph *g = ts_parse(text);
         rule rules[MAXIO];
-        ck_assert_int_eq(output_rules(g, rules), 4); /* all but rows: of a matmul */
+        ck_assert_int_eq(output_rules(g, rules), 4); /* of a matmul: all but rows, big, hn */
         for (int tame = 0; tame < 2; tame++) {
             inputs in = {0};
             inputs_random(g, 0x5200 + (uint64_t)(n + tame), tame, &in);
@@ -1133,12 +1135,17 @@ START_TEST(test_ranged_outputs)
         static const char *const want[] = {
             "store 1: output 1, elements [13, 29) of the space only",  /* kn, of the skinny row */
             "store 2: output 2, elements [29, 45) of the space only",  /* vn */
-            "store 0: output 3, elements [38, 95) of the space only",  /* rows: h not stored */
+            "store 1: output 3, elements [38, 95) of the space only",  /* rows, beside hn */
             "store 0: output 4, elements [60, 120) of the space only", /* cr: cm not stored */
             "store 0: output 5, elements [101000, 301000) of the space only", /* big */
         };
         for (size_t i = 0; i < sizeof want / sizeof *want; i++)
             ck_assert_msg(strstr(plan, want[i]), "no \"%s\" in\n%s", want[i], plan);
+        /* stored whole for its views: qkv alone (q reads it), not h, cm or h2 */
+        int whole = 0;
+        for (const char *c = plan; (c = strstr(c, "(a view needs a buffer)")); c++)
+            whole++;
+        ck_assert_msg(whole == 1, "%d values stored whole for views:\n%s", whole, plan);
         free(plan);
         kiln_program_free(p);
         kiln_graph_free(g);

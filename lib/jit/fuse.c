@@ -217,7 +217,8 @@ range_of_value(const planner *p, int32_t n)
 /* Values stored only for output views now stored as ranges (JIT_ST_RANGE) by their own
  * kernel need not be stored whole: a value is needed whole when it is an output itself, or
  * something reads it other than through views that end in ranged outputs and nothing else
- * (a reader of a ranged output reads it through its view of the value). */
+ * (a reader of a ranged output reads it through its view of the value), or an op of its own
+ * kernel (those read it in registers). */
 static kiln_status
 drop_unread(planner *p)
 {
@@ -237,8 +238,12 @@ drop_unread(planner *p)
         const ir_node *nd = &g->nodes[n];
         const nodeinfo *ni = &p->ni[n];
         bool through = ni->cls == C_VIEW && (!ni->stored || ni->ranged);
-        for (int k = 0; k < nd->nin; k++)
-            read[nd->in[k]] |= through ? read[n] : true;
+        for (int k = 0; k < nd->nin; k++) {
+            const nodeinfo *u = &p->ni[nd->in[k]];
+            bool same = ni->cls == C_ELEM && u->cls == C_ELEM && ni->cluster >= 0 &&
+                        u->cluster == ni->cluster;
+            read[nd->in[k]] |= through ? read[n] : !same;
+        }
     }
     for (int32_t n = 0; n < g->nnodes; n++) {
         nodeinfo *ni = &p->ni[n];
