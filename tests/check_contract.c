@@ -1236,7 +1236,7 @@ END_TEST
 
 /* ---- 9. a decode loop through the C API ------------------------------------------------- */
 
-/* A decoder step (tests/support/decoder.c: one layer, D 64, 4 heads, MLP 128, weights as
+/* A decoder step (lib/check/decoder.c: one layer, D 64, 4 heads, MLP 128, weights as
  * inputs) captured through the tensor API with its K/V caches one row longer every step,
  * as a client generating tokens does: the caches are read in place (the temporaries are
  * smaller than one cache: no copy of it); after the first step no kernel is compiled (the
@@ -1247,7 +1247,7 @@ END_TEST
  * are the reference's within the bound `kiln check` propagates. */
 START_TEST(test_decode_loop)
 {
-    ts_decoder dec = {.layers = 1, .d = 64, .heads = 4, .ff = 128};
+    ck_decoder dec = {.layers = 1, .d = 64, .heads = 4, .ff = 128};
     kiln_device *dev = kiln_device_new();
     ck_assert_ptr_nonnull(dev);
     uint64_t allocs = 0;
@@ -1257,10 +1257,10 @@ START_TEST(test_decode_loop)
         kiln_jit_stats(&s0);
         kiln_options o = KILN_OPTIONS_INIT;
         kiln_program *p = NULL;
-        ck_assert_msg(ts_decoder_capture(dev, &dec, t, &o, &p) == KILN_OK, "step %d: %s", step,
+        ck_assert_msg(ck_decoder_capture(dev, &dec, t, &o, &p) == KILN_OK, "step %d: %s", step,
                       kiln_errmsg());
         const kiln_graph *g = kiln_program_graph(p);
-        ck_assert_int_eq(kiln_graph_num_inputs(g), ts_decoder_num_inputs(&dec));
+        ck_assert_int_eq(kiln_graph_num_inputs(g), ck_decoder_num_inputs(&dec));
         /* the caches are read in place: the temporaries (the score rows, the activations) are
          * smaller than one cache (H * t * D/H floats), never a copy of it */
         char *plan = ts_plan_text(p);
@@ -1274,7 +1274,7 @@ START_TEST(test_decode_loop)
                       (long long)(dec.d * t * 4), plan);
         free(plan);
         int nout = kiln_graph_num_outputs(g);
-        ck_assert_int_eq(nout, ts_decoder_num_outputs(&dec));
+        ck_assert_int_eq(nout, ck_decoder_num_outputs(&dec));
         ts_bufs in = {0}, want = {0}, got = {0};
         ck_assert(make_inputs(g, base_seed() + 0x90000 + (uint64_t)step, FILL_UNIFORM, &in));
         got.n = nout;
@@ -1331,13 +1331,13 @@ END_TEST
  * steps the plan of the latest sizes is a cache hit, the first step's a miss (planned
  * again), and a plan of another generic graph captured before the loop still a hit. */
 static void
-capture_step(kiln_device *dev, const ts_decoder *dec, int64_t t, bool hit)
+capture_step(kiln_device *dev, const ck_decoder *dec, int64_t t, bool hit)
 {
     kiln_stats s0 = KILN_STATS_INIT, s1 = KILN_STATS_INIT;
     kiln_jit_stats(&s0);
     kiln_options o = KILN_OPTIONS_INIT;
     kiln_program *p = NULL;
-    ck_assert_msg(ts_decoder_capture(dev, dec, t, &o, &p) == KILN_OK, "%s", kiln_errmsg());
+    ck_assert_msg(ck_decoder_capture(dev, dec, t, &o, &p) == KILN_OK, "%s", kiln_errmsg());
     kiln_jit_stats(&s1);
     ck_assert_msg(s1.plan_hits - s0.plan_hits == (hit ? 1u : 0u),
                   "%d layer(s), caches of %lld rows: a plan cache %s, expected a %s",
@@ -1348,8 +1348,8 @@ capture_step(kiln_device *dev, const ts_decoder *dec, int64_t t, bool hit)
 
 START_TEST(test_decode_keeps_few_plans)
 {
-    ts_decoder dec = {.layers = 1, .d = 32, .heads = 2, .ff = 64};
-    ts_decoder other = {.layers = 2, .d = 32, .heads = 2, .ff = 64};
+    ck_decoder dec = {.layers = 1, .d = 32, .heads = 2, .ff = 64};
+    ck_decoder other = {.layers = 2, .d = 32, .heads = 2, .ff = 64};
     kiln_device *dev = kiln_device_new();
     ck_assert_ptr_nonnull(dev);
     capture_step(dev, &other, 7, false);

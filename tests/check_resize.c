@@ -11,7 +11,7 @@
  *   random: random graphs (tests/support/randgraph.c) at two sets of sizes with the same
  *           generic hash: the first compiled (its model kept), the second against the
  *           reference, fused and eager;
- *   threads: decoder steps (tests/support/decoder.c) captured by four threads at once, each
+ *   threads: decoder steps (lib/check/decoder.c) captured by four threads at once, each
  *           its own sizes every step, so the models are kept and used concurrently: every
  *           program's outputs equal those of the same graph planned from scratch (bit for
  *           bit: the same kernels in the same order). */
@@ -236,7 +236,7 @@ static void *
 worker_main(void *arg)
 {
     worker *w = arg;
-    ts_decoder dec = {.layers = 1, .d = 32, .heads = 2, .ff = 64};
+    ck_decoder dec = {.layers = 1, .d = 32, .heads = 2, .ff = 64};
     kiln_device *dev = kiln_device_new();
     pthread_barrier_wait(w->start);
     for (int step = 0; step < 8 && dev && !w->failures; step++) {
@@ -244,8 +244,8 @@ worker_main(void *arg)
         kiln_options o = KILN_OPTIONS_INIT, scratch = KILN_OPTIONS_INIT;
         scratch.flags = KILN_NO_CACHE;
         kiln_program *p = NULL, *q = NULL;
-        if (ts_decoder_capture(dev, &dec, t, &o, &p) != KILN_OK ||
-            ts_decoder_capture(dev, &dec, t, &scratch, &q) != KILN_OK) {
+        if (ck_decoder_capture(dev, &dec, t, &o, &p) != KILN_OK ||
+            ck_decoder_capture(dev, &dec, t, &scratch, &q) != KILN_OK) {
             snprintf(w->msg, sizeof w->msg, "thread %d, t %lld: %s", w->id, (long long)t, kiln_errmsg());
             w->failures++;
             kiln_program_free(p);

@@ -418,6 +418,16 @@ jit_explain_cluster(planner *p, int32_t c, const jit_step *s, FILE *f)
         if (p->ni[n].stored)
             fprintf(f, "\n      stores %%%d: %s", (int)n, p->why ? p->why[n] : "");
     }
+    for (int32_t i = 0; i < g->noutputs; i++) {
+        int32_t n = g->outputs[i].node, b = p->ni[n].v.base, j = 0;
+        while (j < i && g->outputs[j].node != n)
+            j++;
+        if (p->ni[n].ranged && p->ni[n].cluster == c && j == i)
+            fprintf(f, "\n      stores %%%d elements [%lld, %lld) as %%%d %s: %s", (int)b,
+                    (long long)p->ni[n].v.offset,
+                    (long long)(p->ni[n].v.offset + ir_shape_count(&g->nodes[n].type.shape)),
+                    (int)n, ir_ops[g->nodes[n].op].name, p->why ? p->why[n] : "");
+    }
 }
 
 /* The iteration space of cluster c: its shape, or for a reduction the kept dims then the
@@ -547,12 +557,36 @@ kb_stream_stores(planner *p, const ivec *loads, const int32_t *nodes, jit_step *
         return KILN_OK;
     for (int32_t i = 0; i < s->desc.nstores; i++) {
         const nodeinfo *ni = &p->ni[nodes[i]];
+        if (ni->ranged) /* its own masked store (JIT_ST_RANGE), never streaming */
+            continue;
         if (ni->loc.kind != JIT_LOC_OUTPUT || ni->last_use > ni->step ||
             (rows && s->desc.store_cls[i] != JIT_ST_SPACE))
             continue;
         if (!s->desc.store_cls && !(s->desc.store_cls = step_array(p, (size_t)s->desc.nstores, 1)))
             return ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         s->desc.store_cls[i] = JIT_ST_STREAM;
+    }
+    return KILN_OK;
+}
+
+/* The ranged outputs (fuse.c's range_of_value) cluster c stores, each once, appended to
+ * stores (their number added to *n). */
+static kiln_status
+kb_ranged_outputs(planner *p, int32_t c, ivec *stores, int32_t *n)
+{
+    const kiln_graph *g = p->g;
+    for (int32_t i = 0; i < g->noutputs; i++) {
+        int32_t x = g->outputs[i].node;
+        if (!p->ni[x].ranged || p->ni[x].cluster != c)
+            continue;
+        bool seen = false;
+        for (int32_t j = stores->n - *n; j < stores->n; j++)
+            seen |= stores->v[j] == x;
+        if (seen)
+            continue;
+        if (!jit_ivec_push(stores, x))
+            return ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
+        (*n)++;
     }
     return KILN_OK;
 }
@@ -672,6 +706,7 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
     jit_kscratch *ks = kb_take(p, &k, &stores);
     if (!ks)
         return ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
+    int32_t nranged = 0; /* the last stores: ranged outputs (JIT_ST_RANGE) */
     if (cl->root_copy >= 0) {
         int32_t src = cl->copy_from >= 0 ? cl->copy_from : cl->root_copy;
         int32_t r = kb_value(&k, src, &p->g->nodes[src].type.shape, 0);
@@ -694,6 +729,8 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
                 goto done;
             }
         }
+        if ((st = kb_ranged_outputs(p, c, &stores, &nranged)))
+            goto done;
     }
     s->kind = JIT_STEP_KERNEL;
     s->desc.kind = cl->contract ? JIT_KERNEL_CONTRACTION
@@ -707,22 +744,21 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
     s->desc.ninst = k.ninst;
     s->desc.nloads = k.load_node.n;
     s->desc.nstores = stores.n;
-    s->desc.nparams = k.nparams;
+    s->desc.nparams = k.nparams + 2 * nranged; /* then each range's lo and hi */
     s->desc.inst = step_array(p, (size_t)k.ninst, sizeof(jit_kinst));
     if (s->desc.inst && k.ninst)
         memcpy(s->desc.inst, k.inst, sizeof(jit_kinst) * (size_t)k.ninst);
     s->desc.stores = step_array(p, (size_t)stores.n, sizeof(int32_t));
-    s->desc.store_cls = k.red ? step_array(p, (size_t)stores.n, 1) : NULL;
+    s->desc.store_cls = k.red || nranged ? step_array(p, (size_t)stores.n, 1) : NULL;
     s->nslots = k.load_node.n + stores.n;
     s->slot = step_array(p, (size_t)s->nslots, sizeof(jit_loc));
     s->slot_off = step_array(p, (size_t)s->nslots, sizeof(int64_t));
     /* reductions: strides for every slot; elementwise: for the loads */
     size_t nst = (size_t)(k.red ? s->nslots : k.load_node.n);
     s->strides = step_array(p, (nst ? nst : 1) * (size_t)k.R, sizeof(int64_t));
-    s->params = k.nparams ? step_array(p, (size_t)k.nparams, sizeof(ir_scalar)) : NULL;
+    s->params = s->desc.nparams ? step_array(p, (size_t)s->desc.nparams, sizeof(ir_scalar)) : NULL;
     if (!s->desc.inst || !s->desc.stores || !s->slot || !s->slot_off || !s->strides ||
-        (k.red && !s->desc.store_cls) ||
-        (k.nparams && !s->params)) {
+        ((k.red || nranged) && !s->desc.store_cls) || (s->desc.nparams && !s->params)) {
         st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         goto done;
     }
@@ -758,8 +794,18 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
     for (int32_t i = 0; i < stores.n; i++) {
         int32_t n = stores.v[i];
         const ir_shape *ns = &p->g->nodes[n].type.shape;
-        s->desc.stores[i] = k.memo[2 * n + (k.red && p->ni[n].role == R_ROW ? 1 : 0)] - 1;
         s->slot[k.load_node.n + i] = p->ni[n].loc;
+        if (p->ni[n].ranged) {
+            /* elements [lo, hi) of its base's value, whose instruction is stored */
+            int32_t j = k.nparams + 2 * (i - (stores.n - nranged));
+            int64_t lo = p->ni[n].v.offset;
+            s->desc.stores[i] = k.memo[2 * p->ni[n].v.base] - 1;
+            s->desc.store_cls[i] = JIT_ST_RANGE;
+            s->params[j] = ir_scalar_from_i64(KILN_DTYPE_I64, lo);
+            s->params[j + 1] = ir_scalar_from_i64(KILN_DTYPE_I64, lo + ir_shape_count(ns));
+            continue;
+        }
+        s->desc.stores[i] = k.memo[2 * n + (k.red && p->ni[n].role == R_ROW ? 1 : 0)] - 1;
         s->bytes_per_elem += kiln_dtype_size(p->g->nodes[n].type.dtype);
         if (k.red) {
             /* the stored buffer is row-major over the node's own shape */

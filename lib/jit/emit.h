@@ -21,6 +21,9 @@ typedef struct jit_em {
     LLVMValueRef lin; /* elementwise: linear index of lane 0 (for arange), or NULL */
     /* the kernel being built: its parameters, read and splat at its entry (jit_em_params) */
     LLVMValueRef param[JIT_MAX_PARAMS];
+    /* its JIT_ST_RANGE stores' ranges: lo, hi (i64) of store k at [2k], [2k + 1]
+     * (jit_em_ranges; NULL when it has none) */
+    LLVMValueRef *range;
 } jit_em;
 
 IR_HIDDEN void jit_em_init(jit_em *l, LLVMContextRef ctx, LLVMModuleRef mod);
@@ -97,6 +100,18 @@ IR_HIDDEN LLVMValueRef jit_em_load(jit_em *l, kiln_dtype t, int cls, LLVMValueRe
 IR_HIDDEN void jit_em_store(jit_em *l, kiln_dtype t, int cls, LLVMValueRef v, LLVMValueRef base,
                             LLVMValueRef off, LLVMValueRef c, LLVMValueRef istride,
                             LLVMValueRef mask);
+/* At the entry of a kernel of description d, after its slot pointers ptr[] are read:
+ * every JIT_ST_RANGE store's range read from its parameters into l->range, and its slot
+ * pointer ptr[d->nloads + k] moved back by lo elements, so that element i of the space is
+ * at index i of it as for every store.  false when out of memory; jit_em_ranges_free once
+ * the kernel is built. */
+IR_HIDDEN bool jit_em_ranges(jit_em *l, const jit_kdesc *d, LLVMValueRef pptrs, LLVMValueRef *ptr);
+IR_HIDDEN void jit_em_ranges_free(jit_em *l);
+/* Store k of d: value v, lane i to element off + c + i of `base` (a vector, under mask:
+ * NULL = all); a JIT_ST_RANGE store stores only the lanes whose element is in its range. */
+IR_HIDDEN void jit_em_store_space(jit_em *l, const jit_kdesc *d, int32_t k, LLVMValueRef v,
+                                  LLVMValueRef base, LLVMValueRef off, LLVMValueRef c,
+                                  LLVMValueRef mask);
 
 /* A full vector of W lanes stored contiguously at element off + c of `base` with LLVM's
  * !nontemporal metadata (vmovntps on x86): the address must be a multiple of `align`, the

@@ -195,6 +195,73 @@ view_is_whole(const planner *p, int32_t n)
            ir_shape_count(&p->g->nodes[v->base].type.shape) == ir_shape_count(s);
 }
 
+/* Output view n is one contiguous range of a value that an elementwise or contraction
+ * kernel computes, over that kernel's whole iteration space (not whole: that is an alias),
+ * so the kernel can store the range straight into the output (a JIT_ST_RANGE store):
+ * a slice of rows, or of columns where the rows above are 1, with permutes and reshapes that
+ * move only dims of size 1 (a decoder's new K/V rows, slices of the qkv matmul's row).
+ * Other output views stay copies (describe.c's contiguous_copy, or a copy kernel): of an
+ * input or a constant (no kernel computes them), of a reference step's result, of a value a
+ * reduction kernel computes (its stores go through its passes with strides per slot; a
+ * range there is not done), of a view that is not one range (a column slice of several
+ * rows, a transpose), and every view in eager mode (one kernel per op). */
+static bool
+range_of_value(const planner *p, int32_t n)
+{
+    const nodeinfo *ni = &p->ni[n];
+    if (p->mode == KILN_MODE_EAGER || ni->cls != C_VIEW || (ni->sizes & SZ_VIEW_WHOLE))
+        return false;
+    int32_t b = ni->v.base;
+    const nodeinfo *bi = &p->ni[b];
+    if (bi->cls != C_ELEM || bi->cluster < 0)
+        return false;
+    const cluster *cl = &p->cl[bi->cluster];
+    const ir_shape *ns = &p->g->nodes[n].type.shape;
+    return !cl->reduce && cl->root_copy < 0 &&
+           ir_shape_count(&p->g->nodes[b].type.shape) == ir_shape_count(&cl->shape) &&
+           jit_view_is_contiguous(&ni->v, ns);
+}
+
+/* Values stored only for output views now stored as ranges (JIT_ST_RANGE) by their own
+ * kernel need not be stored whole: a value is needed whole when it is an output itself, or
+ * something reads it other than through views that end in ranged outputs and nothing else
+ * (a reader of a ranged output reads it through its view of the value), or an op of its own
+ * kernel (those read it in registers). */
+static kiln_status
+drop_unread(planner *p)
+{
+    const kiln_graph *g = p->g;
+    bool *read = ir_calloc((size_t)g->nnodes + 1, 2);
+    if (!read)
+        return ir_error(KILN_ERR_NOMEM, "kiln: out of memory planning");
+    bool *ranged = read + g->nnodes; /* some ranged output is a view of it */
+    for (int32_t i = 0; i < g->noutputs; i++) {
+        int32_t n = g->outputs[i].node;
+        if (p->ni[n].ranged)
+            ranged[p->ni[n].v.base] = true;
+        else
+            read[n] = true;
+    }
+    for (int32_t n = g->nnodes - 1; n >= 0; n--) {
+        const ir_node *nd = &g->nodes[n];
+        const nodeinfo *ni = &p->ni[n];
+        bool through = ni->cls == C_VIEW && (!ni->stored || ni->ranged);
+        for (int k = 0; k < nd->nin; k++) {
+            const nodeinfo *u = &p->ni[nd->in[k]];
+            bool same = ni->cls == C_ELEM && u->cls == C_ELEM && ni->cluster >= 0 &&
+                        u->cluster == ni->cluster;
+            read[nd->in[k]] |= through ? read[n] : !same;
+        }
+    }
+    for (int32_t n = 0; n < g->nnodes; n++) {
+        nodeinfo *ni = &p->ni[n];
+        if (ranged[n] && !read[n] && ni->cls == C_ELEM && ni->stored)
+            ni->stored = false;
+    }
+    ir_free(read);
+    return KILN_OK;
+}
+
 /* A new cluster over the shape of node shape_node (kept: a plan made again at new sizes
  * takes the shape from there, jit_fuse_resize). */
 static int32_t
@@ -893,6 +960,8 @@ jit_fuse(planner *p)
         nodeinfo *ni = &p->ni[n];
         if (ni->cls == C_VIEW && view_is_whole(p, n))
             ni->sizes |= SZ_VIEW_WHOLE;
+        if (range_of_value(p, n))
+            ni->sizes |= SZ_VIEW_RANGE;
         if (ni->cls == C_ELEM && !ni->stored) {
             ni->stored = true;
             say(p, why_of(p, n), "graph output '%s'", g->outputs[i].name);
@@ -908,6 +977,14 @@ jit_fuse(planner *p)
                 say(p, why_of(p, b), "graph output '%s' (through %s %%%d)",
                     g->outputs[i].name, ir_ops[g->nodes[n].op].name, (int)n);
             }
+        } else if (ni->cls == C_VIEW && !ni->stored && (ni->sizes & SZ_VIEW_RANGE)) {
+            /* one range of a value a kernel computes: that kernel stores it here */
+            int32_t b = ni->v.base;
+            ni->stored = true;
+            ni->ranged = true;
+            ni->cluster = p->ni[b].cluster;
+            say(p, why_of(p, n), "graph output '%s', one contiguous range of %s %%%d", g->outputs[i].name,
+                ir_ops[g->nodes[b].op].name, (int)b);
         } else if (ni->cls == C_VIEW || ni->cls == C_FULL) {
             char why[JIT_WHY_LEN] = "";
             say(p, why, "graph output '%s'", g->outputs[i].name);
@@ -918,7 +995,7 @@ jit_fuse(planner *p)
     }
     for (int32_t c = 0; c < p->ncl; c++)
         p->cl[c].long_rows = p->cl[c].reduce && long_rows(&p->cl[c]);
-    return KILN_OK;
+    return drop_unread(p);
 }
 
 /* ---- the same clusters at new sizes -------------------------------------------------- */
@@ -965,6 +1042,8 @@ jit_fuse_resize(planner *p)
     for (int32_t i = 0; i < g->noutputs; i++) {
         int32_t n = g->outputs[i].node;
         if (p->ni[n].cls == C_VIEW && view_is_whole(p, n) != !!(p->ni[n].sizes & SZ_VIEW_WHOLE))
+            return false;
+        if (p->ni[n].cls == C_VIEW && range_of_value(p, n) != !!(p->ni[n].sizes & SZ_VIEW_RANGE))
             return false;
     }
     return true;

@@ -110,16 +110,23 @@ typedef enum jit_load_class {
 /* REDUCTION store classes: a value per element of the space, or one per kept element
  * (a reduced shape: the reductions' results and what is computed from them); in "rows"
  * kernels a value per element of the space may be JIT_ST_STREAM.
- * ELEMENTWISE: store_cls is NULL (every store ordinary) or per store JIT_ST_SPACE or
- * JIT_ST_STREAM.  JIT_ST_STREAM: non-temporal stores of full vectors at aligned addresses
- * (the kernel peels its rows to the first streaming store's alignment, rows kernels in a
- * pass that reduces nothing, and fences before returning); it is part of the description,
- * so a streaming kernel is never mistaken in the cache for an ordinary one. */
+ * ELEMENTWISE: store_cls is NULL (every store ordinary) or per store JIT_ST_SPACE,
+ * JIT_ST_STREAM or JIT_ST_RANGE.  JIT_ST_STREAM: non-temporal stores of full vectors at
+ * aligned addresses (the kernel peels its rows to the first streaming store's alignment,
+ * rows kernels in a pass that reduces nothing, and fences before returning); it is part of
+ * the description, so a streaming kernel is never mistaken in the cache for an ordinary one.
+ * CONTRACTION, SKINNY: store_cls is NULL or per store JIT_ST_SPACE or JIT_ST_RANGE.
+ * JIT_ST_RANGE (ELEMENTWISE, CONTRACTION, SKINNY): only the elements [lo, hi) of the space
+ * (row-major linear indices) are stored, element i at i - lo of the slot's buffer (a graph
+ * output that is one contiguous range of a computed value: fuse.c's ranged outputs); lo and
+ * hi are run-time arguments, the last parameters (jit_kdesc_range_param), so the kernel does
+ * not depend on where the range lies. */
 typedef enum jit_store_class {
     JIT_ST_SPACE,
     JIT_ST_SPACE_SCATTER,
     JIT_ST_ROW,
     JIT_ST_STREAM,
+    JIT_ST_RANGE,
 } jit_store_class;
 
 typedef struct jit_kinst {
@@ -190,7 +197,8 @@ typedef struct jit_kdesc {
      * that differ only in such a value share one kernel.  Parameter j (at most
      * JIT_MAX_PARAMS) is read once, at the kernel's entry, from ptrs[nloads + nstores + j]:
      * 8 bytes holding an f32 or f64 of the instruction's dtype, or (integers and bool) an
-     * int64 of its value. */
+     * int64 of its value.  After the instructions' parameters, two int64 per JIT_ST_RANGE
+     * store, in store order: its range [lo, hi) (jit_kdesc_range_param). */
     int32_t nparams;
     jit_kinst *inst;    /* ninst */
     int32_t *stores;    /* nstores instruction indices, stored in this order */
@@ -323,7 +331,7 @@ IR_HIDDEN void jit_buf_u64(jit_buf *b, uint64_t v);
 IR_HIDDEN void jit_buf_str(jit_buf *b, const char *s); /* u32 length, then the bytes */
 IR_HIDDEN void jit_buf_free(jit_buf *b);
 /* The version of jit_kdesc_serialise's format: bump it with any change to what it writes. */
-#define JIT_KDESC_FORMAT 15
+#define JIT_KDESC_FORMAT 17
 /* Append description d, every field written explicitly (kdesc.c says how): the cache key of
  * a kernel.  A new field of jit_kdesc must be written here. */
 IR_HIDDEN void jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b);
@@ -331,6 +339,10 @@ IR_HIDDEN void jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b);
 IR_HIDDEN bool jit_kdesc_equal(const jit_kdesc *d, const jit_kdesc *e);
 /* (kdesc.c) jit_kdesc_equal but for the schedules: what jit_kernel_schedule reads. */
 IR_HIDDEN bool jit_kdesc_payload_equal(const jit_kdesc *d, const jit_kdesc *e);
+/* Whether store k of d is a JIT_ST_RANGE store, and the index of the parameter holding
+ * its lo (hi follows): the ranged stores' pairs are d's last parameters, in store order. */
+IR_HIDDEN bool jit_kdesc_store_ranged(const jit_kdesc *d, int32_t k);
+IR_HIDDEN int32_t jit_kdesc_range_param(const jit_kdesc *d, int32_t k);
 
 /* ---- the disk cache (disk.c) ------------------------------------------------------------------
  * Object code of whole modules in files, keyed by jit_disk_module_key (disk.c explains the

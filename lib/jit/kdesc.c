@@ -20,15 +20,18 @@
  * values and arange's start and step read at run time instead of written into the code;
  * format 14: a reduction's schedule in the key, so that a change in how schedules are made
  * changes the keys by itself; format 15: every kind's schedule, jit_ksched, and the
- * reduction's prefetching, unrolling, column blocks and streaming),
+ * reduction's prefetching, unrolling, column blocks and streaming; format 16: JIT_ST_RANGE
+ * stores, a range of the space stored at run-time bounds taken from the last parameters,
+ * and store classes on CONTRACTION and SKINNY descriptions; format 17: a ranged store's
+ * vectors with no lane in the range branched around),
  * so an upgrade never keeps running the old code from the disk.
  * A SKINNY description adds how B is read and the rows of its tile; every kind its schedule
  * (jit_ksched: the lanes, the elementwise peeling, the register tiles, the unrolling).
  *
- *   format 15 (14: without jit_ksched and the reduction schedule's fields after spill; 13:
- *   without the schedule; 11 and 12: also without nparams, and with an
- *   arange's start and step in a u8 value2[8] after value; 9 and 10: also without bform and
- *   tile_m; 1 to 8: without the tier):
+ *   format 17, as 16 (15: no JIT_ST_RANGE store class; 14: also without jit_ksched and the
+ *   reduction schedule's fields after spill; 13: without the schedule; 11 and 12: also
+ *   without nparams, and with an arange's start and step in a u8 value2[8] after value; 9
+ *   and 10: also without bform and tile_m; 1 to 8: without the tier):
  *     i32 kind, rank, nred, lanes_kept, ninst, nloads, nstores, nparams
  *     ninst x { u8 kind, op, dtype, cls; i32 slot; i32 a[0..3); u8 value[8] }
  *     nstores x i32 store index
@@ -223,4 +226,22 @@ bool
 jit_kdesc_equal(const jit_kdesc *x, const jit_kdesc *y)
 {
     return jit_kdesc_payload_equal(x, y) && sched_equal(x, y);
+}
+
+bool
+jit_kdesc_store_ranged(const jit_kdesc *d, int32_t k)
+{
+    return d->store_cls && d->store_cls[k] == JIT_ST_RANGE;
+}
+
+int32_t
+jit_kdesc_range_param(const jit_kdesc *d, int32_t k)
+{
+    int32_t before = 0, all = 0;
+    for (int32_t i = 0; i < d->nstores; i++)
+        if (jit_kdesc_store_ranged(d, i)) {
+            before += i < k;
+            all++;
+        }
+    return d->nparams - 2 * all + 2 * before;
 }

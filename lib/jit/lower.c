@@ -102,8 +102,8 @@ emit_body(L *l, const jit_kdesc *d, kstate *s, LLVMValueRef c, LLVMValueRef mask
     for (int32_t k = 0; k < d->nstores; k++) {
         kiln_dtype t = (kiln_dtype)d->inst[d->stores[k]].dtype;
         LLVMValueRef v = s->val[d->stores[k]], base = s->ptr[d->nloads + k];
-        if (mask || !s->nt_ok[k]) {
-            jit_em_store(l, t, JIT_CONTIG, v, base, s->out_base, c, NULL, mask);
+        if (mask || !s->nt_ok[k]) { /* a ranged store is never streaming: nt_ok NULL */
+            jit_em_store_space(l, d, k, v, base, s->out_base, c, mask);
             continue;
         }
         /* streaming where this call's buffers allow it, else an ordinary store */
@@ -305,6 +305,7 @@ jit_lower_elementwise(L *l, const jit_kdesc *d, const char *name)
         s.ptr[j] = jit_em_arg(l, l->ptr, pptrs, j, "");
     }
     jit_em_params(l, d, pptrs);
+    bool ranges_ok = jit_em_ranges(l, d, pptrs, s.ptr);
     for (int k = 0; k < R; k++) {
         dims[k] = jit_em_arg(l, l->i64, pdims, k, "");
     }
@@ -388,5 +389,6 @@ jit_lower_elementwise(L *l, const jit_kdesc *d, const char *name)
     ir_free(dims);
     if (mem != stack)
         ir_free(mem);
-    return KILN_OK;
+    jit_em_ranges_free(l);
+    return ranges_ok ? KILN_OK : ir_error(KILN_ERR_NOMEM, "kiln: out of memory lowering a kernel");
 }

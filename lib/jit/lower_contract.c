@@ -183,11 +183,8 @@ jit_contract_epilogue(L *l, const jit_kdesc *d, int mi, LLVMValueRef accv, LLVMV
             val[i] = jit_em_inst(l, d, in, val);
         }
     }
-    for (int32_t k = 0; k < d->nstores; k++) {
-        const jit_kinst *in = &d->inst[d->stores[k]];
-        jit_em_store(l, (kiln_dtype)in->dtype, JIT_CONTIG, val[d->stores[k]], ptr[d->nloads + k],
-                     obase, c, NULL, mask);
-    }
+    for (int32_t k = 0; k < d->nstores; k++)
+        jit_em_store_space(l, d, k, val[d->stores[k]], ptr[d->nloads + k], obase, c, mask);
 }
 
 void
@@ -249,6 +246,7 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
         ptr[j] = jit_em_arg(l, l->ptr, pptrs, j, "");
     }
     jit_em_params(l, d, pptrs);
+    bool ranges_ok = jit_em_ranges(l, d, pptrs, ptr);
     /* jit_caux, 8-byte fields: a, b, then k, batch, i0, i1, j0, j1, kstride, then c, then
      * ldc, kflags */
     LLVMValueRef ap0 = jit_em_arg(l, l->ptr, paux, 0, "a"), bp0 = jit_em_arg(l, l->ptr, paux, 1, "b");
@@ -367,5 +365,6 @@ jit_lower_contract(L *l, const jit_kdesc *d, const char *name)
     LLVMPositionBuilderAtEnd(b, exit);
     LLVMBuildRetVoid(b);
     ir_free(mem);
-    return KILN_OK;
+    jit_em_ranges_free(l);
+    return ranges_ok ? KILN_OK : ir_error(KILN_ERR_NOMEM, "kiln: out of memory lowering a kernel");
 }

@@ -196,6 +196,7 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
     for (int j = 0; j < nslots; j++)
         ptr[j] = jit_em_arg(l, l->ptr, pptrs, j, "");
     jit_em_params(l, d, pptrs);
+    bool ranges_ok = jit_em_ranges(l, d, pptrs, ptr);
     /* jit_saux, 8-byte fields: a, b, then k, batch, m, j0, j1, a_m, a_k, bs */
     LLVMValueRef A = jit_em_arg(l, l->ptr, paux, 0, "a"), B = jit_em_arg(l, l->ptr, paux, 1, "b");
     LLVMValueRef K = jit_em_arg(l, l->i64, paux, 2, "k"), batch = jit_em_arg(l, l->i64, paux, 3, "batch"),
@@ -332,5 +333,6 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
     }
     LLVMBuildRetVoid(b);
     ir_free(mem);
-    return KILN_OK;
+    jit_em_ranges_free(l);
+    return ranges_ok ? KILN_OK : ir_error(KILN_ERR_NOMEM, "kiln: out of memory lowering a kernel");
 }

@@ -473,9 +473,16 @@ jit_plan_dump(const jit_plan *p, const kiln_graph *g0, kiln_mode mode, unsigned 
             for (int k = 0; k < s->nslots; k++) {
                 int j = k - s->desc.nloads;
                 bool nt = j >= 0 && s->desc.store_cls && s->desc.store_cls[j] == JIT_ST_STREAM;
-                fprintf(f, "      %s %d: %s%s\n", j < 0 ? "load " : "store", j < 0 ? k : j,
+                fprintf(f, "      %s %d: %s%s", j < 0 ? "load " : "store", j < 0 ? k : j,
                         loc_str(&s->slot[k], b1, sizeof b1),
                         nt ? ", streaming (non-temporal stores: no later step reads it)" : "");
+                if (j >= 0 && jit_kdesc_store_ranged(&s->desc, j)) {
+                    int r = jit_kdesc_range_param(&s->desc, j);
+                    fprintf(f, ", elements [%lld, %lld) of the space only (params %d, %d)",
+                            (long long)ir_scalar_i64(KILN_DTYPE_I64, &s->params[r]),
+                            (long long)ir_scalar_i64(KILN_DTYPE_I64, &s->params[r + 1]), r, r + 1);
+                }
+                fputc('\n', f);
             }
             for (int j = 0; j < s->desc.nparams; j++)
                 fprintf(f, "      param %d: %s (a run-time argument, not compiled in)\n", j,

@@ -65,6 +65,10 @@ typedef struct nodeinfo {
     int32_t last_use; /* last step index reading the buffer */
     uint8_t role;     /* in a reduction cluster: R_SPACE (shape of the space) or R_ROW */
     int32_t alias;    /* an output view that is the whole buffer of node alias - 1 (0: none) */
+    bool ranged;      /* an output view that is one contiguous range of its base's value
+                       * (elements v.offset.. of v.base), stored straight into the output by
+                       * the kernel that computes the base (a JIT_ST_RANGE store of its
+                       * cluster, `cluster`): no copy step */
     int32_t folded;   /* a matmul operand computed while packing (a cast to a float dtype or
                        * a product with a scalar full) of node folded - 1 (0: none) */
     int32_t last_reader; /* the highest node reading it; INT32_MAX for an output */
@@ -83,8 +87,10 @@ enum { R_SPACE, R_ROW };
  * 1 or equal (nodeinfo.sizes), so that a plan made again at new sizes (resize.c) can check
  * them: a VIEW node read its operand's own buffer (not its view), no strides express it (a
  * copy kernel), it is a reshape of a contiguous value (free in eager mode), it reads the
- * whole of its base in order (an output may alias the base). */
-enum { SZ_VIEW_OWN = 1, SZ_VIEW_COPY = 2, SZ_RESHAPE_FREE = 4, SZ_VIEW_WHOLE = 8 };
+ * whole of its base in order (an output may alias the base), it is one contiguous range of
+ * a value a kernel computes (an output may be stored by that kernel: fuse.c's
+ * range_of_value). */
+enum { SZ_VIEW_OWN = 1, SZ_VIEW_COPY = 2, SZ_RESHAPE_FREE = 4, SZ_VIEW_WHOLE = 8, SZ_VIEW_RANGE = 16 };
 
 typedef struct cluster {
     int32_t *members; /* ELEM nodes in order (a copy cluster has none) */

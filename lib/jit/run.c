@@ -19,7 +19,8 @@ typedef struct krun {
     void *const *ptrs;
     const int64_t *strides, *dims;
     int64_t total, chunk;
-    int64_t shift;      /* elementwise: chunk i is [i*chunk - shift, (i+1)*chunk - shift) */
+    /* elementwise: elements [from, total); chunk i is [from + i*chunk - shift, .. + chunk) */
+    int64_t from, shift;
     const int64_t *ext; /* elementwise: ranged and indexed loads */
     /* reductions */
     jit_raux aux;
@@ -34,10 +35,10 @@ static void
 run_chunk(void *ctx, int64_t i)
 {
     const krun *r = ctx;
-    int64_t begin = i * r->chunk - r->shift;
+    int64_t begin = r->from + i * r->chunk - r->shift;
     int64_t end = begin + r->chunk < r->total ? begin + r->chunk : r->total;
-    if (begin < 0)
-        begin = 0;
+    if (begin < r->from)
+        begin = r->from;
     if (r->scratch) {
         jit_raux a = r->aux;
         a.scratch = r->scratch + (size_t)i * r->sbytes;
@@ -219,13 +220,14 @@ jit_run_reduction(const jit_step *s, void *const *ptrs, const jit_run_args *a)
 static void
 split_elementwise(const jit_step *s, void *const *ptrs, krun *r)
 {
-    size_t bytes = (size_t)s->total * (s->bytes_per_elem ? s->bytes_per_elem : 1);
+    int64_t count = r->total - r->from;
+    size_t bytes = (size_t)count * (s->bytes_per_elem ? s->bytes_per_elem : 1);
     int threads = bytes < SMALL_BYTES ? 1 : jit_pool_threads();
-    r->chunk = s->total;
+    r->chunk = count;
     r->shift = 0;
     if (threads <= 1)
         return;
-    int64_t chunk = (s->total + CHUNKS_PER_THREAD * threads - 1) / (CHUNKS_PER_THREAD * threads);
+    int64_t chunk = (count + CHUNKS_PER_THREAD * threads - 1) / (CHUNKS_PER_THREAD * threads);
     chunk = (chunk + 63) & ~(int64_t)63;
     if (chunk < MIN_CHUNK)
         chunk = MIN_CHUNK;
@@ -233,9 +235,11 @@ split_elementwise(const jit_step *s, void *const *ptrs, krun *r)
     if (s->desc.nstores > 0) {
         uintptr_t p = (uintptr_t)ptrs[s->desc.nloads];
         int64_t es = (int64_t)kiln_dtype_size((kiln_dtype)s->desc.inst[s->desc.stores[0]].dtype);
-        if (p % (uintptr_t)es == 0) {
+        if (jit_kdesc_store_ranged(&s->desc, 0)) /* its element 0 is the space's lo-th */
+            p -= (uintptr_t)(ir_scalar_i64(KILN_DTYPE_I64, &s->params[jit_kdesc_range_param(&s->desc, 0)]) * es);
+        if (p % (uintptr_t)es == 0) { /* from - shift: a line's first element */
             int64_t line = 64 / es, a0 = (int64_t)((64 - p % 64) % 64) / es;
-            r->shift = (line - a0) % line;
+            r->shift = ((r->from - a0) % line + line) % line;
         }
     }
 }
@@ -246,8 +250,26 @@ jit_run_elementwise(const jit_step *s, void *const *ptrs, const jit_run_args *a)
     (void)a;
     krun r = krun_of(s, ptrs, s->total);
     r.ext = s->ext;
+    /* every store a range (the value stored whole nowhere: fuse.c's drop_unread): only the
+     * elements some range holds are computed */
+    bool ranged = s->desc.nstores > 0;
+    for (int32_t k = 0; k < s->desc.nstores && ranged; k++)
+        ranged = jit_kdesc_store_ranged(&s->desc, k);
+    if (ranged) {
+        r.from = s->total;
+        r.total = 0;
+        for (int32_t k = 0; k < s->desc.nstores; k++) {
+            int32_t j = jit_kdesc_range_param(&s->desc, k);
+            int64_t lo = ir_scalar_i64(KILN_DTYPE_I64, &s->params[j]),
+                    hi = ir_scalar_i64(KILN_DTYPE_I64, &s->params[j + 1]);
+            r.from = lo < r.from ? lo : r.from;
+            r.total = hi > r.total ? hi : r.total;
+        }
+        if (r.from >= r.total)
+            return KILN_OK;
+    }
     split_elementwise(s, ptrs, &r);
-    jit_pool_run(run_chunk, &r, (r.total + r.shift + r.chunk - 1) / r.chunk);
+    jit_pool_run(run_chunk, &r, (r.total - r.from + r.shift + r.chunk - 1) / r.chunk);
     return KILN_OK;
 }
 

@@ -105,6 +105,23 @@ for w in doc.get("workloads", []):
             positive(w.get(key, 0), f"{where}.{key}")
     if w.get("name", "").endswith("_1t") and w.get("threads") != 1:
         problems.append(f"{where}: a _1t workload ran on {w.get('threads')} threads")
+    # decode, and only decode, also ran with sizes that change every step: the per-step
+    # overhead and the run positive, nothing compiled after the first step (the kernels are
+    # size-free), every plan after the first made from another size's plan
+    sc = w.get("sizes_change")
+    if (sc is not None) != (w.get("name") == "decode"):
+        problems.append(f"{where}: sizes_change {'present' if sc else 'missing'}")
+    if sc is not None:
+        if not sc.get("ok"):
+            problems.append(f"{where}.sizes_change: not ok: {sc.get('error')}")
+        for key in ("steps", "t0", "overhead_us", "first_step_us", "run_ms"):
+            positive(need(sc, key, f"{where}.sizes_change"), f"{where}.sizes_change.{key}")
+        if sc.get("kernels_compiled_after_first") != 0:
+            problems.append(f"{where}.sizes_change: {sc.get('kernels_compiled_after_first')} "
+                            "kernels compiled after the first step")
+        if sc.get("plans_resized") != sc.get("steps", 0) - 1:
+            problems.append(f"{where}.sizes_change: {sc.get('plans_resized')} of "
+                            f"{sc.get('steps', 0) - 1} plans made from another size's")
     # the verdict: every element within kiln check's propagated bound
     for key in ("bound_ratio_fused", "bound_ratio_eager"):
         if key in w and not (0 <= w[key] <= 1):

@@ -1,4 +1,4 @@
-/* decode_steps.c — a client generating tokens: the decoder step of tests/support/decoder.c
+/* decode_steps.c — a client generating tokens: the decoder step of lib/check/decoder.c
  * (default: bench/decode's shape, 2 layers, D 768, 12 heads, MLP 3072, every weight an
  * input) captured through the public tensor API with its K/V caches one row longer every
  * step, then run.
@@ -74,7 +74,7 @@ median(double *v, int n)
 int
 main(int argc, char **argv)
 {
-    ts_decoder dec = {.layers = 2, .d = 768, .heads = 12, .ff = 3072};
+    ck_decoder dec = {.layers = 2, .d = 768, .heads = 12, .ff = 3072};
     int64_t t0 = 512;
     int steps = 21;
     kiln_mode mode = KILN_MODE_FUSED;
@@ -104,7 +104,7 @@ main(int argc, char **argv)
         return 2;
     }
     kiln_device *dev = kiln_device_new();
-    int nin = ts_decoder_num_inputs(&dec), nout = ts_decoder_num_outputs(&dec);
+    int nin = ck_decoder_num_inputs(&dec), nout = ck_decoder_num_outputs(&dec);
     void **in = calloc((size_t)nin, sizeof *in), **out = calloc((size_t)nout, sizeof *out);
     size_t *cap = calloc((size_t)nin, sizeof *cap);
     double *end_us = calloc((size_t)steps, sizeof(double)),
@@ -124,7 +124,7 @@ main(int argc, char **argv)
         kiln_program *p = NULL;
         /* a client's step: capture, and end the scope into a program */
         double f0 = minor_faults(), c0 = cpu_us(), a = now_us();
-        kiln_status st = ts_decoder_capture(dev, &dec, t, &o, &p);
+        kiln_status st = ck_decoder_capture(dev, &dec, t, &o, &p);
         double b = now_us();
         cpu[s] = cpu_us() - c0;
         faults[s] = minor_faults() - f0;

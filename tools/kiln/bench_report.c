@@ -76,6 +76,16 @@ bench_print_table(FILE *f, const bench_result *rs, int n, const bench_opts *o)
         if (r->peak_gflops > 0)
             fprintf(f, "%-12s   FMA peak probed around it: %.1f GFLOP/s on %s\n", "",
                     r->peak_gflops, r->single ? "1 thread" : "all threads");
+        if (r->steps.run && !r->steps.ok)
+            fprintf(f, "%-12s   sizes changing every step: FAILED: %s\n", "", r->steps.error);
+        else if (r->steps.run)
+            fprintf(f, "%-12s   sizes changing every step (caches of %d..%d rows, captured through "
+                       "the C API): capture + scope end + plan %.1f us (median; the first step "
+                       "%.1f ms), run %.3f ms; after the first step %llu kernels compiled, %llu "
+                       "of %d plans made from another size's\n", "", r->steps.t0,
+                    r->steps.t0 + r->steps.steps - 1, r->steps.overhead_us, r->steps.first_us / 1e3,
+                    r->steps.run_ms, (unsigned long long)r->steps.compiled_after_first,
+                    (unsigned long long)r->steps.resized, r->steps.steps - 1);
     }
 }
 
@@ -203,14 +213,29 @@ bench_write_json(const char *path, const bench_result *rs, int n, const kiln_sta
                 "\"fraction_of_bandwidth\": %.6g, \"flops\": %.17g, \"gflops\": %.6g, "
                 "\"compile_cold_ms\": %.6g, \"compile_disk_ms\": %.6g, \"compile_cached_us\": %.6g, "
                 "\"recapture_us\": %.6g, \"first_run_ms\": %.6g, "
-                "\"error_fused\": %.6g, \"error_unit\": \"%s\", \"bound_ratio_fused\": %.6g}%s\n",
+                "\"error_fused\": %.6g, \"error_unit\": \"%s\", \"bound_ratio_fused\": %.6g",
                 r->traffic, gbs(r, &r->fused), r->probe_gbs,
                 r->probe_gbs > 0 ? gbs(r, &r->fused) / r->probe_gbs : 0, r->flops,
                 r->flops > 0 && r->fused.median > 0 ? r->flops / r->fused.median * 1e-9 : 0,
                 r->compile_ms, r->disk_ms, r->recompile_us, r->recapture_us, r->first_run_ms,
                 jfin(r->err_fused),
-                r->err_unit, jfin(r->ratio_fused),
-                i + 1 < n ? "," : "");
+                r->err_unit, jfin(r->ratio_fused));
+        if (r->steps.run) {
+            fprintf(f, ", \"sizes_change\": {\"ok\": %s, ", r->steps.ok ? "true" : "false");
+            if (!r->steps.ok) {
+                fprintf(f, "\"error\": ");
+                json_str(f, r->steps.error);
+                fprintf(f, ", ");
+            }
+            fprintf(f,
+                    "\"steps\": %d, \"t0\": %d, \"overhead_us\": %.6g, \"first_step_us\": %.6g, "
+                    "\"run_ms\": %.6g, \"kernels_compiled_after_first\": %llu, "
+                    "\"plans_resized\": %llu}",
+                    r->steps.steps, r->steps.t0, r->steps.overhead_us, r->steps.first_us,
+                    r->steps.run_ms, (unsigned long long)r->steps.compiled_after_first,
+                    (unsigned long long)r->steps.resized);
+        }
+        fprintf(f, "}%s\n", i + 1 < n ? "," : "");
     }
     fprintf(f, "  ]\n}\n");
     if (fclose(f) != 0)

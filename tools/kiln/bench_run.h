@@ -89,6 +89,17 @@ typedef struct bench_result {
     double ratio_fused, ratio_eager;
     int kernels;
     int refsteps;
+    /* decode only: the step captured through the C API at sizes that change every step
+     * (bench_steps.c): capture + scope end + plan per step, median of the steps after the
+     * first (overhead_us), the first's (first_us), the run (run_ms), kernels compiled and
+     * plans made from another size's plan after the first step */
+    struct {
+        bool run, ok;
+        char error[160];
+        int steps, t0;
+        double first_us, overhead_us, run_ms;
+        uint64_t compiled_after_first, resized;
+    } steps;
 } bench_result;
 
 /* ---- measuring (bench_measure.c) ---------------------------------------------------------- */
@@ -110,6 +121,10 @@ kiln_graph *bench_scaled(kiln_graph *g, double scale);
 /* Measure workload `name` (graph g) into *r: r->ok false and r->error set on failure. */
 void bench_one(const char *name, kiln_graph *g, const bench_opts *o, bench_probe *pr,
                bench_evictor *evb, bench_result *r);
+
+/* The decode step at sizes that change every step (bench_steps.c) into r->steps
+ * (r->steps.ok false and r->steps.error set on failure). */
+void bench_decode_steps(const bench_opts *o, bench_result *r);
 
 /* ---- reporting (bench_report.c) ----------------------------------------------------------- */
 

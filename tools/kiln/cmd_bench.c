@@ -21,7 +21,10 @@ cmd_bench_help(FILE *f)
             "(chain gelu softmax layernorm bcast l2norm small mlp colsum rmsnorm logsumexp\n"
             "sgemm sgemm_1t attn matmul_small gemv decode; see docs/benchmarking.md); a\n"
             "WORKLOAD name runs that one.  A workload whose name ends in _1t runs on one\n"
-            "thread.\n"
+            "thread.  decode also runs with sizes that change every step: the same step\n"
+            "captured through the C API with K/V caches of 512, 513, ... 542 rows (full size\n"
+            "whatever --scale), reported as the per-step overhead (capture + scope end +\n"
+            "plan, median, us), the run, and the kernels compiled after the first step.\n"
             "Inputs are random with a fixed seed.  Each workload is bracketed by a STREAM-style\n"
             "probe (copy, triad, and copy with streaming stores) on the same thread pool; %%bw\n"
             "is against the probe's best run of any of them.\n"
@@ -197,6 +200,15 @@ cmd_bench(int argc, char **argv)
         g = bench_scaled(g, o.scale);
         bench_one(rs[i].name, g, &o, &pr, &ev, &rs[i]);
         kiln_graph_free(g);
+        if (w >= 0 && !strcmp(rs[i].name, "decode")) { /* and its sizes changing every step */
+            fprintf(stderr, "kiln bench: decode, sizes changing every step...\n");
+            rs[i].steps.run = true;
+            bench_decode_steps(&o, &rs[i]);
+            if (!rs[i].steps.ok) {
+                fprintf(stderr, "kiln bench: decode, sizes changing: %s\n", rs[i].steps.error);
+                rc = CLI_FAIL;
+            }
+        }
         if (!rs[i].ok) {
             fprintf(stderr, "kiln bench: %s: %s\n", rs[i].name, rs[i].error);
             rc = CLI_FAIL;

@@ -25,7 +25,7 @@ layernorm(kiln_device *dev, kiln_tensor x, kiln_tensor g, kiln_tensor b)
 
 /* Columns [c0, c0 + D) of qkv [1, 3D] as heads [H, 1, D/H] */
 static kiln_tensor
-heads(kiln_tensor qkv, int64_t c0, const ts_decoder *dec)
+heads(kiln_tensor qkv, int64_t c0, const ck_decoder *dec)
 {
     int64_t start[2] = {0, c0}, stop[2] = {1, c0 + dec->d};
     int64_t hd[3] = {1, dec->heads, dec->d / dec->heads};
@@ -34,19 +34,19 @@ heads(kiln_tensor qkv, int64_t c0, const ts_decoder *dec)
 }
 
 int
-ts_decoder_num_inputs(const ts_decoder *dec)
+ck_decoder_num_inputs(const ck_decoder *dec)
 {
     return 1 + 14 * dec->layers;
 }
 
 int
-ts_decoder_num_outputs(const ts_decoder *dec)
+ck_decoder_num_outputs(const ck_decoder *dec)
 {
     return 1 + 2 * dec->layers;
 }
 
 kiln_status
-ts_decoder_capture(kiln_device *dev, const ts_decoder *dec, int64_t t, const kiln_options *options,
+ck_decoder_capture(kiln_device *dev, const ck_decoder *dec, int64_t t, const kiln_options *options,
                    kiln_program **out)
 {
     *out = NULL;

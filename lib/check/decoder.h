@@ -9,24 +9,25 @@
  * (softmax((q @ k^T) / 8) @ v over the cache and the new row, without concatenating the
  * caches: the scores of kp and kn are concatenated, and p's two parts multiply vp and vn)
  * and a gelu MLP, each with a residual add: bench/decode.kiln is the same graph at
- * D = 768, H = 12, F = 3072, L = 2, T = 512. */
-#ifndef KILN_TEST_DECODER_H
-#define KILN_TEST_DECODER_H
+ * D = 768, H = 12, F = 3072, L = 2, T = 512.  Shared by `kiln bench` (decode at sizes that
+ * change every step) and the tests; kiln.h only. */
+#ifndef KILN_CHECK_DECODER_H
+#define KILN_CHECK_DECODER_H
 
 #include "kiln.h"
 
-typedef struct ts_decoder {
+typedef struct ck_decoder {
     int layers;
     int64_t d, heads, ff;
-} ts_decoder;
+} ck_decoder;
 
 /* Capture the step with caches of t rows on `device` and end the scope into a program
  * (options as kiln_scope_end's).  The error of the failing call, the scope aborted. */
-kiln_status ts_decoder_capture(kiln_device *device, const ts_decoder *dec, int64_t t,
+kiln_status ck_decoder_capture(kiln_device *device, const ck_decoder *dec, int64_t t,
                                const kiln_options *options, kiln_program **out);
 
 /* The number of inputs and outputs of the step. */
-int ts_decoder_num_inputs(const ts_decoder *dec);
-int ts_decoder_num_outputs(const ts_decoder *dec);
+int ck_decoder_num_inputs(const ck_decoder *dec);
+int ck_decoder_num_outputs(const ck_decoder *dec);
 
-#endif /* KILN_TEST_DECODER_H */
+#endif /* KILN_CHECK_DECODER_H */
