@@ -408,16 +408,53 @@ tierup_run(jit_job *j)
     tierup_free(t);
 }
 
-/* The first tier of a batch into co and ks (as compile_modules). */
+/* The first tier's modules, one pool task each: lowered (a module has an LLVM context of
+ * its own, and lowering changes nothing shared), generated and linked (under the JIT's
+ * lock, while the other tasks generate), so that no part of it runs on the caller's
+ * thread alone.  A task's error (status and message: the message is the worker's) is
+ * kept for the caller; the first module's error wins. */
+typedef struct quick_ctx {
+    modjob *q;
+    code_obj *co;
+    jit_kernel **ks;
+    kiln_status *st;
+    char **msg;
+} quick_ctx;
+
+static void
+quick_one(void *ctx, int64_t gi)
+{
+    quick_ctx *c = ctx;
+    modjob *q = &c->q[gi];
+    jit_module *m = NULL;
+    jit_kernel_fn fns[16], *fn = q->n <= 16 ? fns : ir_calloc((size_t)q->n, sizeof *fn);
+    kiln_status st = fn ? jit_module_lower(q->n, q->d, q->np, false, true, true, &m) : nomem();
+    if (!st) {
+        jit_module_generate(m);
+        st = jit_module_link(m, fn, &c->co->codes[gi], NULL, &q->obj, &q->obj_len);
+    }
+    for (int k = 0; !st && k < q->n; k++)
+        atomic_store_explicit(&c->ks[q->idx[k]]->fn, fn[k], memory_order_relaxed);
+    if (fn && fn != fns)
+        ir_free(fn);
+    if (st) {
+        c->st[gi] = st;
+        c->msg[gi] = strdup(kiln_errmsg());
+    }
+}
+
+/* The first tier of a batch into co and ks (as compile_modules does the full code). */
 static kiln_status
-compile_tiered(modjob *jobs, int ng, int n, const char (*names)[64], unsigned flags,
-               code_obj *co, jit_kernel **ks)
+compile_tiered(modjob *jobs, int ng, int n, const char (*names)[64], code_obj *co,
+               jit_kernel **ks)
 {
     kiln_status st = KILN_OK;
     /* the first tier under names of its own: one JIT never sees a name twice */
     char (*qn)[64] = ir_calloc((size_t)n, sizeof *qn);
     modjob *q = ir_calloc((size_t)ng, sizeof *q);
-    if (!st && (!qn || !q))
+    kiln_status *qst = ir_calloc((size_t)ng, sizeof *qst);
+    char **msg = ir_calloc((size_t)ng, sizeof *msg);
+    if (!qn || !q || !qst || !msg)
         st = nomem();
     for (int g = 0; g < ng && !st; g++) {
         q[g] = (modjob){.n = jobs[g].n, .idx = jobs[g].idx, .d = jobs[g].d};
@@ -431,15 +468,24 @@ compile_tiered(modjob *jobs, int ng, int n, const char (*names)[64], unsigned fl
             q[g].np[k] = qn[i];
         }
     }
-    if (!st)
-        st = compile_modules(q, ng, flags, true, true, co, ks);
+    if (!st) {
+        quick_ctx c = {q, co, ks, qst, msg};
+        jit_pool_run(quick_one, &c, ng);
+        for (int g = 0; g < ng && !st; g++)
+            if (qst[g])
+                st = msg[g] ? ir_error(qst[g], "%s", msg[g]) : nomem();
+    }
     for (int g = 0; q && g < ng; g++) {
         co->bytes += q[g].obj_len; /* the cache weighs the first tier's code */
         ir_free(q[g].np);
         free(q[g].obj);
     }
+    for (int g = 0; msg && g < ng; g++)
+        free(msg[g]);
     ir_free(q);
     ir_free(qn);
+    ir_free(qst);
+    ir_free(msg);
     return st;
 }
 
@@ -538,7 +584,7 @@ build_modules(int n, const jit_kdesc *const *d, unsigned flags, bool each, jit_k
             st = nomem();
             goto done;
         }
-        if ((st = compile_tiered(jobs, ng, n, (const char (*)[64])names, flags, co, ks)))
+        if ((st = compile_tiered(jobs, ng, n, (const char (*)[64])names, co, ks)))
             goto done;
         atomic_fetch_add(&n_compiles, (uint64_t)n);
         /* the full modules, their names and the disk entry's key go with the job */
