@@ -300,20 +300,25 @@ compile_modules(modjob *jobs, int ng, unsigned flags, bool want_obj, bool quick,
 /* ---- KILN_TIERED: a quick first tier now, the full code from the background thread ----
  *
  * A batch that must be compiled (not in memory, not on disk) is lowered twice: the first
- * tier's modules are generated at once, in parallel, with LLVM's fast code generator
- * after the full optimiser (about half the time; slower loops), and their kernels are
- * published; the full modules, lowered now because the descriptions belong to the
- * caller's plan, go to the background thread (background.c), which generates and links
- * them one by one, stores each kernel's full entry point in place of the first tier's,
- * and writes the disk cache entry (full code only: a later process loads that).  Both
- * tiers are the same IR, optimised the same way, so a kernel's results are the same bits
- * before and after (check_cache `test_tiered`).  The first tier's code stays until the
- * kernel is freed: a run may still be in it when the full code arrives. */
+ * tier's modules are lowered and generated at once, in parallel, with LLVM's fast code
+ * generator after the full optimiser (about half the time; slower loops), and their
+ * kernels are published; the full modules go to the background thread (background.c),
+ * which lowers, generates and links them one by one, stores each kernel's full entry
+ * point in place of the first tier's, and writes the disk cache entry (full code only: a
+ * later process loads that).  The descriptions belong to the caller's plan: the job holds
+ * a reference to that plan (jit_plan_retain) until it ends, rather than a copy of them (a
+ * reduction's description owns its schedule, a tree of arrays; the plan is reference
+ * counted already, and a job keeps it for tens of milliseconds), so the caller lowers
+ * nothing twice.  Both tiers are the same IR, optimised the same way, so a kernel's
+ * results are the same bits before and after (check_cache `test_tiered`).  The first
+ * tier's code stays until the kernel is freed: a run may still be in it when the full code
+ * arrives. */
 typedef struct tierup {
     jit_job job;        /* first: background.c's handle */
     int n, ng;
-    modjob *jobs;       /* the full modules (jobs[g].m), lowered, not generated */
+    modjob *jobs;       /* the full modules' kernels (jobs[g].d: the plan's descriptions) */
     char (*names)[64];  /* the full code's kernel names (jobs[g].np point here) */
+    jit_plan *plan;     /* the plan whose descriptions jobs[g].d are: one reference */
     jit_kernel **ks;    /* the batch's kernels, one reference each (jit_kernels_get) */
     bool use_disk;
     jit_disk disk;
@@ -342,6 +347,7 @@ tierup_free(tierup *t)
     ir_free(t->ks);
     modjobs_free(t->jobs, t->ng);
     ir_free(t->names);
+    jit_plan_free(t->plan);
     jit_buf_free(&t->key);
     ir_free(t);
 }
@@ -352,9 +358,9 @@ tierup_cancel(jit_job *j)
     tierup_free((tierup *)j);
 }
 
-/* The background thread's job: generate and link the full modules; only when all of them
- * linked are the kernels switched to them (else they keep their first tier, which gives
- * the same results). */
+/* The background thread's job: lower, generate and link the full modules; only when all
+ * of them linked are the kernels switched to them (else they keep their first tier, which
+ * gives the same results). */
 static void
 tierup_run(jit_job *j)
 {
@@ -364,12 +370,11 @@ tierup_run(jit_job *j)
     bool ok = co && fn && (co->codes = ir_calloc((size_t)t->ng, sizeof *co->codes));
     for (int g = 0; g < t->ng; g++) {
         modjob *mj = &t->jobs[g];
-        jit_module *m = mj->m;
-        mj->m = NULL;
+        jit_module *m = NULL;
         jit_kernel_fn *f = ok ? ir_calloc((size_t)mj->n, sizeof *f) : NULL;
-        if (!f) {
+        if (!f || jit_module_lower(mj->n, mj->d, mj->np, false, t->use_disk, false, &m)) {
             ok = false;
-            jit_module_free(m);
+            ir_free(f);
             continue;
         }
         jit_module_generate(m);
@@ -403,20 +408,53 @@ tierup_run(jit_job *j)
     tierup_free(t);
 }
 
-/* The first tier of a batch into co and ks (as compile_modules), and the full modules
- * lowered into jobs[g].m for t. */
+/* The first tier's modules, one pool task each: lowered (a module has an LLVM context of
+ * its own, and lowering changes nothing shared), generated and linked (under the JIT's
+ * lock, while the other tasks generate), so that no part of it runs on the caller's
+ * thread alone.  A task's error (status and message: the message is the worker's) is
+ * kept for the caller; the first module's error wins. */
+typedef struct quick_ctx {
+    modjob *q;
+    code_obj *co;
+    jit_kernel **ks;
+    kiln_status *st;
+    char **msg;
+} quick_ctx;
+
+static void
+quick_one(void *ctx, int64_t gi)
+{
+    quick_ctx *c = ctx;
+    modjob *q = &c->q[gi];
+    jit_module *m = NULL;
+    jit_kernel_fn fns[16], *fn = q->n <= 16 ? fns : ir_calloc((size_t)q->n, sizeof *fn);
+    kiln_status st = fn ? jit_module_lower(q->n, q->d, q->np, false, true, true, &m) : nomem();
+    if (!st) {
+        jit_module_generate(m);
+        st = jit_module_link(m, fn, &c->co->codes[gi], NULL, &q->obj, &q->obj_len);
+    }
+    for (int k = 0; !st && k < q->n; k++)
+        atomic_store_explicit(&c->ks[q->idx[k]]->fn, fn[k], memory_order_relaxed);
+    if (fn && fn != fns)
+        ir_free(fn);
+    if (st) {
+        c->st[gi] = st;
+        c->msg[gi] = strdup(kiln_errmsg());
+    }
+}
+
+/* The first tier of a batch into co and ks (as compile_modules does the full code). */
 static kiln_status
-compile_tiered(modjob *jobs, int ng, int n, const char (*names)[64], unsigned flags,
-               bool want_obj, code_obj *co, jit_kernel **ks)
+compile_tiered(modjob *jobs, int ng, int n, const char (*names)[64], code_obj *co,
+               jit_kernel **ks)
 {
     kiln_status st = KILN_OK;
-    for (int g = 0; g < ng && !st; g++)
-        st = jit_module_lower(jobs[g].n, jobs[g].d, jobs[g].np, false, want_obj, false,
-                              &jobs[g].m);
     /* the first tier under names of its own: one JIT never sees a name twice */
     char (*qn)[64] = ir_calloc((size_t)n, sizeof *qn);
     modjob *q = ir_calloc((size_t)ng, sizeof *q);
-    if (!st && (!qn || !q))
+    kiln_status *qst = ir_calloc((size_t)ng, sizeof *qst);
+    char **msg = ir_calloc((size_t)ng, sizeof *msg);
+    if (!qn || !q || !qst || !msg)
         st = nomem();
     for (int g = 0; g < ng && !st; g++) {
         q[g] = (modjob){.n = jobs[g].n, .idx = jobs[g].idx, .d = jobs[g].d};
@@ -430,20 +468,24 @@ compile_tiered(modjob *jobs, int ng, int n, const char (*names)[64], unsigned fl
             q[g].np[k] = qn[i];
         }
     }
-    if (!st)
-        st = compile_modules(q, ng, flags, true, true, co, ks);
+    if (!st) {
+        quick_ctx c = {q, co, ks, qst, msg};
+        jit_pool_run(quick_one, &c, ng);
+        for (int g = 0; g < ng && !st; g++)
+            if (qst[g])
+                st = msg[g] ? ir_error(qst[g], "%s", msg[g]) : nomem();
+    }
     for (int g = 0; q && g < ng; g++) {
         co->bytes += q[g].obj_len; /* the cache weighs the first tier's code */
         ir_free(q[g].np);
         free(q[g].obj);
     }
+    for (int g = 0; msg && g < ng; g++)
+        free(msg[g]);
     ir_free(q);
     ir_free(qn);
-    if (st)
-        for (int g = 0; g < ng; g++) {
-            jit_module_free(jobs[g].m);
-            jobs[g].m = NULL;
-        }
+    ir_free(qst);
+    ir_free(msg);
     return st;
 }
 
@@ -451,12 +493,13 @@ compile_tiered(modjob *jobs, int ng, int n, const char (*names)[64], unsigned fl
  * with `each`, else at most MODULES_MAX) whose objects are loaded from that entry, or
  * lowered, code-generated in parallel and linked.  On success ks[i] are new kernels
  * (uncached, refs 1) sharing the batch's code.  With tu (JIT_F_TIERED, cached kernels
- * only), a batch that is compiled gets its first tier, and *tu the job that makes its
- * full code (its ks[] for the caller to fill and retain before submitting it); *tu stays
- * NULL when the batch came from the disk. */
+ * only; `plan` the plan d[] belong to), a batch that is compiled gets its first tier, and
+ * *tu the job that makes its full code (holding a reference to `plan`; its ks[] for the
+ * caller to fill and retain before submitting it); *tu stays NULL when the batch came
+ * from the disk. */
 static kiln_status
 build_modules(int n, const jit_kdesc *const *d, unsigned flags, bool each, jit_kernel **ks,
-              tierup **tu)
+              jit_plan *plan, tierup **tu)
 {
     bool cacheable = !(flags & (JIT_F_DUMPS | JIT_F_NOCACHE));
     int ng = each || n < MODULES_MAX ? n : MODULES_MAX;
@@ -541,8 +584,7 @@ build_modules(int n, const jit_kdesc *const *d, unsigned flags, bool each, jit_k
             st = nomem();
             goto done;
         }
-        if ((st = compile_tiered(jobs, ng, n, (const char (*)[64])names, flags, use_disk, co,
-                                 ks)))
+        if ((st = compile_tiered(jobs, ng, n, (const char (*)[64])names, co, ks)))
             goto done;
         atomic_fetch_add(&n_compiles, (uint64_t)n);
         /* the full modules, their names and the disk entry's key go with the job */
@@ -552,6 +594,7 @@ build_modules(int n, const jit_kdesc *const *d, unsigned flags, bool each, jit_k
         t->ng = ng;
         t->jobs = jobs;
         t->names = names;
+        t->plan = jit_plan_retain(plan);
         t->use_disk = use_disk;
         if (use_disk)
             t->disk = disk;
@@ -637,7 +680,7 @@ get_uncached(int n, const jit_kdesc *const *d, unsigned flags, jit_kernel **out)
         if (j == i)
             ud[nu++] = d[i];
     }
-    if ((st = build_modules(nu, ud, flags, flags & JIT_F_DUMPS, uk, NULL)))
+    if ((st = build_modules(nu, ud, flags, flags & JIT_F_DUMPS, uk, NULL, NULL)))
         goto done;
     /* one reference per user */
     for (int u = 0; u < nu; u++)
@@ -661,7 +704,8 @@ done:
 }
 
 kiln_status
-jit_kernels_get(int n, const jit_kdesc *const *d, unsigned flags, jit_kernel **out, bool *hit)
+jit_kernels_get(int n, const jit_kdesc *const *d, jit_plan *plan, unsigned flags,
+                jit_kernel **out, bool *hit)
 {
     /* perturbed test kernels (lower.c) must never be shared through a cache */
     if (*ir_config_get()->test_perturb)
@@ -708,7 +752,8 @@ jit_kernels_get(int n, const jit_kdesc *const *d, unsigned flags, jit_kernel **o
     /* 2. our misses, in modules code-generated in parallel */
     if (np) {
         tierup *tu = NULL;
-        st = build_modules(np, pd, flags, false, pk, flags & JIT_F_TIERED ? &tu : NULL);
+        st = build_modules(np, pd, flags, false, pk, plan,
+                           flags & JIT_F_TIERED && plan ? &tu : NULL);
         if (st)
             goto fail;
         for (int j = 0; j < np; j++) {
@@ -745,7 +790,7 @@ jit_kernels_get(int n, const jit_kdesc *const *d, unsigned flags, jit_kernel **o
         }
         /* its compiler gave up: compile it here (and report our own error) */
         jit_kernel *k;
-        if ((st = build_modules(1, &d[i], flags, false, &k, NULL)) != KILN_OK) {
+        if ((st = build_modules(1, &d[i], flags, false, &k, NULL, NULL)) != KILN_OK) {
             jit_lru_abandon(&cache, e);
             goto fail;
         }

@@ -479,15 +479,18 @@ enum {
 #define JIT_F_STORES (JIT_F_STREAM | JIT_F_NO_STREAM)
 /* The flags that change a plan's code: a compiled program is cached under them. */
 #define JIT_F_PLAN (JIT_F_STORES | JIT_F_COMPACT | JIT_F_NO_COMPACT)
-/* Find or compile the kernels for the n descriptions d[] (a plan's): out[i] and hit[i]
- * (found in the in-memory cache).  Every kernel the cache lacks is compiled in one LLVM
- * module, so a plan pays LLVM's per-module cost once, or that module is loaded from the disk
- * cache; a kernel another thread is compiling is waited for, not compiled twice.  With
- * JIT_F_DUMPS (past the caches), one module per kernel, so each kernel's dumps are its own.
- * Equal descriptions share one kernel.  On error nothing is returned and nothing leaks.
- * Thread-safe (cache.c). */
-IR_HIDDEN kiln_status jit_kernels_get(int n, const jit_kdesc *const *d, unsigned flags,
-                                      jit_kernel **out, bool *hit);
+/* Find or compile the kernels for the n descriptions d[] (the steps of `plan`): out[i] and
+ * hit[i] (found in the in-memory cache).  Every kernel the cache lacks is compiled in one
+ * LLVM module, so a plan pays LLVM's per-module cost once, or that module is loaded from
+ * the disk cache; a kernel another thread is compiling is waited for, not compiled twice.
+ * With JIT_F_DUMPS (past the caches), one module per kernel, so each kernel's dumps are
+ * its own.  With JIT_F_TIERED, the background job that makes the full code holds a
+ * reference to `plan` (jit_plan_retain) and reads d[] until it ends: d[] must not change
+ * meanwhile; a NULL plan compiles full code at once.  Equal descriptions share one kernel.
+ * On error nothing is returned and nothing leaks.  Thread-safe (cache.c). */
+struct jit_plan;
+IR_HIDDEN kiln_status jit_kernels_get(int n, const jit_kdesc *const *d, struct jit_plan *plan,
+                                      unsigned flags, jit_kernel **out, bool *hit);
 /* Drop every cached kernel no program uses. */
 IR_HIDDEN void jit_cache_trim(void);
 /* Drop every cached compiled program no program uses (program.c), releasing its kernels to

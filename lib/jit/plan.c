@@ -87,7 +87,7 @@ compile_kernels(jit_plan *plan, unsigned flags)
     for (int32_t i = 0, j = 0; i < plan->nsteps; i++)
         if (needs_kernel(&plan->steps[i]))
             d[j++] = &plan->steps[i].desc;
-    if ((st = jit_kernels_get(n, d, flags, k, hit)))
+    if ((st = jit_kernels_get(n, d, plan, flags, k, hit)))
         goto done;
     for (int32_t i = 0, j = 0; i < plan->nsteps; i++)
         if (needs_kernel(&plan->steps[i])) {
