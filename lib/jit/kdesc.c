@@ -20,12 +20,14 @@
  * values and arange's start and step read at run time instead of written into the code;
  * format 14: a reduction's schedule in the key, so that a change in how schedules are made
  * changes the keys by itself; format 15: every kind's schedule, jit_ksched, and the
- * reduction's prefetching, unrolling, column blocks and streaming),
+ * reduction's prefetching, unrolling, column blocks and streaming; format 16: jit_raux.ext,
+ * ranged loads (a concat) in reduction kernels),
  * so an upgrade never keeps running the old code from the disk.
  * A SKINNY description adds how B is read and the rows of its tile; every kind its schedule
  * (jit_ksched: the lanes, the elementwise peeling, the register tiles, the unrolling).
  *
- *   format 15 (14: without jit_ksched and the reduction schedule's fields after spill; 13:
+ *   format 16 (15: the same fields; 14: without jit_ksched and the reduction schedule's
+ *   fields after spill; 13:
  *   without the schedule; 11 and 12: also without nparams, and with an
  *   arange's start and step in a u8 value2[8] after value; 9 and 10: also without bform and
  *   tile_m; 1 to 8: without the tier):
