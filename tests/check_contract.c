@@ -69,6 +69,8 @@
  *     7, 13, 14, 15, 31} (both sides of the choice), every dtype, fused and eager; the
  *     choice in the plan (no temporaries for a one-row matmul with B an input) for each
  *     reason.  The threads test (5) holds skinny cases too (rows, dots, batched dots, i64).
+ *     A matmul whose contracted dim is 1 is a broadcast mul: exact, every dtype, no
+ *     contraction kernel; a decoder's p_new @ v_new fused into the epilogue of p @ v_past.
  *  9. a decode loop: a decoder step captured through the tensor API with caches one row
  *     longer each step: no kernel compiled and no temporaries block allocated after the
  *     first step, outputs within the propagated bound.
@@ -1234,6 +1236,91 @@ START_TEST(test_concat_in_place)
 }
 END_TEST
 
+/* Occurrences of `word` in text. */
+static int
+count_of(const char *text, const char *word)
+{
+    int n = 0;
+    for (const char *q = text; (q = strstr(q, word)); q += strlen(word))
+        n++;
+    return n;
+}
+
+/* A matmul whose contracted dim is 1 is a broadcast mul (simplify.c's k1_matmul): no
+ * contraction kernel of its own.
+ *   _i 0-3, f32 f64 i32 i64: K = 1 matmuls of ranks 2 @ 2, 3 @ 2 (batch broadcast) and
+ *   2 @ 3, and a 1-D @ 2-D one that stays a matmul (its added axis is dropped), with inf,
+ *   NaN and ±0 among the operands: every element is one product, so the results equal the
+ *   reference's bit for bit (EXACT), fused and eager; the plans hold one contraction.
+ *   _i 4-5, f32 f64: a decoder's attention output over a cache and a new row,
+ *   p[:, :, :T] @ v_past + p[:, :, T:] @ v_new: one fused kernel (the contraction of the
+ *   cache, the new row's product and the sum in its epilogue, one kernel compiled), within
+ *   the propagated bound (the epilogue adds the same two values the reference does). */
+START_TEST(test_k1_matmul)
+{
+    static const kiln_dtype dts[4] = {F32, F64, I32, I64};
+    kiln_dtype t = _i < 4 ? dts[_i] : _i == 4 ? F32 : F64;
+    const char *tn = kiln_dtype_name(t);
+    bool attn = _i >= 4;
+    char *text = attn
+        ? strf("graph o(pp: %s[4,1,40], vp: %s[4,40,16], pn: %s[4,1,1], vn: %s[4,1,16]) -> "
+               "(o: %s[4,1,16]) {\n  op = matmul(pp, vp)\n  on = matmul(pn, vn)\n"
+               "  o = add(op, on)\n}\n", tn, tn, tn, tn, tn)
+        : strf("graph k1(a: %s[3,1], b: %s[1,5], c: %s[2,3,1], d: %s[4,1], e: %s[2,1,6], "
+               "f: %s[1], h: %s[1,5]) -> (o1: %s[3,5], o2: %s[2,3,5], o3: %s[2,4,6], "
+               "o4: %s[5]) {\n  o1 = matmul(a, b)\n  o2 = matmul(c, b)\n"
+               "  o3 = matmul(d, e)\n  o4 = matmul(f, h)\n}\n",
+               tn, tn, tn, tn, tn, tn, tn, tn, tn, tn, tn);
+    char ctx[64];
+    snprintf(ctx, sizeof ctx, "K = 1 %s, %s", attn ? "attention output" : "matmuls", tn);
+    kiln_graph *g = ts_parse(text);
+    for (int m = 0; m < 2; m++) {
+        kiln_options o = KILN_OPTIONS_INIT;
+        o.mode = m ? KILN_MODE_EAGER : KILN_MODE_FUSED;
+        o.flags = KILN_NO_CACHE;
+        kiln_stats s0 = KILN_STATS_INIT, s1 = KILN_STATS_INIT;
+        kiln_jit_stats(&s0);
+        kiln_program *p = NULL;
+        ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s: %s", ctx, kiln_errmsg());
+        kiln_jit_stats(&s1);
+        char *plan = ts_plan_text(p);
+        const char *want = attn ? "1 matmuls of K = 1 made muls" : "3 matmuls of K = 1 made muls";
+        ck_assert_msg(strstr(plan, want) && count_of(plan, "contraction kernel") == 1,
+                      "%s, %s: want \"%s\" and one contraction:\n%s", ctx, m ? "eager" : "fused",
+                      want, plan);
+        if (attn && !m) {
+            size_t len = 0, lx = 0;
+            const char *l0 = plan_step(plan, 0, &len);
+            ck_assert_msg(l0 && !plan_step(plan, 1, &lx) && line_has_op(l0, len, "matmul") &&
+                              line_has_op(l0, len, "mul") && line_has_op(l0, len, "add"),
+                          "%s: want one step, matmul mul add:\n%s", ctx, plan);
+            ck_assert_msg(s1.kernel_compiles - s0.kernel_compiles == 1,
+                          "%s: %llu kernels compiled:\n%s", ctx,
+                          (unsigned long long)(s1.kernel_compiles - s0.kernel_compiles), plan);
+        }
+        free(plan);
+        kiln_program_free(p);
+    }
+    ts_bufs in = {0};
+    ck_assert(make_inputs(g, base_seed() + 0xa0000 + (uint64_t)_i,
+                          attn ? FILL_UNIFORM : FILL_SPECIAL, &in));
+    if (attn) {
+        bool which[1] = {true};
+        ts_bounds b;
+        ts_bounds_for(g, &in, which, &b);
+        ck_assert_msg(b.finite > 0, "%s: no element has a finite bound", ctx);
+        ts_tol tol = {.kind = TS_TOL_BOUND, .bound = b.bound[0]};
+        ts_check_fused_eager(g, &in, &tol, ctx);
+        ts_bounds_free(&b);
+    } else {
+        ts_check_fused_eager(g, &in, NULL, ctx); /* all EXACT */
+    }
+    ts_bufs_free(&in);
+    kiln_graph_free(g);
+    free(text);
+}
+END_TEST
+
 /* ---- 9. a decode loop through the C API ------------------------------------------------- */
 
 /* A decoder step (lib/check/decoder.c: one layer, D 64, 4 heads, MLP 128, weights as
@@ -1537,6 +1624,7 @@ contract_suite(void)
     tcase_add_loop_test(tc, test_skinny, 0, (int)NELEM(skinny_cases));
     tcase_add_loop_test(tc, test_skinny_plan, 0, (int)NELEM(skinny_plans));
     tcase_add_test(tc, test_concat_in_place);
+    tcase_add_loop_test(tc, test_k1_matmul, 0, 6);
     tcase_add_test(tc, test_decode_loop);
     tcase_add_test(tc, test_decode_keeps_few_plans);
     tcase_add_test(tc, test_generic_sizes_alternate);

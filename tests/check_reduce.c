@@ -57,6 +57,9 @@
  *     alone and as a softmax.
  *  9. a concat, pad or gather and a reduction of another value read by two elementwise
  *     ops: the fused plan is acyclic.
+ * 10. a concat along the reduced last axis read in place by the reduction kernel (softmax
+ *     of concatenated scores, sub-rows, rows split into pieces): one step, within the
+ *     bound; a concat along a kept axis stays a kernel of its own.
  *
  * A known bug (empty innermost reduced axis, below) is probed in a child process; while
  * the probe fails, test 1 skips the shapes that may hit it and says so on stderr.
@@ -1609,6 +1612,64 @@ START_TEST(test_ahead_first_pass)
 }
 END_TEST
 
+/* A concat along the last axis read in place by the reduction kernel that reduces that
+ * axis (fuse.c's reduce_reads; lower_reduce_pass.c: each part a load masked to its range
+ * of the row): attention's softmax(concat(s_past, s_new) * scale) is one kernel, the concat
+ * never stored.  Softmax (its last pass one row behind) over parts of 1 to 1000 elements
+ * (rows with and without a masked tail, a part inside one vector, a part across vectors,
+ * three parts), every row count; a sum over axes [1,2] of a concat along axis 2 (sub-rows);
+ * a sum of rows long enough to be split into pieces across threads (each piece's range of
+ * the row); all within the propagated bound, fused and eager, the fused plan one step.  A
+ * concat along a kept axis stays a kernel of its own (two steps). */
+static const int concat_parts[][3] = {{2, 1, 0}, {15, 17, 0}, {16, 16, 0}, {512, 1, 0},
+                                      {1000, 3, 0}, {17, 1000, 0}, {5, 16, 1}};
+
+START_TEST(test_concat_in_reduction)
+{
+    ts_rng r;
+    ts_rng_seed(&r, base_seed() + 0x720000);
+    for (size_t a = 0; a < NELEM(rows_counts); a++)
+        for (size_t c = 0; c < NELEM(concat_parts); c++) {
+            int R = rows_counts[a], c1 = concat_parts[c][0], c2 = concat_parts[c][1],
+                c3 = concat_parts[c][2], C = c1 + c2 + c3;
+            char txt[1024], ctx[96], third[64] = "", third_in[32] = "";
+            if (c3) {
+                snprintf(third, sizeof third, ", x3: f32[%d,%d]", R, c3);
+                snprintf(third_in, sizeof third_in, ", x3");
+            }
+            snprintf(txt, sizeof txt,
+                     "graph g(x: f32[%d,%d], x2: f32[%d,%d]%s) -> (y: f32[%d,%d]) {\n"
+                     "  c = concat(x, x2%s, axis=1)\n"
+                     "  h = full(value=0.125) : f32[]\n"
+                     "  t = mul(c, h)\n"
+                     "  m = reduce_max(t, axes=[1], keepdim=true)\n"
+                     "  d = sub(t, m)\n  e = exp(d)\n"
+                     "  s = reduce_sum(e, axes=[1], keepdim=true)\n"
+                     "  y = div(e, s)\n}\n",
+                     R, c1, R, c2, third, R, C, third_in);
+            snprintf(ctx, sizeof ctx, "softmax over concat [%d,%d]+[%d,%d]+[%d,%d]", R, c1, R,
+                     c2, R, c3);
+            check_rows_graph(txt, R, c1, 100, &r, "plan: 1 steps", ctx);
+        }
+    static const char *const others[][3] = {
+        {"graph g(x: f32[3,4,5], x2: f32[3,4,17]) -> (s: f32[3,1,1]) {\n"
+         "  c = concat(x, x2, axis=2)\n"
+         "  s = reduce_sum(c, axes=[1,2], keepdim=true)\n}\n",
+         "plan: 1 steps", "a sum over axes [1,2] of a concat along 2"},
+        {"graph g(x: f32[2,70000], x2: f32[2,70001]) -> (s: f32[2,1]) {\n"
+         "  c = concat(x, x2, axis=1)\n  h = full(value=0.5) : f32[]\n  t = mul(c, h)\n"
+         "  s = reduce_sum(t, axes=[1], keepdim=true)\n}\n",
+         "plan: 1 steps", "a sum of long rows (pieces) of a concat"},
+        {"graph g(x: f32[2,7], x2: f32[3,7]) -> (s: f32[5,1]) {\n"
+         "  c = concat(x, x2, axis=0)\n"
+         "  s = reduce_sum(c, axes=[1], keepdim=true)\n}\n",
+         "plan: 2 steps", "a sum of a concat along a kept axis"},
+    };
+    for (size_t k = 0; k < NELEM(others); k++)
+        check_rows_graph(others[k][0], 2, 2, 0, &r, others[k][1], others[k][2]);
+}
+END_TEST
+
 /* A ranged or indexed load (concat, pad, gather) and a reduction of another value, both
  * read by two elementwise ops (issue 26, defect 2, found by random valid graphs): the
  * first op joined the reduction's kernel with the concat settled in a newer kernel, the
@@ -1881,6 +1942,7 @@ reduce_suite(void)
     tcase_add_test(tc, test_no_reference_steps_bench);
     tcase_add_test(tc, test_deferred_last_pass);
     tcase_add_test(tc, test_ahead_first_pass);
+    tcase_add_test(tc, test_concat_in_reduction);
     tcase_add_loop_test(tc, test_fusion_acyclic, 0, (int)NELEM(acyclic_graphs));
     suite_add_tcase(s, tc);
     return s;

@@ -187,7 +187,7 @@ kb_load_view(kbuild *k, const view *v, int64_t off_adj, const int64_t *st, const
     in.slot = slot;
     in.cls = (uint8_t)((inner == 1 ? JIT_CONTIG : inner == 0 ? JIT_BCAST : JIT_STRIDED) | flags);
     in.a[0] = a0;
-    if (k->red) {
+    if (k->red && !(flags & JIT_RANGED)) { /* (a ranged load is masked lane by lane) */
         bool rowwise = true;
         for (int d = k->nk; d < k->R; d++)
             rowwise &= st[d] == 0;
@@ -211,7 +211,9 @@ kb_load(kbuild *k, int32_t n, const ir_shape *cs, int ctx)
 }
 
 /* A ranged load of operand x of n, shifted by shift[] along each axis of n (same rank),
- * valid in the box [shift, shift + x's dims); elsewhere instruction `other`. */
+ * valid in the box [shift, shift + x's dims); elsewhere instruction `other`.  In a
+ * reduction kernel n is over its whole space (fuse.c's reduce_reads), axis i at space dim
+ * k->pos[i]. */
 static int32_t
 kb_ranged(kbuild *k, int32_t n, int32_t x, const int64_t *shift, int32_t other)
 {
@@ -226,10 +228,11 @@ kb_ranged(kbuild *k, int32_t n, int32_t x, const int64_t *shift, int32_t other)
         ext[2 * d + 1] = 1;
     }
     for (int i = 0; i < ns->rank; i++) {
-        st[lead + i] = v->strides[i];
+        int d = k->red ? k->pos[i] : lead + i;
+        st[d] = v->strides[i];
         adj -= shift[i] * v->strides[i];
-        ext[2 * (lead + i)] = shift[i];
-        ext[2 * (lead + i) + 1] = shift[i] + xs->dims[i];
+        ext[2 * d] = shift[i];
+        ext[2 * d + 1] = shift[i] + xs->dims[i];
     }
     return kb_load_view(k, v, adj, st, ext, p->g->nodes[x].type.dtype, JIT_RANGED, other);
 }

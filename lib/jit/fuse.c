@@ -479,6 +479,31 @@ long_rows(const cluster *c)
     return numel(&c->keep1) < 64 && numel(&c->shape) >= ((int64_t)1 << 20) * numel(&c->keep1);
 }
 
+/* Can a reduction kernel over shape s, reducing `axes`, compute node nd, an indexing op
+ * over its whole space?  A concat along the last axis, which it reduces: its "rows" kernel
+ * reads each part with a load ranged along the vector dim (masked to the part's range;
+ * lower_reduce_pass.c), so the concat is read in place, never stored.  Decided by the axes
+ * alone (no size), so a plan at new sizes keeps it. */
+static bool
+reduce_reads(const ir_shape *s, uint32_t axes, const ir_node *nd)
+{
+    int last = s->rank - 1;
+    return nd->op == IR_OP_CONCAT && last >= 0 && nd->at.axis == last &&
+           (axes & (1u << last)) && ir_shape_equal(&nd->type.shape, s);
+}
+
+/* Can every indexing op of cluster c be computed by a reduction of c over `axes`? */
+static bool
+reduce_reads_all(const planner *p, const cluster *cl, uint32_t axes)
+{
+    for (int32_t i = 0; i < cl->nmembers; i++) {
+        const ir_node *m = &p->g->nodes[cl->members[i]];
+        if (jit_op_is_indexing(m->op) && !reduce_reads(&cl->shape, axes, m))
+            return false;
+    }
+    return true;
+}
+
 /* Can node n be computed in cluster c, and in which role?  Operands already in c must be
  * usable from there: a space-shaped op reads row values only through a keepdim shape. */
 static bool
@@ -500,7 +525,8 @@ fits(planner *p, int32_t c, int32_t n, uint8_t *role)
         bool x_in = p->ni[x].cls == C_ELEM && p->ni[x].cluster == c;
         if (!ir_shape_equal(xs, &cl->shape) || (x_in && cl->reduce && p->ni[x].role != R_SPACE))
             return false;
-        if ((cl->reduce && cl->axes != nd->at.axes) || cl->indexing)
+        if ((cl->reduce && cl->axes != nd->at.axes) ||
+            (cl->indexing && !reduce_reads_all(p, cl, nd->at.axes)))
             return false;
         *role = R_ROW;
         return true;
@@ -509,7 +535,7 @@ fits(planner *p, int32_t c, int32_t n, uint8_t *role)
         *role = R_SPACE;
         return ir_shape_equal(&nd->type.shape, &cl->shape);
     }
-    if (jit_op_is_indexing(nd->op))
+    if (jit_op_is_indexing(nd->op) && !reduce_reads(&cl->shape, cl->axes, nd))
         return false;
     /* all reduced axes of size 1: a row value and a space value look alike; keep apart */
     if (ir_shape_equal(&cl->shape, &cl->keep1))

@@ -100,7 +100,9 @@ typedef enum jit_load_class {
 #define JIT_ROWWISE 0x10
 /* ELEMENTWISE: a load valid only inside a box of the iteration space, lo[d] <= i_d < hi[d]
  * (pad, concat); elsewhere the value of instruction a[0].  The box is a run-time argument:
- * aux points at int64 ext[(slot * rank + d) * 2 + {0, 1}]. */
+ * aux points at int64 ext[(slot * rank + d) * 2 + {0, 1}].  REDUCTION ("rows" kernels
+ * only: a concat along the last axis, which they reduce): the box of the vector dim, the
+ * others whole; jit_raux.ext is the same array. */
 #define JIT_RANGED 0x20
 /* ELEMENTWISE: a gather (take): the element at offset + idx * ext[slot*rank*2] where idx is
  * instruction a[0], valid when 0 <= idx < ext[slot*rank*2 + 1], else 0. */
@@ -296,6 +298,8 @@ typedef struct jit_raux {
     /* mode 0 and 2, "rows" kernels that spill: per call, room for one row's spilled values
      * (jit_reduce_schedule's spill bytes per reduced element) */
     void *scratch;
+    /* the boxes of ranged loads (JIT_RANGED), as an elementwise kernel's aux; NULL: none */
+    const int64_t *ext;
 } jit_raux;
 /* A reduction description's schedule (reduce_plan.c; the kind's `schedule` hook), made once:
  * d->rsched, and from it the scratch its runner provides, d->partial_bytes and
@@ -331,7 +335,7 @@ IR_HIDDEN void jit_buf_u64(jit_buf *b, uint64_t v);
 IR_HIDDEN void jit_buf_str(jit_buf *b, const char *s); /* u32 length, then the bytes */
 IR_HIDDEN void jit_buf_free(jit_buf *b);
 /* The version of jit_kdesc_serialise's format: bump it with any change to what it writes. */
-#define JIT_KDESC_FORMAT 17
+#define JIT_KDESC_FORMAT 18
 /* Append description d, every field written explicitly (kdesc.c says how): the cache key of
  * a kernel.  A new field of jit_kdesc must be written here. */
 IR_HIDDEN void jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b);
@@ -643,8 +647,8 @@ typedef struct jit_step {
                                   * the runner passes them after the slots */
             int64_t *slot_off;   /* element offset into each slot's buffer */
             int64_t *strides;    /* nloads * rank (REDUCTION: (nloads + nstores) * rank) */
-            int64_t *ext;        /* ELEMENTWISE: nloads * rank * 2, boxes and gather axes
-                                  * (or NULL) */
+            int64_t *ext;        /* ELEMENTWISE (and REDUCTION with ranged loads): nloads *
+                                  * rank * 2, boxes and gather axes (or NULL) */
             int64_t dims[JIT_MAX_SPACE];
             int64_t total;       /* elements of the iteration space */
             size_t bytes_per_elem; /* bytes moved per element (for chunking) */

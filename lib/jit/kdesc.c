@@ -23,15 +23,16 @@
  * reduction's prefetching, unrolling, column blocks and streaming; format 16: JIT_ST_RANGE
  * stores, a range of the space stored at run-time bounds taken from the last parameters,
  * and store classes on CONTRACTION and SKINNY descriptions; format 17: a ranged store's
- * vectors with no lane in the range branched around),
+ * vectors with no lane in the range branched around; format 18: jit_raux.ext, ranged loads
+ * (a concat) in reduction kernels),
  * so an upgrade never keeps running the old code from the disk.
  * A SKINNY description adds how B is read and the rows of its tile; every kind its schedule
  * (jit_ksched: the lanes, the elementwise peeling, the register tiles, the unrolling).
  *
- *   format 17, as 16 (15: no JIT_ST_RANGE store class; 14: also without jit_ksched and the
- *   reduction schedule's fields after spill; 13: without the schedule; 11 and 12: also
- *   without nparams, and with an arange's start and step in a u8 value2[8] after value; 9
- *   and 10: also without bform and tile_m; 1 to 8: without the tier):
+ *   format 18, as 16 and 17 (15: no JIT_ST_RANGE store class; 14: also without jit_ksched
+ *   and the reduction schedule's fields after spill; 13: without the schedule; 11 and 12:
+ *   also without nparams, and with an arange's start and step in a u8 value2[8] after
+ *   value; 9 and 10: also without bform and tile_m; 1 to 8: without the tier):
  *     i32 kind, rank, nred, lanes_kept, ninst, nloads, nstores, nparams
  *     ninst x { u8 kind, op, dtype, cls; i32 slot; i32 a[0..3); u8 value[8] }
  *     nstores x i32 store index

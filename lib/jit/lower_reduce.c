@@ -460,6 +460,25 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
     r.partial = partial;
     r.scratch = jit_em_arg(l, l->ptr, paux, 7, "");
     r.sbase = r.scratch;
+    /* ranged loads (a concat's parts, rows only): each slot's range along the vector dim */
+    for (int32_t i = 0; i < d->ninst; i++) {
+        const jit_kinst *in = &d->inst[i];
+        if (in->kind != JIT_LOAD || !(in->cls & JIT_RANGED))
+            continue;
+        IR_ASSERT(!r.cols);
+        if (!r.rlo) {
+            r.rlo = ir_calloc(ns, sizeof(LLVMValueRef));
+            r.rhi = ir_calloc(ns, sizeof(LLVMValueRef));
+            if (!r.rlo || !r.rhi) {
+                st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory lowering a kernel");
+                goto done;
+            }
+        }
+        LLVMValueRef ext = jit_em_arg(l, l->ptr, paux, 8, "");
+        int64_t at = ((int64_t)in->slot * r.R + r.R - 1) * 2;
+        r.rlo[in->slot] = jit_em_arg(l, l->i64, ext, at, "");
+        r.rhi[in->slot] = jit_em_arg(l, l->i64, ext, at + 1, "");
+    }
     for (int u = 0; u < RP_UNROLL; u++)
         for (int32_t i = 0; i < d->ninst; i++)
             if (d->inst[i].kind == JIT_REDUCE) {
@@ -663,6 +682,8 @@ jit_lower_reduce(jit_em *l, const jit_kdesc *d, const char *name)
         jit_em_stream_fence(l);
     LLVMBuildRetVoid(b);
 done:
+    ir_free(r.rlo);
+    ir_free(r.rhi);
     ir_free(r.ptr);
     ir_free(r.dims);
     ir_free(r.kbase);

@@ -111,6 +111,22 @@ body_value(rk *r, int32_t i)
         LLVMValueRef rowpos = LLVMBuildMul(r->l->b, r->sub, r->inner, "");
         v = jit_em_load(r->l, (kiln_dtype)in->dtype, JIT_CONTIG, spill_addr(r, i), rowpos, r->vpos,
                         NULL, r->mask);
+    } else if (in->kind == JIT_LOAD && (in->cls & JIT_RANGED)) {
+        /* a part of a concat along the vector dim: the lanes in its range [lo, hi) load
+         * (masked: the others may lie outside its buffer), the rest are a[0]'s */
+        jit_em *l = r->l;
+        LLVMBuilderRef b = l->b;
+        int j = in->slot;
+        LLVMValueRef other = body_value(r, in->a[0]);
+        LLVMValueRef lanes = LLVMBuildAdd(b, jit_em_splat(l, r->vpos), jit_em_lane_ids(l), "");
+        LLVMValueRef in_box =
+            LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, lanes, jit_em_splat(l, r->rlo[j]), ""),
+                         LLVMBuildICmp(b, LLVMIntSLT, lanes, jit_em_splat(l, r->rhi[j]), ""), "");
+        LLVMValueRef m = r->mask ? LLVMBuildAnd(b, r->mask, in_box, "") : in_box;
+        int cls = JIT_CLS(in->cls) == JIT_CONTIG ? JIT_CONTIG : JIT_STRIDED;
+        v = jit_em_load(l, (kiln_dtype)in->dtype, cls, r->ptr[j], r->cur[j], r->vpos,
+                        stride(r, j, vdim(r)), m);
+        v = LLVMBuildSelect(b, in_box, v, other, "");
     } else if (in->kind == JIT_LOAD) {
         int j = in->slot;
         v = jit_em_load(r->l, (kiln_dtype)in->dtype, JIT_CLS(in->cls), r->ptr[j], r->cur[j], r->vpos,

@@ -100,7 +100,8 @@ typedef struct cluster {
     ir_shape shape;    /* the iteration space (a reduction: the shape it reduces) */
     int32_t shape_node; /* the node whose shape `shape` is */
     bool reduce;       /* a reduction kernel */
-    bool indexing;     /* has a pad, concat, gather or arange (elementwise kernels only) */
+    bool indexing;     /* has a pad, concat, gather or arange (elementwise kernels; a
+                        * reduction kernel only a concat along its reduced last axis) */
     bool contract;     /* a contraction kernel: members[0] is the matmul */
     bool epilogue;     /* contract: elementwise ops of the result may join (no 1-D operand) */
     uint32_t axes;     /* reduce: the reduced axes of `shape` */

@@ -69,6 +69,9 @@ typedef struct rk {
      * next row's pass 0 results (allocas), the next row's kbase and offsets */
     bool ahead;
     LLVMValueRef *avar, *nkb, *ncur, *nuv;
+    /* rows: per slot of a ranged load (JIT_RANGED, a concat's part), its range [lo, hi)
+     * along the vector dim, from jit_raux.ext (NULL: no ranged load) */
+    LLVMValueRef *rlo, *rhi;
 } rk;
 
 /* f32 sums and means in rows kernels add SUM_BLOCK elements per lane in f32, then that block

@@ -11,7 +11,8 @@
  *            bound, pad width and reshape target, as one pattern.  Simplify's merges
  *            (equal types and attributes) and fuse's fits (equal shapes; a value of one
  *            element) are decided by that pattern alone, so they hold;
- *   replay   simplify done again from its map (no hashing, no folding);
+ *   replay   simplify done again from its map (no hashing, no folding; a matmul made a
+ *            mul, its contracted dim 1, is one again: a size of 1 stays 1);
  *            jit_fuse_resize: cluster shapes and views at the new sizes, and fuse's other
  *            decisions from sizes checked again (a view no strides express, a reshape of a
  *            contiguous value, an output view of a whole value, rows too long for the
@@ -225,10 +226,17 @@ simplify_again(const jit_plan_model *m, const kiln_graph *g)
             }
             for (int k = 0; k < nd->nin; k++)
                 ins[k] = map[nd->in[k]];
-            id = ir_graph_copy_node(ng, g, orig[j], ins);
+            if (ms->nodes[j].op == IR_OP_MUL && nd->op == IR_OP_MATMUL) /* of K = 1 (still 1) */
+                id = ir_graph_add_node(ng, "kiln_jit", IR_OP_MUL, 2, ins, NULL, &nd->type, nd->name);
+            else
+                id = ir_graph_copy_node(ng, g, orig[j], ins);
         }
         if (id != j)
             goto fail;
+        if (ng->nodes[j].op != ms->nodes[j].op) {
+            ir_error(KILN_ERR_INTERNAL, "kiln: internal error: a node simplified again differs");
+            goto fail;
+        }
     }
     for (int32_t i = 0; i < g->noutputs; i++)
         if (ir_graph_add_output(ng, g->outputs[i].name, map[g->outputs[i].node]))

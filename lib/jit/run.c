@@ -150,6 +150,7 @@ jit_run_reduction(const jit_step *s, void *const *ptrs, const jit_run_args *a)
     if (s->rows == 0)
         return KILN_OK;
     krun r = krun_of(s, ptrs, s->rows);
+    r.aux.ext = s->ext;
     size_t bytes = (size_t)s->rows * (size_t)s->rlen * (s->bytes_per_elem ? s->bytes_per_elem : 1);
     int threads = bytes < SMALL_BYTES ? 1 : jit_pool_threads();
     if (s->desc.lanes_kept && s->desc.partial_bytes && s->rlen >= COL_SPLIT_MIN && bytes >= SMALL_BYTES)
@@ -176,7 +177,7 @@ jit_run_reduction(const jit_step *s, void *const *ptrs, const jit_run_args *a)
         if (!r.partial)
             return ir_error(KILN_ERR_NOMEM, "kiln_program_run: out of memory");
         jit_pool_run(run_piece, &r, s->rows * np);
-        r.aux = (jit_raux){2, 0, 0, 0, 0, np, r.partial, NULL};
+        r.aux = (jit_raux){2, 0, 0, 0, 0, np, r.partial, NULL, s->ext};
         r.chunk = s->rows;
         if (threads > 1 && s->rows > 1)
             r.chunk = (s->rows + 4 * threads - 1) / (4 * threads);

@@ -1,8 +1,10 @@
 /* simplify.c — before planning: dead-code elimination (nodes no output needs), common
  * subexpressions (same op, operands and attributes), folding of elementwise ops whose
  * operands are all `full` (the result is a `full` computed by the reference interpreter,
- * so folding never changes a value), and a skinny matmul of a concatenated B split into
- * one matmul per part (split_concat_matmul), so that no concat is copied on its way to a
+ * so folding never changes a value), a matmul whose contracted dim is 1 made the
+ * broadcast mul it is (k1_matmul: an elementwise op, fused where its reader is, not a
+ * contraction kernel of its own), and a skinny matmul of a concatenated B split into one
+ * matmul per part (split_concat_matmul), so that no concat is copied on its way to a
  * matmul that reads B in place. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +63,23 @@ fold(const kiln_graph *ng, const ir_node *old, const int32_t *in, ir_scalar *val
     st = ir_interpret(t, NULL, outs);
     kiln_graph_free(t);
     return st;
+}
+
+/* Is node nd of g (operands in[] of ng) a matmul whose contracted dim is 1?  Then
+ * a[..., M, 1] @ b[..., 1, N] is mul(a, b), NumPy's broadcast giving [..., M, N] with the
+ * batch axes broadcast as matmul broadcasts them, and every element is one product, the
+ * same value bit for bit: the reference's sum starts from its first product and rounds
+ * once (an f32 product is exact in double), and a compiled matmul's accumulator starts
+ * from -0.0 (-0.0 + x is x, a zero product's sign included); ints wrap alike.  Both
+ * operands of rank 2 or more (a 1-D operand's added axis is dropped from the result).
+ * Decided by sizes equal to 1 alone, which a plan at new sizes keeps (resize.c). */
+static bool
+k1_matmul(const kiln_graph *ng, const ir_node *nd, const int32_t *in)
+{
+    if (nd->op != IR_OP_MATMUL)
+        return false;
+    const ir_shape *a = &ng->nodes[in[0]].type.shape, *b = &ng->nodes[in[1]].type.shape;
+    return a->rank >= 2 && b->rank >= 2 && a->dims[a->rank - 1] == 1;
 }
 
 /* A matmul whose rows per batch element fit a skinny kernel's tile (skinny.c: B read in
@@ -206,7 +225,7 @@ jit_simplify(const kiln_graph *g, kiln_graph **out, char **log, jit_simplify_rec
      * a decoder step */
     FILE *lf = log ? open_memstream(&logbuf, &loglen) : NULL;
     kiln_graph *ng = ir_graph_new(g->name);
-    int dead = 0, merged = 0, folded = 0, split = 0;
+    int dead = 0, merged = 0, folded = 0, split = 0, k1 = 0;
     int32_t *orig = rec ? ir_malloc(sizeof(int32_t) * ((size_t)n + 1)) : NULL;
     if (!live || !map || !tab || (log && !lf) || !ng || !ir_graph_reserve(ng, g->nnodes) ||
         (rec && !orig)) {
@@ -258,13 +277,16 @@ jit_simplify(const kiln_graph *g, kiln_graph **out, char **log, jit_simplify_rec
             ins[k] = map[nd->in[k]];
             all_full = all_full && ng->nodes[ins[k]].op == IR_OP_FULL;
         }
+        /* a matmul of K = 1 is the mul it is made (below) */
+        bool mul1 = k1_matmul(ng, nd, ins);
+        ir_op op = mul1 ? IR_OP_MUL : nd->op;
         /* Common subexpressions (constants are compared by value too). */
-        uint64_t h = node_key(nd->op, nd->nin, ins);
+        uint64_t h = node_key(op, nd->nin, ins);
         size_t slot = (size_t)h & (cap - 1);
         int32_t found = -1;
         for (; tab[slot] >= 0; slot = (slot + 1) & (cap - 1)) {
             const ir_node *c = &ng->nodes[tab[slot]];
-            if (c->op == nd->op && c->nin == nd->nin && ir_type_equal(&c->type, &nd->type) &&
+            if (c->op == op && c->nin == nd->nin && ir_type_equal(&c->type, &nd->type) &&
                 (nd->nin == 0 || memcmp(c->in, ins, sizeof(int32_t) * (size_t)nd->nin) == 0) &&
                 same_attrs(&c->at, &nd->at) &&
                 (nd->op != IR_OP_CONSTANT ||
@@ -281,7 +303,8 @@ jit_simplify(const kiln_graph *g, kiln_graph **out, char **log, jit_simplify_rec
             continue;
         }
         int32_t id;
-        id = nd->op == IR_OP_MATMUL ? split_concat_matmul(ng, nd, ins[0], ins[1], &st) : -1;
+        id = nd->op == IR_OP_MATMUL && !mul1 ? split_concat_matmul(ng, nd, ins[0], ins[1], &st)
+                                             : -1;
         if (id >= 0) {
             map[i] = id;
             split++;
@@ -299,6 +322,15 @@ jit_simplify(const kiln_graph *g, kiln_graph **out, char **log, jit_simplify_rec
             folded++;
             LOG("  folded %%%d %s of full operands into a full\n", (int)i,
                     ir_ops[nd->op].name);
+        } else if (mul1) {
+            id = ir_graph_add_node(ng, "kiln_jit", IR_OP_MUL, 2, ins, NULL, NULL, nd->name);
+            if (id >= 0 && !ir_type_equal(&ng->nodes[id].type, &nd->type)) {
+                st = ir_error(KILN_ERR_INTERNAL, "kiln: internal error: a K = 1 matmul's type");
+                goto done;
+            }
+            k1++;
+            LOG("  made %%%d matmul a mul: its contracted dim is 1 (one product per element, "
+                    "broadcast)\n", (int)i);
         } else {
             id = ir_graph_copy_node(ng, g, i, ins);
         }
@@ -316,6 +348,8 @@ jit_simplify(const kiln_graph *g, kiln_graph **out, char **log, jit_simplify_rec
         if ((st = ir_graph_add_output(ng, g->outputs[i].name, map[g->outputs[i].node])))
             goto done;
     LOG("simplify: %d dead, %d merged, %d folded", dead, merged, folded);
+    if (k1)
+        LOG(", %d matmuls of K = 1 made muls", k1);
     if (split)
         LOG(", %d matmuls split", split);
     LOG("; %d -> %d nodes\n", (int)g->nnodes, (int)ng->nnodes);
