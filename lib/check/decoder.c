@@ -45,6 +45,17 @@ ck_decoder_num_outputs(const ck_decoder *dec)
     return 1 + 2 * dec->layers;
 }
 
+void
+ck_decoder_fill(float *v, size_t n, uint64_t *seed)
+{
+    uint64_t s = *seed;
+    for (size_t e = 0; e < n; e++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        v[e] = (float)((double)(s >> 40) * 0x1p-24 * 0.2 - 0.1);
+    }
+    *seed = s;
+}
+
 kiln_status
 ck_decoder_capture(kiln_device *dev, const ck_decoder *dec, int64_t t, const kiln_options *options,
                    kiln_program **out)

@@ -30,4 +30,8 @@ kiln_status ck_decoder_capture(kiln_device *device, const ck_decoder *dec, int64
 int ck_decoder_num_inputs(const ck_decoder *dec);
 int ck_decoder_num_outputs(const ck_decoder *dec);
 
+/* Fill n floats with the benchmarks' inputs: uniform in [-0.1, 0.1), from the LCG state
+ * *seed (advanced), so weights and caches stay finite through every step. */
+void ck_decoder_fill(float *v, size_t n, uint64_t *seed);
+
 #endif /* KILN_CHECK_DECODER_H */

@@ -143,10 +143,7 @@ main(int argc, char **argv)
                 in[i] = malloc(vi.bytes);
                 if (!in[i])
                     return 1;
-                for (size_t e = 0; e < vi.count; e++) {
-                    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-                    ((float *)in[i])[e] = (float)((double)(seed >> 40) * 0x1p-24 * 0.2 - 0.1);
-                }
+                ck_decoder_fill(in[i], vi.count, &seed);
                 cap[i] = vi.bytes;
             }
         }

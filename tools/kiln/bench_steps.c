@@ -64,10 +64,7 @@ bench_decode_steps(const bench_opts *o, bench_result *r)
                     snprintf(r->steps.error, sizeof r->steps.error, "out of memory");
                     goto done;
                 }
-                for (size_t e = 0; e < vi.count; e++) {
-                    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-                    ((float *)in[i])[e] = (float)((double)(seed >> 40) * 0x1p-24 * 0.2 - 0.1);
-                }
+                ck_decoder_fill(in[i], vi.count, &seed);
                 cap[i] = vi.bytes;
             }
         }
