@@ -20,6 +20,24 @@ step_array(planner *p, size_t n, size_t size)
     return ir_arena_alloc(p->arena, (n ? n : 1) * size, size >= 8 ? 8 : size >= 4 ? 4 : 1);
 }
 
+/* describe's working arrays, kept by the planner from one step to the next
+ * (planner.kscratch, jit_describe_free): describing a step allocated and freed them a dozen
+ * times, most of the allocator's calls in a plan made at new sizes (a decoder step: 480 of
+ * them).  A kbuild works on a copy (kb_take) and hands it back, grown or not. */
+struct jit_kscratch {
+    jit_kinst *inst;
+    int32_t capinst;
+    int32_t *memo; /* node -> inst + 1 (0: none), two per node (contexts) */
+    ivec touched;
+    /* loads (room for the widest space: R changes from step to step) */
+    ivec load_node;     /* base node per slot */
+    int64_t *load_ext;  /* slot * R * 2: boxes of ranged loads, gather axes */
+    int64_t *load_off;
+    int64_t *load_strides; /* slot * R */
+    int32_t capload;
+    ivec stores; /* nodes stored, in order */
+};
+
 typedef struct kbuild {
     planner *p;
     int32_t c;
@@ -30,16 +48,8 @@ typedef struct kbuild {
     bool red;
     int nk, vdim;
     int pos[IR_MAX_RANK];
-    jit_kinst *inst;
-    int32_t ninst, capinst;
-    int32_t *memo; /* node -> inst + 1 (0: none) */
-    ivec touched;
-    /* loads */
-    ivec load_node; /* base node per slot */
-    int64_t *load_ext;  /* slot * R * 2: boxes of ranged loads, gather axes */
-    int64_t *load_off;
-    int64_t *load_strides; /* slot * R */
-    int32_t capload;
+    int32_t ninst;
+    jit_kscratch w; /* the working arrays (the planner's, kb_take) */
     /* run-time scalars (jit_kdesc.nparams): their values, and the `full` node each holds
      * (-1: a pad's fill, an arange's start or step) */
     ir_scalar params[JIT_MAX_PARAMS];
@@ -55,17 +65,17 @@ kb_push(kbuild *k, const jit_kinst *in)
                  JIT_MAX_INST);
         return -1;
     }
-    if (k->ninst == k->capinst) {
-        int32_t m = k->capinst ? 2 * k->capinst : 32;
-        jit_kinst *a = ir_realloc(k->inst, sizeof *a * (size_t)m);
+    if (k->ninst == k->w.capinst) {
+        int32_t m = k->w.capinst ? 2 * k->w.capinst : 32;
+        jit_kinst *a = ir_realloc(k->w.inst, sizeof *a * (size_t)m);
         if (!a) {
             ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
             return -1;
         }
-        k->inst = a;
-        k->capinst = m;
+        k->w.inst = a;
+        k->w.capinst = m;
     }
-    k->inst[k->ninst] = *in;
+    k->w.inst[k->ninst] = *in;
     return k->ninst++;
 }
 
@@ -138,33 +148,35 @@ map_strides(kbuild *k, const ir_shape *xs, const int64_t *vs, const ir_shape *cs
 static int32_t
 kb_slot(kbuild *k, const view *v, int64_t off_adj, const int64_t *st, const int64_t *ext)
 {
-    int32_t slot = k->load_node.n;
-    if (slot == k->capload) {
-        int32_t m = k->capload ? 2 * k->capload : 8;
-        int64_t *o = ir_realloc(k->load_off, sizeof(int64_t) * (size_t)m);
+    int32_t slot = k->w.load_node.n;
+    if (slot == k->w.capload) {
+        int32_t m = k->w.capload ? 2 * k->w.capload : 8;
+        int64_t *o = ir_realloc(k->w.load_off, sizeof(int64_t) * (size_t)m);
         if (o)
-            k->load_off = o;
+            k->w.load_off = o;
         /* (room for the widest space: the arrays serve every step of a plan, kscratch) */
-        int64_t *ss = o ? ir_realloc(k->load_strides, sizeof(int64_t) * (size_t)m * JIT_MAX_SPACE) : NULL;
+        int64_t *ss =
+            o ? ir_realloc(k->w.load_strides, sizeof(int64_t) * (size_t)m * JIT_MAX_SPACE) : NULL;
         if (ss)
-            k->load_strides = ss;
-        int64_t *ex = ss ? ir_realloc(k->load_ext, sizeof(int64_t) * (size_t)m * JIT_MAX_SPACE * 2) : NULL;
+            k->w.load_strides = ss;
+        int64_t *ex =
+            ss ? ir_realloc(k->w.load_ext, sizeof(int64_t) * (size_t)m * JIT_MAX_SPACE * 2) : NULL;
         if (!o || !ss || !ex) {
             ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
             return -1;
         }
-        k->load_ext = ex;
-        k->capload = m;
+        k->w.load_ext = ex;
+        k->w.capload = m;
     }
-    if (!jit_ivec_push(&k->load_node, v->base)) {
+    if (!jit_ivec_push(&k->w.load_node, v->base)) {
         ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         return -1;
     }
-    k->load_off[slot] = v->offset + off_adj;
-    memcpy(k->load_strides + (size_t)slot * (size_t)k->R, st, sizeof(int64_t) * (size_t)k->R);
+    k->w.load_off[slot] = v->offset + off_adj;
+    memcpy(k->w.load_strides + (size_t)slot * (size_t)k->R, st, sizeof(int64_t) * (size_t)k->R);
     for (int d = 0; d < k->R; d++) {
-        k->load_ext[((size_t)slot * (size_t)k->R + (size_t)d) * 2] = ext ? ext[2 * d] : 0;
-        k->load_ext[((size_t)slot * (size_t)k->R + (size_t)d) * 2 + 1] = ext ? ext[2 * d + 1] : 0;
+        k->w.load_ext[((size_t)slot * (size_t)k->R + (size_t)d) * 2] = ext ? ext[2 * d] : 0;
+        k->w.load_ext[((size_t)slot * (size_t)k->R + (size_t)d) * 2 + 1] = ext ? ext[2 * d + 1] : 0;
     }
     return slot;
 }
@@ -308,7 +320,7 @@ static int32_t
 kb_value(kbuild *k, int32_t n, const ir_shape *cs, int ctx)
 {
     planner *p = k->p;
-    int32_t *memo = &k->memo[2 * n + ctx];
+    int32_t *memo = &k->w.memo[2 * n + ctx];
     if (*memo)
         return *memo - 1;
     const ir_node *nd = &p->g->nodes[n];
@@ -343,14 +355,14 @@ kb_value(kbuild *k, int32_t n, const ir_shape *cs, int ctx)
         r = kb_push(k, &in);
         /* an in-cluster value reads the same in both contexts */
         if (r >= 0)
-            k->memo[2 * n + (1 - ctx)] = r + 1;
+            k->w.memo[2 * n + (1 - ctx)] = r + 1;
     } else {
         r = kb_load(k, n, cs, ctx);
     }
     if (r < 0)
         return -1;
     *memo = r + 1;
-    if (!jit_ivec_push(&k->touched, n)) {
+    if (!jit_ivec_push(&k->w.touched, n)) {
         ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         return -1;
     }
@@ -618,18 +630,6 @@ contiguous_copy(planner *p, const cluster *cl, jit_step *s)
     return true;
 }
 
-/* describe's working arrays, kept by the planner from one step to the next
- * (jit_describe_free): describing a step allocated and freed them a dozen times, most of
- * the allocator's calls in a plan made at new sizes (a decoder step: 480 of them). */
-struct jit_kscratch {
-    jit_kinst *inst;
-    int32_t capinst;
-    int32_t *memo; /* 2 per node of the plan's graph */
-    ivec touched, load_node, stores;
-    int64_t *load_ext, *load_off, *load_strides;
-    int32_t capload;
-};
-
 void
 jit_describe_free(planner *p)
 {
@@ -650,7 +650,7 @@ jit_describe_free(planner *p)
 
 /* k's working arrays from the planner's scratch (emptied), NULL when out of memory. */
 static jit_kscratch *
-kb_take(planner *p, kbuild *k, ivec *stores)
+kb_take(planner *p, kbuild *k)
 {
     jit_kscratch *ks = p->kscratch;
     if (!ks) {
@@ -665,33 +665,9 @@ kb_take(planner *p, kbuild *k, ivec *stores)
     } else {
         memset(ks->memo, 0, sizeof(int32_t) * 2 * (size_t)p->g->nnodes);
     }
-    k->inst = ks->inst;
-    k->capinst = ks->capinst;
-    k->memo = ks->memo;
-    k->touched = ks->touched;
-    k->load_node = ks->load_node;
-    k->load_ext = ks->load_ext;
-    k->load_off = ks->load_off;
-    k->load_strides = ks->load_strides;
-    k->capload = ks->capload;
-    *stores = ks->stores;
-    k->touched.n = k->load_node.n = stores->n = 0;
+    k->w = *ks;
+    k->w.touched.n = k->w.load_node.n = k->w.stores.n = 0;
     return ks;
-}
-
-/* k's working arrays (grown or not) back to the scratch. */
-static void
-kb_give(jit_kscratch *ks, kbuild *k, ivec *stores)
-{
-    ks->inst = k->inst;
-    ks->capinst = k->capinst;
-    ks->touched = k->touched;
-    ks->load_node = k->load_node;
-    ks->load_ext = k->load_ext;
-    ks->load_off = k->load_off;
-    ks->load_strides = k->load_strides;
-    ks->capload = k->capload;
-    ks->stores = *stores;
 }
 
 kiln_status
@@ -705,8 +681,8 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
     k.p = p;
     k.c = c;
     kb_space(&k, cl);
-    ivec stores = {0};
-    jit_kscratch *ks = kb_take(p, &k, &stores);
+    jit_kscratch *ks = kb_take(p, &k);
+    ivec *stores = &k.w.stores;
     if (!ks)
         return ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
     int32_t nranged = 0; /* the last stores: ranged outputs (JIT_ST_RANGE) */
@@ -714,8 +690,8 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
         int32_t src = cl->copy_from >= 0 ? cl->copy_from : cl->root_copy;
         int32_t r = kb_value(&k, src, &p->g->nodes[src].type.shape, 0);
         if (r >= 0)
-            k.memo[2 * cl->root_copy] = r + 1; /* the value stored as the root */
-        if (r < 0 || !jit_ivec_push(&stores, cl->root_copy)) {
+            k.w.memo[2 * cl->root_copy] = r + 1; /* the value stored as the root */
+        if (r < 0 || !jit_ivec_push(stores, cl->root_copy)) {
             st = kiln_errcode() ? kiln_errcode() : KILN_ERR_NOMEM;
             goto done;
         }
@@ -727,12 +703,12 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
                 st = kiln_errcode();
                 goto done;
             }
-            if (p->ni[n].stored && !jit_ivec_push(&stores, n)) {
+            if (p->ni[n].stored && !jit_ivec_push(stores, n)) {
                 st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
                 goto done;
             }
         }
-        if ((st = kb_ranged_outputs(p, c, &stores, &nranged)))
+        if ((st = kb_ranged_outputs(p, c, stores, &nranged)))
             goto done;
     }
     s->kind = JIT_STEP_KERNEL;
@@ -745,19 +721,19 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
     s->desc.nred = k.red ? k.R - k.nk : 0;
     s->desc.lanes_kept = k.red && k.vdim < k.nk;
     s->desc.ninst = k.ninst;
-    s->desc.nloads = k.load_node.n;
-    s->desc.nstores = stores.n;
+    s->desc.nloads = k.w.load_node.n;
+    s->desc.nstores = stores->n;
     s->desc.nparams = k.nparams + 2 * nranged; /* then each range's lo and hi */
     s->desc.inst = step_array(p, (size_t)k.ninst, sizeof(jit_kinst));
     if (s->desc.inst && k.ninst)
-        memcpy(s->desc.inst, k.inst, sizeof(jit_kinst) * (size_t)k.ninst);
-    s->desc.stores = step_array(p, (size_t)stores.n, sizeof(int32_t));
-    s->desc.store_cls = k.red || nranged ? step_array(p, (size_t)stores.n, 1) : NULL;
-    s->nslots = k.load_node.n + stores.n;
+        memcpy(s->desc.inst, k.w.inst, sizeof(jit_kinst) * (size_t)k.ninst);
+    s->desc.stores = step_array(p, (size_t)stores->n, sizeof(int32_t));
+    s->desc.store_cls = k.red || nranged ? step_array(p, (size_t)stores->n, 1) : NULL;
+    s->nslots = k.w.load_node.n + stores->n;
     s->slot = step_array(p, (size_t)s->nslots, sizeof(jit_loc));
     s->slot_off = step_array(p, (size_t)s->nslots, sizeof(int64_t));
     /* reductions: strides for every slot; elementwise: for the loads */
-    size_t nst = (size_t)(k.red ? s->nslots : k.load_node.n);
+    size_t nst = (size_t)(k.red ? s->nslots : k.w.load_node.n);
     s->strides = step_array(p, (nst ? nst : 1) * (size_t)k.R, sizeof(int64_t));
     s->params = s->desc.nparams ? step_array(p, (size_t)s->desc.nparams, sizeof(ir_scalar)) : NULL;
     if (!s->desc.inst || !s->desc.stores || !s->slot || !s->slot_off || !s->strides ||
@@ -773,20 +749,20 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
         s->total *= k.dims[d];
     }
     s->bytes_per_elem = 0;
-    if (cl->indexing && k.load_node.n) {
-        size_t ne = (size_t)k.load_node.n * (size_t)k.R * 2;
+    if (cl->indexing && k.w.load_node.n) {
+        size_t ne = (size_t)k.w.load_node.n * (size_t)k.R * 2;
         s->ext = step_array(p, ne, sizeof(int64_t));
         if (!s->ext) {
             st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
             goto done;
         }
-        memcpy(s->ext, k.load_ext, sizeof(int64_t) * ne);
+        memcpy(s->ext, k.w.load_ext, sizeof(int64_t) * ne);
     }
-    for (int32_t j = 0; j < k.load_node.n; j++) {
-        int32_t b = k.load_node.v[j];
+    for (int32_t j = 0; j < k.w.load_node.n; j++) {
+        int32_t b = k.w.load_node.v[j];
         s->slot[j] = p->ni[b].loc;
-        s->slot_off[j] = k.load_off[j];
-        memcpy(s->strides + (size_t)j * (size_t)k.R, k.load_strides + (size_t)j * (size_t)k.R,
+        s->slot_off[j] = k.w.load_off[j];
+        memcpy(s->strides + (size_t)j * (size_t)k.R, k.w.load_strides + (size_t)j * (size_t)k.R,
                sizeof(int64_t) * (size_t)k.R);
     }
     for (int32_t i = 0; i < k.ninst && s->desc.inst; i++) {
@@ -794,25 +770,26 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
         if (in->kind == JIT_LOAD && (in->cls & 0xf) != JIT_BCAST)
             s->bytes_per_elem += kiln_dtype_size((kiln_dtype)in->dtype);
     }
-    for (int32_t i = 0; i < stores.n; i++) {
-        int32_t n = stores.v[i];
+    for (int32_t i = 0; i < stores->n; i++) {
+        int32_t n = stores->v[i];
         const ir_shape *ns = &p->g->nodes[n].type.shape;
-        s->slot[k.load_node.n + i] = p->ni[n].loc;
+        s->slot[k.w.load_node.n + i] = p->ni[n].loc;
         if (p->ni[n].ranged) {
             /* elements [lo, hi) of its base's value, whose instruction is stored */
-            int32_t j = k.nparams + 2 * (i - (stores.n - nranged));
+            int32_t j = k.nparams + 2 * (i - (stores->n - nranged));
             int64_t lo = p->ni[n].v.offset;
-            s->desc.stores[i] = k.memo[2 * p->ni[n].v.base] - 1;
+            s->desc.stores[i] = k.w.memo[2 * p->ni[n].v.base] - 1;
             s->desc.store_cls[i] = JIT_ST_RANGE;
             s->params[j] = ir_scalar_from_i64(KILN_DTYPE_I64, lo);
             s->params[j + 1] = ir_scalar_from_i64(KILN_DTYPE_I64, lo + ir_shape_count(ns));
             continue;
         }
-        s->desc.stores[i] = k.memo[2 * n + (k.red && p->ni[n].role == R_ROW ? 1 : 0)] - 1;
+        s->desc.stores[i] = k.w.memo[2 * n + (k.red && p->ni[n].role == R_ROW ? 1 : 0)] - 1;
         s->bytes_per_elem += kiln_dtype_size(p->g->nodes[n].type.dtype);
         if (k.red) {
             /* the stored buffer is row-major over the node's own shape */
-            int64_t own[IR_MAX_RANK], *sst = s->strides + (size_t)(k.load_node.n + i) * (size_t)k.R;
+            int64_t own[IR_MAX_RANK];
+            int64_t *sst = s->strides + (size_t)(k.w.load_node.n + i) * (size_t)k.R;
             ir_shape_strides(ns, own);
             if (p->ni[n].role == R_ROW) {
                 map_strides(&k, ns, own, ns, 1, sst);
@@ -824,7 +801,7 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
         }
     }
     if (k.red) {
-        if ((st = kb_stream_stores(p, &k.load_node, stores.v, s)))
+        if ((st = kb_stream_stores(p, &k.w.load_node, stores->v, s)))
             goto done;
         s->rows = 1;
         for (int d = 0; d < k.nk; d++)
@@ -834,7 +811,7 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
             s->rlen *= k.dims[d];
         s->rinner = k.dims[k.R - 1];
     } else {
-        st = kb_stream_stores(p, &k.load_node, stores.v, s);
+        st = kb_stream_stores(p, &k.w.load_node, stores->v, s);
     }
     if (cl->contract && !st) {
         /* few rows: B read in place (skinny.c's cost model; jit_explain_cluster says why) */
@@ -848,7 +825,7 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
     if (!st) /* how it is computed, once its kind and payload are final (ksched.c) */
         st = jit_kernel_schedule_like(&s->desc, p->like);
 done:
-    kb_give(ks, &k, &stores);
+    *ks = k.w; /* (grown or not) back to the planner */
     return st;
 }
 
