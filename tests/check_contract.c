@@ -562,6 +562,22 @@ plan_step(const char *plan, int step, size_t *len)
     return line;
 }
 
+/* g compiled in `mode` past the caches; *compiled: the kernels that took. */
+static kiln_program *
+compile_uncached(const kiln_graph *g, kiln_mode mode, const char *ctx, uint64_t *compiled)
+{
+    kiln_options o = KILN_OPTIONS_INIT;
+    o.mode = mode;
+    o.flags = KILN_NO_CACHE;
+    kiln_stats s0 = KILN_STATS_INIT, s1 = KILN_STATS_INIT;
+    kiln_jit_stats(&s0);
+    kiln_program *p = NULL;
+    ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s: %s", ctx, kiln_errmsg());
+    kiln_jit_stats(&s1);
+    *compiled = s1.kernel_compiles - s0.kernel_compiles;
+    return p;
+}
+
 /* Attention's scale, (q @ k) * c, read first by its softmax's reduce_max: computed in the
  * reduction kernel, not in the contraction's epilogue, so both matmuls are plain and share
  * one compiled kernel (2 kernels compiled for 3 steps, caches bypassed); the results are
@@ -591,14 +607,8 @@ START_TEST(test_epilogue_to_reduction)
     snprintf(ctx, sizeof ctx, "attention, %s%s", tn, what[variant]);
     kiln_graph *g = ts_parse(text);
 
-    kiln_options o = KILN_OPTIONS_INIT;
-    o.mode = KILN_MODE_FUSED;
-    o.flags = KILN_NO_CACHE;
-    kiln_stats s0 = KILN_STATS_INIT, s1 = KILN_STATS_INIT;
-    kiln_jit_stats(&s0);
-    kiln_program *p = NULL;
-    ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s: %s", ctx, kiln_errmsg());
-    kiln_jit_stats(&s1);
+    uint64_t compiled;
+    kiln_program *p = compile_uncached(g, KILN_MODE_FUSED, ctx, &compiled);
     char *plan = ts_plan_text(p);
     size_t l0 = 0, l1 = 0, l2 = 0, lx = 0;
     const char *s0l = plan_step(plan, 0, &l0), *s1l = plan_step(plan, 1, &l1),
@@ -612,7 +622,6 @@ START_TEST(test_epilogue_to_reduction)
     ck_assert_msg(line_has_op(s0l, l0, "mul") == stays && line_has_op(s1l, l1, "mul") == !stays,
                   "%s: the scale is in the %s:\n%s", ctx,
                   line_has_op(s0l, l0, "mul") ? "epilogue" : "reduction", plan);
-    uint64_t compiled = s1.kernel_compiles - s0.kernel_compiles;
     /* the plain p @ v (and t @ w: the same description) once; the scaled q @ k apart */
     ck_assert_msg(compiled == (stays ? 3u : 2u), "%s: %llu kernels compiled:\n%s", ctx,
                   (unsigned long long)compiled, plan);
@@ -1275,14 +1284,9 @@ START_TEST(test_k1_matmul)
     snprintf(ctx, sizeof ctx, "K = 1 %s, %s", attn ? "attention output" : "matmuls", tn);
     kiln_graph *g = ts_parse(text);
     for (int m = 0; m < 2; m++) {
-        kiln_options o = KILN_OPTIONS_INIT;
-        o.mode = m ? KILN_MODE_EAGER : KILN_MODE_FUSED;
-        o.flags = KILN_NO_CACHE;
-        kiln_stats s0 = KILN_STATS_INIT, s1 = KILN_STATS_INIT;
-        kiln_jit_stats(&s0);
-        kiln_program *p = NULL;
-        ck_assert_msg(kiln_program_compile(g, &o, &p) == KILN_OK, "%s: %s", ctx, kiln_errmsg());
-        kiln_jit_stats(&s1);
+        uint64_t compiled;
+        kiln_mode mode = m ? KILN_MODE_EAGER : KILN_MODE_FUSED;
+        kiln_program *p = compile_uncached(g, mode, ctx, &compiled);
         char *plan = ts_plan_text(p);
         const char *want = attn ? "1 matmuls of K = 1 made muls" : "3 matmuls of K = 1 made muls";
         ck_assert_msg(strstr(plan, want) && count_of(plan, "contraction kernel") == 1,
@@ -1294,9 +1298,8 @@ START_TEST(test_k1_matmul)
             ck_assert_msg(l0 && !plan_step(plan, 1, &lx) && line_has_op(l0, len, "matmul") &&
                               line_has_op(l0, len, "mul") && line_has_op(l0, len, "add"),
                           "%s: want one step, matmul mul add:\n%s", ctx, plan);
-            ck_assert_msg(s1.kernel_compiles - s0.kernel_compiles == 1,
-                          "%s: %llu kernels compiled:\n%s", ctx,
-                          (unsigned long long)(s1.kernel_compiles - s0.kernel_compiles), plan);
+            ck_assert_msg(compiled == 1, "%s: %llu kernels compiled:\n%s", ctx,
+                          (unsigned long long)compiled, plan);
         }
         free(plan);
         kiln_program_free(p);
