@@ -4,10 +4,17 @@
  * mutex serialises callers); the caller works on chunks too, so a pool of N threads has
  * N-1 workers.  Chunks are claimed from an atomic counter, so which thread computes a
  * chunk varies but every chunk computes the same elements the same way: results do not
- * depend on the thread count. */
+ * depend on the thread count.
+ *
+ * Waiting spins before it sleeps.  A worker that finished a job watches for the next one
+ * for up to SPIN_NS before it sleeps on the condition variable, and the caller watches for
+ * the workers' last chunks the same way.  A decoder step is some twenty short jobs in a
+ * row; woken through the condition variable each time, a worker started its share tens of
+ * microseconds late (docs/benchmarking.md, "The pool: spinning before sleeping"). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "jit.h"
@@ -19,6 +26,10 @@ static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t done = PTHREAD_COND_INITIALIZER;
 static int nthreads = 1;
 
+/* How long a waiting thread spins before it sleeps: a few jobs' gaps in a decoder step,
+ * short enough that an idle pool gives its cores back at once for a person's eye. */
+#define SPIN_NS 200000
+
 /* One job: lives on the caller's stack; the caller returns only when every chunk is
  * done and no worker still holds a pointer to it. */
 typedef struct pjob {
@@ -27,11 +38,47 @@ typedef struct pjob {
     int64_t nchunks;
     _Atomic int64_t next;
     _Atomic int64_t finished;
-    int active; /* workers inside work(), guarded by lock */
+    _Atomic int active; /* workers inside work(); joined under lock */
 } pjob;
 
-static pjob *current;       /* guarded by lock */
-static uint64_t generation; /* guarded by lock */
+static pjob *current;               /* guarded by lock */
+static uint64_t generation;         /* guarded by lock */
+static _Atomic uint64_t published;  /* generation, for the spinning workers */
+
+static void
+relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static int64_t
+now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Spins until ready(arg) or SPIN_NS passed; true if ready. */
+static bool
+spin_until(bool (*ready)(void *), void *arg)
+{
+    int64_t start = 0;
+    for (unsigned i = 0;; i++) {
+        if (ready(arg))
+            return true;
+        if ((i & 63) == 63) {
+            int64_t t = now_ns();
+            if (!start)
+                start = t;
+            else if (t - start > SPIN_NS)
+                return false;
+        }
+        relax();
+    }
+}
 
 static void
 work(pjob *j)
@@ -49,22 +96,33 @@ work(pjob *j)
     }
 }
 
+static bool
+new_job(void *seen)
+{
+    return atomic_load_explicit(&published, memory_order_acquire) != *(uint64_t *)seen;
+}
+
 static void *
 worker(void *arg)
 {
     (void)arg;
     uint64_t seen = 0;
     for (;;) {
+        bool spun = spin_until(new_job, &seen);
         pthread_mutex_lock(&lock);
-        while (generation == seen || !current)
+        while (!spun && generation == seen)
             pthread_cond_wait(&wake, &lock);
         seen = generation;
         pjob *j = current;
-        j->active++;
+        if (!j) { /* the job ended before this thread came: watch for the next one */
+            pthread_mutex_unlock(&lock);
+            continue;
+        }
+        atomic_fetch_add(&j->active, 1);
         pthread_mutex_unlock(&lock);
         work(j);
         pthread_mutex_lock(&lock);
-        if (--j->active == 0)
+        if (atomic_fetch_sub(&j->active, 1) == 1)
             pthread_cond_broadcast(&done);
         pthread_mutex_unlock(&lock);
     }
@@ -108,6 +166,13 @@ jit_pool_threads(void)
     return single ? 1 : nthreads;
 }
 
+static bool
+job_done(void *arg)
+{
+    pjob *j = arg;
+    return atomic_load(&j->finished) == j->nchunks && atomic_load(&j->active) == 0;
+}
+
 void
 jit_pool_run(jit_task_fn fn, void *ctx, int64_t nchunks)
 {
@@ -121,15 +186,18 @@ jit_pool_run(jit_task_fn fn, void *ctx, int64_t nchunks)
     pjob j = {.fn = fn, .ctx = ctx, .nchunks = nchunks};
     atomic_init(&j.next, 0);
     atomic_init(&j.finished, 0);
+    atomic_init(&j.active, 0);
     pthread_mutex_lock(&job_lock);
     pthread_mutex_lock(&lock);
     current = &j;
     generation++;
+    atomic_store_explicit(&published, generation, memory_order_release);
     pthread_cond_broadcast(&wake);
     pthread_mutex_unlock(&lock);
     work(&j);
+    spin_until(job_done, &j);
     pthread_mutex_lock(&lock);
-    while (atomic_load(&j.finished) < nchunks || j.active > 0)
+    while (atomic_load(&j.finished) < nchunks || atomic_load(&j.active) > 0)
         pthread_cond_wait(&done, &lock);
     current = NULL;
     pthread_mutex_unlock(&lock);
