@@ -182,9 +182,10 @@ typedef struct jit_ksched {
      * from the host's registers: ksched.c), and the steps of k per iteration of the k loop */
     int32_t mr, nrv, nr, kunroll;
     /* SKINNY: the register tile's vectors per row (rows form) or columns per group (dots
-     * form: jit_skinny_tile), the rows of B per step of the rows form's k loop, and the
-     * columns a rows-form call takes at most (jit_skinny_cols) */
-    int32_t tile_n, kblock, cols;
+     * form: jit_skinny_tile), the rows of B per step of the rows form's k loop, the
+     * columns a rows-form call takes at most (jit_skinny_cols), and how far ahead the rows
+     * form prefetches B into L2, in bytes of the call's columns (0: it does not) */
+    int32_t tile_n, kblock, cols, pf_bytes;
 } jit_ksched;
 
 typedef struct jit_kdesc {
@@ -335,7 +336,7 @@ IR_HIDDEN void jit_buf_u64(jit_buf *b, uint64_t v);
 IR_HIDDEN void jit_buf_str(jit_buf *b, const char *s); /* u32 length, then the bytes */
 IR_HIDDEN void jit_buf_free(jit_buf *b);
 /* The version of jit_kdesc_serialise's format: bump it with any change to what it writes. */
-#define JIT_KDESC_FORMAT 18
+#define JIT_KDESC_FORMAT 19
 /* Append description d, every field written explicitly (kdesc.c says how): the cache key of
  * a kernel.  A new field of jit_kdesc must be written here. */
 IR_HIDDEN void jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b);

@@ -24,12 +24,14 @@
  * stores, a range of the space stored at run-time bounds taken from the last parameters,
  * and store classes on CONTRACTION and SKINNY descriptions; format 17: a ranged store's
  * vectors with no lane in the range branched around; format 18: jit_raux.ext, ranged loads
- * (a concat) in reduction kernels),
+ * (a concat) in reduction kernels; format 19: a SKINNY rows kernel prefetches B ahead,
+ * sched.pf_bytes),
  * so an upgrade never keeps running the old code from the disk.
  * A SKINNY description adds how B is read and the rows of its tile; every kind its schedule
  * (jit_ksched: the lanes, the elementwise peeling, the register tiles, the unrolling).
  *
- *   format 18, as 16 and 17 (15: no JIT_ST_RANGE store class; 14: also without jit_ksched
+ *   format 19 (18, 17 and 16: without sched.pf_bytes; 15: also no JIT_ST_RANGE store
+ *   class; 14: also without jit_ksched
  *   and the reduction schedule's fields after spill; 13: without the schedule; 11 and 12:
  *   also without nparams, and with an arange's start and step in a u8 value2[8] after
  *   value; 9 and 10: also without bform and tile_m; 1 to 8: without the tier):
@@ -39,7 +41,7 @@
  *     u8 has_store_cls; then nstores x u8 store class when set
  *     u8 tier
  *     i32 bform, tile_m
- *     i32 sched.lanes, peel, peel_min, mr, nrv, nr, kunroll, tile_n, kblock, cols
+ *     i32 sched.lanes, peel, peel_min, mr, nrv, nr, kunroll, tile_n, kblock, cols, pf_bytes
  *     u8 has_schedule (REDUCTION: jit_kdesc.rsched); then i32 nphases, defer; u8 ahead;
  *       u64 srow, partial; ninst x { u8 uni; i32 phase, spill }; i32 prefetch;
  *       u8 prefetch_stores, col_blocks, streams; (nphases + 1) x u8 unroll
@@ -147,7 +149,7 @@ jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b)
     jit_buf_u32(b, (uint32_t)d->tile_m);
     const jit_ksched *k = &d->sched;
     const int32_t sched[] = {k->lanes, k->peel, k->peel_min, k->mr,     k->nrv,
-                             k->nr,    k->kunroll, k->tile_n, k->kblock, k->cols};
+                             k->nr,    k->kunroll, k->tile_n, k->kblock, k->cols, k->pf_bytes};
     for (size_t i = 0; i < sizeof sched / sizeof sched[0]; i++)
         jit_buf_u32(b, (uint32_t)sched[i]);
     const rplan *a = d->rsched;

@@ -14,6 +14,8 @@
  *         PB steps: nv vector loads of B, tile_m broadcasts of A, tile_m * nv FMAs
  *         the sums back to the stack array
  *     then the rest of k one row at a time, then the epilogue over the stack array.
+ *     Each step also prefetches, into L2, the same columns of the row of B that lies
+ *     sched.pf_bytes of the call's columns ahead.
  *     Each element's sum starts from -0.0 (+0.0 when k = 0) and takes one FMA per step of
  *     k, in order: the same operations as the CONTRACTION kernel's, so the same bits.
  *   dots form (B's K stride 1, and A's: an x @ permute(W), an LM head, attention's q @ k^T):
@@ -45,6 +47,7 @@ typedef struct sk {
     unsigned es;
     int tm;       /* tile rows */
     int64_t cols; /* rows form: columns of a call at most, the stack array's row (0: dots) */
+    LLVMValueRef pfrows; /* rows form: the row of B prefetched is this many ahead (NULL: none) */
 } sk;
 
 static LLVMValueRef
@@ -94,6 +97,13 @@ rows_steps(sk *k, int nv, LLVMValueRef y, LLVMValueRef c, LLVMValueRef *mk, LLVM
         for (int v = 0; v < nv; v++) {
             LLVMValueRef cv = LLVMBuildAdd(b, c, jit_em_i64(l, (int64_t)v * l->W), "");
             bv[v] = jit_em_load(l, k->t, JIT_CONTIG, bj, boff, cv, NULL, mk[v]);
+            if (k->pfrows) { /* never faults, past B's end too */
+                LLVMValueRef po = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, p, k->pfrows, ""), bs, ""), cv, "");
+                LLVMValueRef args[4] = {LLVMBuildGEP2(b, k->st, bj, &po, 1, ""), LLVMConstInt(l->i32, 0, 0),
+                                        LLVMConstInt(l->i32, 1, 0), LLVMConstInt(l->i32, 1, 0)};
+                LLVMTypeRef pt = l->ptr; /* read, locality 1 (L2 on x86: prefetcht2), data */
+                jit_em_intr(l, "llvm.prefetch", &pt, 1, args, 4);
+            }
         }
         LLVMValueRef aoff = LLVMBuildMul(b, p, ak, "");
         for (int r = 0; r < k->tm; r++) {
@@ -226,6 +236,14 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
 
     if (d->bform == JIT_SKINNY_ROWS) {
         LLVMValueRef bj = LLVMBuildGEP2(b, k.st, B, &J0, 1, "");
+        if (d->sched.pf_bytes > 0) { /* max(1, pf_bytes / the call's bytes of a row) */
+            LLVMValueRef rb = LLVMBuildMul(b, ncols, jit_em_i64(l, k.es), "");
+            rb = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, rb, jit_em_i64(l, 0), ""), rb,
+                                 jit_em_i64(l, 1), ""); /* a call has columns; never a division by 0 */
+            LLVMValueRef pr = LLVMBuildUDiv(b, jit_em_i64(l, d->sched.pf_bytes), rb, "");
+            k.pfrows = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, pr, jit_em_i64(l, 1), ""),
+                                       jit_em_i64(l, 1), pr, "pfrows");
+        }
         /* the sums start at init, every row of the tile (columns rounded up to vectors) */
         jit_em_loop c0;
         jit_em_loop_begin(l, k.fn, &c0, jit_em_i64(l, 0), ncols, l->W, false, "init");

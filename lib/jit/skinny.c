@@ -83,6 +83,15 @@ jit_skinny_tile(kiln_dtype t, int tile_m, int bform, int *n)
  * contraction: rows of B per step, columns per call, blocks per thread"). */
 #define ROWS_KBLOCK 8
 
+/* Rows form: the k loop prefetches, into L2, the row of B this many bytes of the call's
+ * columns ahead (at least one row ahead).  A thread's columns of a narrow B are a short
+ * run of each row (1.5 KiB of a 768-column one on two threads), too short for the
+ * hardware's stream prefetcher to run ahead of the loads; wide ones lose nothing.  Decode
+ * ran 3.1-4.1 ms without, 2.5-2.9 with 12-32 KiB (prefetching into L1 instead: 2.8-3.4;
+ * a fixed 8 rows ahead slowed gemv's 8 KiB rows), docs/benchmarking.md, "Skinny
+ * contraction: prefetching B". */
+#define ROWS_PF_BYTES (24 << 10)
+
 kiln_status
 jit_skinny_schedule(jit_kdesc *d)
 {
@@ -92,6 +101,7 @@ jit_skinny_schedule(jit_kdesc *d)
     d->sched.tile_n = n;
     d->sched.kblock = d->bform == JIT_SKINNY_ROWS ? ROWS_KBLOCK : 0;
     d->sched.cols = d->bform == JIT_SKINNY_ROWS ? (int32_t)jit_skinny_cols(t, d->tile_m) : 0;
+    d->sched.pf_bytes = d->bform == JIT_SKINNY_ROWS ? ROWS_PF_BYTES : 0;
     return KILN_OK;
 }
 
@@ -101,8 +111,10 @@ jit_skinny_dump(const jit_kdesc *d, FILE *f)
     const jit_ksched *k = &d->sched;
     if (d->bform == JIT_SKINNY_ROWS)
         fprintf(f, "      schedule: %d lanes; register tile %d rows x %d vectors; %d rows of B a "
-                   "step of k; at most %d columns a call\n",
-                (int)k->lanes, (int)d->tile_m, (int)k->tile_n, (int)k->kblock, (int)k->cols);
+                   "step of k; at most %d columns a call; B prefetched into L2 %d bytes of the "
+                   "call's columns ahead\n",
+                (int)k->lanes, (int)d->tile_m, (int)k->tile_n, (int)k->kblock, (int)k->cols,
+                (int)k->pf_bytes);
     else
         fprintf(f, "      schedule: %d lanes; register tile %d rows x %d columns, lanes along "
                    "k\n", (int)k->lanes, (int)d->tile_m, (int)k->tile_n);
