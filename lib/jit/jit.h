@@ -183,8 +183,8 @@ typedef struct jit_ksched {
     int32_t mr, nrv, nr, kunroll;
     /* SKINNY: the register tile's vectors per row (rows form) or columns per group (dots
      * form: jit_skinny_tile), the rows of B per step of the rows form's k loop, the
-     * columns a rows-form call takes at most (jit_skinny_cols), and how far ahead the rows
-     * form prefetches B into L2, in bytes of the call's columns (0: it does not) */
+     * columns a rows-form call takes at most (jit_skinny_cols), and how far ahead either
+     * form prefetches B into L2, in bytes (rows: of the call's columns; 0: it does not) */
     int32_t tile_n, kblock, cols, pf_bytes;
 } jit_ksched;
 

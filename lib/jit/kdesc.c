@@ -24,7 +24,7 @@
  * stores, a range of the space stored at run-time bounds taken from the last parameters,
  * and store classes on CONTRACTION and SKINNY descriptions; format 17: a ranged store's
  * vectors with no lane in the range branched around; format 18: jit_raux.ext, ranged loads
- * (a concat) in reduction kernels; format 19: a SKINNY rows kernel prefetches B ahead,
+ * (a concat) in reduction kernels; format 19: a SKINNY kernel prefetches B ahead,
  * sched.pf_bytes),
  * so an upgrade never keeps running the old code from the disk.
  * A SKINNY description adds how B is read and the rows of its tile; every kind its schedule

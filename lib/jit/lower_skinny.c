@@ -25,6 +25,8 @@
  *         under a mask of the lanes inside k (the others keep their sums)
  *         each accumulator summed across its lanes in a fixed tree, into a stack tile
  *       the epilogue over the tile's rows.
+ *     Each load of B also prefetches, into L2, the same k of the column sched.pf_bytes of B
+ *     ahead (at least the next group's).
  *     The lane sums run in a different order than the rows form's, fixed by the code: the
  *     results do not depend on the block of columns or the thread that computes them.
  *
@@ -76,6 +78,18 @@ vstore(sk *k, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx, unsigned alig
     LLVMSetAlignment(s, align);
 }
 
+/* Prefetch base[idx] (elements) into L2: read, locality 1 (prefetcht2 on x86), data.  A
+ * prefetch never faults, past B's end too. */
+static void
+prefetch_l2(sk *k, LLVMValueRef base, LLVMValueRef idx)
+{
+    L *l = k->l;
+    LLVMValueRef args[4] = {LLVMBuildGEP2(l->b, k->st, base, &idx, 1, ""), LLVMConstInt(l->i32, 0, 0),
+                            LLVMConstInt(l->i32, 1, 0), LLVMConstInt(l->i32, 1, 0)};
+    LLVMTypeRef pt = l->ptr;
+    jit_em_intr(l, "llvm.prefetch", &pt, 1, args, 4);
+}
+
 /* Rows form, steps p0 .. p0 + np - 1 of k over the column group at c (nv vectors, masks
  * mk[v]): the sums from the stack array y, np FMAs each, back to y. */
 static void
@@ -97,13 +111,8 @@ rows_steps(sk *k, int nv, LLVMValueRef y, LLVMValueRef c, LLVMValueRef *mk, LLVM
         for (int v = 0; v < nv; v++) {
             LLVMValueRef cv = LLVMBuildAdd(b, c, jit_em_i64(l, (int64_t)v * l->W), "");
             bv[v] = jit_em_load(l, k->t, JIT_CONTIG, bj, boff, cv, NULL, mk[v]);
-            if (k->pfrows) { /* never faults, past B's end too */
-                LLVMValueRef po = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, p, k->pfrows, ""), bs, ""), cv, "");
-                LLVMValueRef args[4] = {LLVMBuildGEP2(b, k->st, bj, &po, 1, ""), LLVMConstInt(l->i32, 0, 0),
-                                        LLVMConstInt(l->i32, 1, 0), LLVMConstInt(l->i32, 1, 0)};
-                LLVMTypeRef pt = l->ptr; /* read, locality 1 (L2 on x86: prefetcht2), data */
-                jit_em_intr(l, "llvm.prefetch", &pt, 1, args, 4);
-            }
+            if (k->pfrows)
+                prefetch_l2(k, bj, LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, p, k->pfrows, ""), bs, ""), cv, ""));
         }
         LLVMValueRef aoff = LLVMBuildMul(b, p, ak, "");
         for (int r = 0; r < k->tm; r++) {
@@ -278,6 +287,17 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
             LLVMValueRef o = LLVMBuildMul(b, j, BS, "");
             bcol[cc] = LLVMBuildGEP2(b, k.st, B, &o, 1, "");
         }
+        /* the same k of the column sched.pf_bytes of B ahead, at least the next group's */
+        LLVMValueRef pfcols = NULL;
+        if (d->sched.pf_bytes > 0) {
+            LLVMValueRef cb = LLVMBuildMul(b, K, jit_em_i64(l, k.es), "");
+            cb = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, cb, jit_em_i64(l, 0), ""), cb,
+                                 jit_em_i64(l, 1), ""); /* k = 0: never a division by 0 */
+            LLVMValueRef pc = LLVMBuildUDiv(b, jit_em_i64(l, d->sched.pf_bytes), cb, "");
+            pc = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, pc, jit_em_i64(l, nc), ""),
+                                 jit_em_i64(l, nc), pc, "");
+            pfcols = LLVMBuildMul(b, pc, BS, "pfcols");
+        }
         LLVMValueRef acc[MAX_ACC], phi[MAX_ACC], av[MAX_ACC], bv[8];
         int na = k.tm * nc;
         for (int q = 0; q < na; q++)
@@ -292,8 +312,11 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
         LLVMValueRef cur[MAX_ACC];
         for (int r = 0; r < k.tm; r++)
             av[r] = vload(&k, arow[r], kp.iv, k.es);
-        for (int cc = 0; cc < nc; cc++)
+        for (int cc = 0; cc < nc; cc++) {
             bv[cc] = vload(&k, bcol[cc], kp.iv, k.es);
+            if (pfcols)
+                prefetch_l2(&k, bcol[cc], LLVMBuildAdd(b, pfcols, kp.iv, ""));
+        }
         for (int r = 0; r < k.tm; r++)
             for (int cc = 0; cc < nc; cc++)
                 cur[r * nc + cc] = mul_add(&k, av[r], bv[cc], phi[r * nc + cc]);

@@ -83,14 +83,16 @@ jit_skinny_tile(kiln_dtype t, int tile_m, int bform, int *n)
  * contraction: rows of B per step, columns per call, blocks per thread"). */
 #define ROWS_KBLOCK 8
 
-/* Rows form: the k loop prefetches, into L2, the row of B this many bytes of the call's
- * columns ahead (at least one row ahead).  A thread's columns of a narrow B are a short
- * run of each row (1.5 KiB of a 768-column one on two threads), too short for the
- * hardware's stream prefetcher to run ahead of the loads; wide ones lose nothing.  Decode
- * ran 3.1-4.1 ms without, 2.5-2.9 with 12-32 KiB (prefetching into L1 instead: 2.8-3.4;
- * a fixed 8 rows ahead slowed gemv's 8 KiB rows), docs/benchmarking.md, "Skinny
- * contraction: prefetching B". */
-#define ROWS_PF_BYTES (24 << 10)
+/* Both forms prefetch B, into L2, this many bytes ahead of their loads: the rows form the
+ * row this many bytes of the call's columns ahead (at least one row), the dots form the
+ * column this many bytes of B ahead (at least the next group).  A thread's columns of a
+ * narrow B are a short run of each row (1.5 KiB of a 768-column one on two threads), too
+ * short for the hardware's stream prefetcher to run ahead of the loads; wide ones lose
+ * nothing.  Decode ran 3.1-4.1 ms without, 2.5-2.9 with 12-32 KiB (prefetching into L1
+ * instead: 2.8-3.4; a fixed 8 rows ahead slowed gemv's 8 KiB rows); attention's q @ k^T
+ * (dots) 77-99 us without, 55-70 with (docs/benchmarking.md, "Skinny contraction:
+ * prefetching B"). */
+#define PF_BYTES (24 << 10)
 
 kiln_status
 jit_skinny_schedule(jit_kdesc *d)
@@ -101,7 +103,7 @@ jit_skinny_schedule(jit_kdesc *d)
     d->sched.tile_n = n;
     d->sched.kblock = d->bform == JIT_SKINNY_ROWS ? ROWS_KBLOCK : 0;
     d->sched.cols = d->bform == JIT_SKINNY_ROWS ? (int32_t)jit_skinny_cols(t, d->tile_m) : 0;
-    d->sched.pf_bytes = d->bform == JIT_SKINNY_ROWS ? ROWS_PF_BYTES : 0;
+    d->sched.pf_bytes = PF_BYTES;
     return KILN_OK;
 }
 
@@ -117,7 +119,8 @@ jit_skinny_dump(const jit_kdesc *d, FILE *f)
                 (int)k->pf_bytes);
     else
         fprintf(f, "      schedule: %d lanes; register tile %d rows x %d columns, lanes along "
-                   "k\n", (int)k->lanes, (int)d->tile_m, (int)k->tile_n);
+                   "k; B prefetched into L2 %d bytes ahead\n",
+                (int)k->lanes, (int)d->tile_m, (int)k->tile_n, (int)k->pf_bytes);
 }
 
 int64_t
