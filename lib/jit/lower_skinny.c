@@ -49,7 +49,8 @@ typedef struct sk {
     unsigned es;
     int tm;       /* tile rows */
     int64_t cols; /* rows form: columns of a call at most, the stack array's row (0: dots) */
-    LLVMValueRef pfrows; /* rows form: the row of B prefetched is this many ahead (NULL: none) */
+    LLVMValueRef pfb; /* rows form: B's columns of the call, as many rows ahead as are
+                       * prefetched (NULL: none); indexed as the loads index B */
 } sk;
 
 static LLVMValueRef
@@ -111,8 +112,9 @@ rows_steps(sk *k, int nv, LLVMValueRef y, LLVMValueRef c, LLVMValueRef *mk, LLVM
         for (int v = 0; v < nv; v++) {
             LLVMValueRef cv = LLVMBuildAdd(b, c, jit_em_i64(l, (int64_t)v * l->W), "");
             bv[v] = jit_em_load(l, k->t, JIT_CONTIG, bj, boff, cv, NULL, mk[v]);
-            if (k->pfrows)
-                prefetch_l2(k, bj, LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, p, k->pfrows, ""), bs, ""), cv, ""));
+            if (k->pfb && np > 1) /* the load's index: one add, shared after early-cse; not
+                                   * in the last rows, taken one at a time */
+                prefetch_l2(k, k->pfb, LLVMBuildAdd(b, boff, cv, ""));
         }
         LLVMValueRef aoff = LLVMBuildMul(b, p, ak, "");
         for (int r = 0; r < k->tm; r++) {
@@ -250,8 +252,10 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
             rb = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, rb, jit_em_i64(l, 0), ""), rb,
                                  jit_em_i64(l, 1), ""); /* a call has columns; never a division by 0 */
             LLVMValueRef pr = LLVMBuildUDiv(b, jit_em_i64(l, d->sched.pf_bytes), rb, "");
-            k.pfrows = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, pr, jit_em_i64(l, 1), ""),
-                                       jit_em_i64(l, 1), pr, "pfrows");
+            pr = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, pr, jit_em_i64(l, 1), ""),
+                                 jit_em_i64(l, 1), pr, "pfrows");
+            LLVMValueRef po = LLVMBuildMul(b, pr, BS, "");
+            k.pfb = LLVMBuildGEP2(b, k.st, bj, &po, 1, "pfb");
         }
         /* the sums start at init, every row of the tile (columns rounded up to vectors) */
         jit_em_loop c0;
@@ -276,17 +280,6 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
         jit_em_loop_end(l, &q);
     } else {
         int nc = n;
-        jit_em_loop c0, g, kp;
-        jit_em_loop_begin(l, k.fn, &c0, J0, J1, l->W, false, "cols");
-        jit_em_loop_begin(l, k.fn, &g, jit_em_i64(l, 0), jit_em_i64(l, l->W), nc, false, "group");
-        /* the group's columns of B, clamped to the block's last (computed, not stored) */
-        LLVMValueRef bcol[8], jl = LLVMBuildSub(b, J1, jit_em_i64(l, 1), "");
-        for (int cc = 0; cc < nc; cc++) {
-            LLVMValueRef j = LLVMBuildAdd(b, LLVMBuildAdd(b, c0.iv, g.iv, ""), jit_em_i64(l, cc), "");
-            j = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, j, jl, ""), j, jl, "");
-            LLVMValueRef o = LLVMBuildMul(b, j, BS, "");
-            bcol[cc] = LLVMBuildGEP2(b, k.st, B, &o, 1, "");
-        }
         /* the same k of the column sched.pf_bytes of B ahead, at least the next group's */
         LLVMValueRef pfcols = NULL;
         if (d->sched.pf_bytes > 0) {
@@ -297,6 +290,19 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
             pc = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, pc, jit_em_i64(l, nc), ""),
                                  jit_em_i64(l, nc), pc, "");
             pfcols = LLVMBuildMul(b, pc, BS, "pfcols");
+        }
+        jit_em_loop c0, g, kp;
+        jit_em_loop_begin(l, k.fn, &c0, J0, J1, l->W, false, "cols");
+        jit_em_loop_begin(l, k.fn, &g, jit_em_i64(l, 0), jit_em_i64(l, l->W), nc, false, "group");
+        /* the group's columns of B, clamped to the block's last (computed, not stored) */
+        LLVMValueRef bcol[8], pcol[8], jl = LLVMBuildSub(b, J1, jit_em_i64(l, 1), "");
+        for (int cc = 0; cc < nc; cc++) {
+            LLVMValueRef j = LLVMBuildAdd(b, LLVMBuildAdd(b, c0.iv, g.iv, ""), jit_em_i64(l, cc), "");
+            j = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, j, jl, ""), j, jl, "");
+            LLVMValueRef o = LLVMBuildMul(b, j, BS, "");
+            bcol[cc] = LLVMBuildGEP2(b, k.st, B, &o, 1, "");
+            if (pfcols)
+                pcol[cc] = LLVMBuildGEP2(b, k.st, bcol[cc], &pfcols, 1, "");
         }
         LLVMValueRef acc[MAX_ACC], phi[MAX_ACC], av[MAX_ACC], bv[8];
         int na = k.tm * nc;
@@ -315,7 +321,7 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
         for (int cc = 0; cc < nc; cc++) {
             bv[cc] = vload(&k, bcol[cc], kp.iv, k.es);
             if (pfcols)
-                prefetch_l2(&k, bcol[cc], LLVMBuildAdd(b, pfcols, kp.iv, ""));
+                prefetch_l2(&k, pcol[cc], kp.iv);
         }
         for (int r = 0; r < k.tm; r++)
             for (int cc = 0; cc < nc; cc++)
