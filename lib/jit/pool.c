@@ -10,7 +10,9 @@
  * for up to SPIN_NS before it sleeps on the condition variable, and the caller watches for
  * the workers' last chunks the same way.  A decoder step is some twenty short jobs in a
  * row; woken through the condition variable each time, a worker started its share tens of
- * microseconds late (docs/benchmarking.md, "The pool: spinning before sleeping"). */
+ * microseconds late (docs/benchmarking.md, "The pool: spinning before sleeping").  A pool
+ * of more threads than online cores (KILN_NUM_THREADS) never spins: a spinning thread
+ * would take a core from one still working on a chunk. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -25,6 +27,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t done = PTHREAD_COND_INITIALIZER;
 static int nthreads = 1;
+static int64_t spin_ns; /* SPIN_NS, or 0 when the threads outnumber the cores */
 
 /* How long a waiting thread spins before it sleeps: a few jobs' gaps in a decoder step,
  * short enough that an idle pool gives its cores back at once for a person's eye. */
@@ -61,7 +64,7 @@ now_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Spins until ready(arg) or SPIN_NS passed; true if ready. */
+/* Spins until ready(arg) or spin_ns passed; true if ready. */
 static bool
 spin_until(bool (*ready)(void *), void *arg)
 {
@@ -69,11 +72,13 @@ spin_until(bool (*ready)(void *), void *arg)
     for (unsigned i = 0;; i++) {
         if (ready(arg))
             return true;
+        if (!spin_ns)
+            return false;
         if ((i & 63) == 63) {
             int64_t t = now_ns();
             if (!start)
                 start = t;
-            else if (t - start > SPIN_NS)
+            else if (t - start > spin_ns)
                 return false;
         }
         relax();
@@ -132,12 +137,13 @@ worker(void *arg)
 static void
 start(void)
 {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN), n = cores;
     if (ir_config_get()->num_threads > 0)
         n = ir_config_get()->num_threads;
     if (n < 1)
         n = 1;
     nthreads = (int)n;
+    spin_ns = n <= cores ? SPIN_NS : 0;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
