@@ -1,7 +1,7 @@
 """torch_decode.py — the decoder step of tests/support/decoder.c in torch eager (f32), for the
 comparison in docs/benchmarking.md ("Serving step by step": the first step of a model).
 
-    python torch_decode.py [--layers L] [--t0 T] [--steps N] [--threads N]
+    python torch_decode.py [--layers L] [--t0 T] [--steps N] [--threads N] [--compile]
 
 The same math as decoder.c: pre-norm attention over the K/V cache of T rows and the new row
 (scores of the cache and of the new row concatenated, p's two parts multiplying the cache and
@@ -9,7 +9,9 @@ the new row), a gelu (tanh) MLP, residual adds; every weight a tensor made befor
 step, caches one row longer each step.  Prints the first step (torch's own lazy
 initialisation included, as kiln's first step includes its compile) and the median of the
 later steps, in ms.  Run it in a fresh process: the first step is the point.  Not a test;
-torch is never a dependency of kiln (install it in a scratch virtualenv)."""
+torch is never a dependency of kiln (install it in a scratch virtualenv).  --compile runs the
+step through torch.compile(dynamic=True) (TorchInductor; it needs a C++ compiler): its first
+step is the compile, and one graph serves every cache length."""
 import argparse
 import time
 
@@ -20,6 +22,7 @@ p.add_argument("--layers", type=int, default=12)
 p.add_argument("--t0", type=int, default=512)
 p.add_argument("--steps", type=int, default=21)
 p.add_argument("--threads", type=int, default=0)
+p.add_argument("--compile", action="store_true")
 a = p.parse_args()
 if a.threads:
     torch.set_num_threads(a.threads)
@@ -74,17 +77,18 @@ for L in layers:
         big = torch.empty(H, a.t0 + a.steps, hd)
         big[:, :a.t0] = L[c]
         L[c] = big
+run = torch.compile(step, dynamic=True) if a.compile else step
 times = []
 with torch.no_grad():
     for i in range(a.steps):
         t = a.t0 + i
         t0 = time.perf_counter()
-        y, kv = step(x0, t)
+        y, kv = run(x0, t)
         times.append((time.perf_counter() - t0) * 1e3)
         for L, (kn, vn) in zip(layers, kv):
             L["kp"][:, t] = kn[:, 0]
             L["vp"][:, t] = vn[:, 0]
 later = sorted(times[1:])
-print(f"torch {torch.__version__} eager f32, {a.layers} layers, D {D}, caches of {a.t0} rows, "
+print(f"torch {torch.__version__} {'torch.compile' if a.compile else 'eager'} f32, {a.layers} layers, D {D}, caches of {a.t0} rows, "
       f"{torch.get_num_threads()} threads")
 print(f"first step {times[0]:.1f} ms; steps 2-{a.steps} median {later[len(later) // 2]:.2f} ms")
