@@ -23,11 +23,13 @@ if [ -n "$quick" ]; then
     samples=16384
 fi
 
-# 1. the whole suite, small
-if ! "$kiln" bench "${only[@]}" --scale 256 --time 0.02 --json "$tmp/bench.json" --plot "$tmp/bench.svg" \
+# 1. the whole suite, small; its temporary disk cache (under TMPDIR) removed at the end
+mkdir "$tmp/tmpdir"
+if ! TMPDIR="$tmp/tmpdir" "$kiln" bench "${only[@]}" --scale 256 --time 0.02 --json "$tmp/bench.json" --plot "$tmp/bench.svg" \
         >"$tmp/bench.out" 2>"$tmp/bench.err"; then
     echo "FAIL: kiln bench exited non-zero"; cat "$tmp/bench.out" "$tmp/bench.err"; fail=1
 fi
+[ -z "$(ls -A "$tmp/tmpdir")" ] || { echo "FAIL: kiln bench left $(ls "$tmp/tmpdir") in TMPDIR"; fail=1; }
 for w in $workloads; do
     grep -q "^$w " "$tmp/bench.out" || { echo "FAIL: table lacks $w"; fail=1; }
 done

@@ -153,10 +153,14 @@ cmd_bench(int argc, char **argv)
         free(files);
         return cli_fail();
     }
-    /* The disk cache is measured in a directory of the run's own, removed at the end: a
-     * benchmark neither reads nor fills the user's cache. */
-    char cache_dir[] = "/tmp/kiln-bench-XXXXXX";
-    if (!mkdtemp(cache_dir) || setenv("KILN_CACHE_DIR", cache_dir, 1) != 0) {
+    /* The disk cache is measured in a directory of the run's own ($TMPDIR, else /tmp),
+     * removed at the end: a benchmark neither reads nor fills the user's cache. */
+    const char *tmpdir = getenv("TMPDIR");
+    char cache_dir[4096];
+    int cn = snprintf(cache_dir, sizeof cache_dir, "%s/kiln-bench-XXXXXX",
+                      tmpdir && *tmpdir ? tmpdir : "/tmp");
+    if (cn < 0 || (size_t)cn >= sizeof cache_dir - 16 || !mkdtemp(cache_dir) ||
+        setenv("KILN_CACHE_DIR", cache_dir, 1) != 0) {
         fprintf(stderr, "kiln bench: cannot make a temporary cache directory: %s\n",
                 strerror(errno));
         free(rs);
@@ -258,8 +262,12 @@ cmd_bench(int argc, char **argv)
         rc = cli_fail();
 done:
     bench_probe_free(&pr);
-    kiln_cache_clear(NULL);
-    rmdir(cache_dir);
+    kiln_cache_clear(NULL); /* the entries; the directory keeps kiln's CACHEDIR.TAG */
+    char tag[sizeof cache_dir + 16];
+    snprintf(tag, sizeof tag, "%s/CACHEDIR.TAG", cache_dir);
+    unlink(tag);
+    if (rmdir(cache_dir) != 0 && errno != ENOENT)
+        fprintf(stderr, "kiln bench: note: cannot remove %s: %s\n", cache_dir, strerror(errno));
     bench_evict_free(&ev);
     free(rs);
     free(files);
