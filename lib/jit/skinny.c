@@ -88,8 +88,8 @@ jit_skinny_tile(kiln_dtype t, int tile_m, int bform, int *n)
  * column this many bytes of B ahead (at least the next group).  A thread's columns of a
  * narrow B are a short run of each row (1.5 KiB of a 768-column one on two threads), too
  * short for the hardware's stream prefetcher to run ahead of the loads; wide ones lose
- * nothing.  Decode ran 3.1-4.1 ms without, 2.5-2.9 with 12-32 KiB (prefetching into L1
- * instead: 2.8-3.4; a fixed 8 rows ahead slowed gemv's 8 KiB rows); attention's q @ k^T
+ * nothing (gemv: 1.9-2.4 ms without, 1.5-2.1 with).  Decode ran 3.1-4.1 ms without,
+ * 2.5-2.9 with 12-32 KiB (prefetching into L1 instead: 2.8-3.4); attention's q @ k^T
  * (dots) 77-99 us without, 55-70 with (docs/benchmarking.md, "Skinny contraction:
  * prefetching B"). */
 #define PF_BYTES (24 << 10)
