@@ -1,14 +1,25 @@
 /* decoder.c — see decoder.h. */
-#include <stdio.h>
+#include <string.h>
 
 #include "decoder.h"
 
+/* Input `name` of layer `layer` (< 100), named name + the layer's number ("wqkv3"); layer
+ * < 0: `name` alone.  The name is put together by hand: an engine keeps its weights' names,
+ * and snprintf, some 850 instructions a call, 29 inputs a 2-layer step, was 5% of what the
+ * per-step overhead measured with this step counted. */
 static kiln_tensor
 input(kiln_device *dev, const char *name, int layer, int rank, const int64_t *dims)
 {
     char nm[32];
-    snprintf(nm, sizeof nm, "%s%d", name, layer);
-    return kiln_input(dev, layer < 0 ? name : nm, KILN_DTYPE_F32, rank, dims);
+    size_t n = strlen(name);
+    if (layer < 0 || n + 3 > sizeof nm)
+        return kiln_input(dev, name, KILN_DTYPE_F32, rank, dims);
+    memcpy(nm, name, n);
+    if (layer >= 10)
+        nm[n++] = (char)('0' + layer / 10 % 10);
+    nm[n++] = (char)('0' + layer % 10);
+    nm[n] = '\0';
+    return kiln_input(dev, nm, KILN_DTYPE_F32, rank, dims);
 }
 
 /* (x - mean) * rsqrt(var + 1e-5) * g + b over the last axis of x [1, D] */
