@@ -1086,6 +1086,61 @@ START_TEST(verify_corrupt_boundary)
 }
 END_TEST
 
+/* The index of names (ir_graph_find) past several of its growths: every earlier input and
+ * named node still found (a duplicate refused), new names still accepted, and copies of
+ * nodes indexed in the graph they are copied into. */
+START_TEST(builder_many_names)
+{
+    kiln_graph *g = new_graph();
+    ir_type t = TY(F32, 2);
+    char nm[32];
+    int32_t prev = -1;
+    for (int i = 0; i < 500; i++) {
+        snprintf(nm, sizeof nm, "in%d", i);
+        int32_t id = input(g, nm, t);
+        if (i % 2) { /* a named node after every second input */
+            snprintf(nm, sizeof nm, "n%d", i);
+            ck_assert_int_ge(ir_graph_add_node(g, "test", IR_OP_ADD, 2, (int32_t[]){prev, id}, NULL, NULL, nm), 0);
+        }
+        prev = id;
+    }
+    for (int i = 0; i < 500; i++) {
+        snprintf(nm, sizeof nm, "in%d", i);
+        int32_t id = ir_graph_find(g, nm, strlen(nm));
+        ck_assert_int_ge(id, 0);
+        ck_assert_str_eq(g->nodes[id].name, nm);
+        ck_assert_int_eq(g->nodes[id].op, IR_OP_INPUT);
+        kiln_clear_error();
+        ck_assert_int_eq(ir_graph_add_input(g, nm, &t), -1);
+        ck_assert_int_eq(kiln_errcode(), KILN_ERR_INVALID_ARG);
+        snprintf(nm, sizeof nm, "n%d", i);
+        id = ir_graph_find(g, nm, strlen(nm));
+        ck_assert_int_eq(id >= 0, i % 2);
+        if (id >= 0)
+            ck_assert_str_eq(g->nodes[id].name, nm);
+    }
+    ck_assert_int_lt(ir_graph_find(g, "in500", 5), 0);
+    ck_assert_int_lt(ir_graph_find(g, "in5", 2), 0); /* "in" is a prefix, not a name */
+    ck_assert_int_ge(ir_graph_add_input(g, "in500", &t), 0);
+    /* renumbered in place (inputs first): the index follows the nodes */
+    ck_assert(ir_graph_inputs_first(g));
+    ck_assert_str_eq(g->nodes[ir_graph_find(g, "n499", 4)].name, "n499");
+    ck_assert_int_eq(ir_graph_find(g, "in250", 5), 250);
+    ck_assert_int_eq(ir_graph_find(g, "in500", 5), 500);
+    kiln_clear_error();
+    ck_assert_int_eq(ir_graph_add_input(g, "n7", &t), -1);
+    /* a copy (copy_node) indexes the names it copies */
+    kiln_graph *c = ir_graph_rebuild(g, NULL);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_str_eq(c->nodes[ir_graph_find(c, "n301", 4)].name, "n301");
+    kiln_clear_error();
+    ck_assert_int_eq(ir_graph_add_input(c, "n301", &t), -1);
+    ck_assert_int_ge(ir_graph_add_input(c, "n302", &t), 0);
+    kiln_graph_free(c);
+    kiln_graph_free(g);
+}
+END_TEST
+
 START_TEST(builder_boundary_errors)
 {
     kiln_graph *g = small_graph();
@@ -2281,6 +2336,7 @@ ir_suite(void)
     tcase_add_test(tc, verify_corrupt_nodes);
     tcase_add_test(tc, verify_corrupt_boundary);
     tcase_add_test(tc, builder_boundary_errors);
+    tcase_add_test(tc, builder_many_names);
     tcase_add_test(tc, shape_check_limits);
     tcase_add_test(tc, overflow_through_ops);
     tcase_add_test(tc, hash_names_do_not_matter);

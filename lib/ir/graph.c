@@ -48,6 +48,7 @@ kiln_graph_free(kiln_graph *g)
                         "kiln_graph_free: invalid handle: not a live kiln_graph (freed or "
                         "foreign)");
     ir_arena_free(&g->arena);
+    ir_free(g->names);
     ir_free(g->nodes);
     ir_free(g->inputs);
     ir_free(g->outputs);
@@ -101,6 +102,57 @@ ir_graph_reserve(kiln_graph *g, int32_t nodes)
 }
 
 /* The node slot for a new node, or NULL (error set). */
+/* ---- the index of names (ir_graph_find) ---------------------------------------------------- */
+
+static uint32_t
+name_hash(const char *s, size_t n)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
+static void
+names_put(int32_t *slots, int32_t cap, const kiln_graph *g, int32_t id)
+{
+    const char *nm = g->nodes[id].name;
+    uint32_t m = (uint32_t)cap - 1, i = name_hash(nm, strlen(nm)) & m;
+    while (slots[i])
+        i = (i + 1) & m;
+    slots[i] = id + 1;
+}
+
+/* Room in the index for one more name (rebuilt twice as large when half full); false with
+ * the error set on failure, the index unchanged. */
+static bool
+names_reserve(kiln_graph *g)
+{
+    if ((g->nnames + 1) * 2 <= g->capnames)
+        return true;
+    int32_t cap = g->capnames ? g->capnames * 2 : 64;
+    int32_t *slots = cap <= (1 << 26) ? ir_calloc((size_t)cap, sizeof *slots) : NULL;
+    if (!slots) {
+        ir_error(KILN_ERR_NOMEM, "kiln: out of memory growing a graph");
+        return false;
+    }
+    for (int32_t i = 0; i < g->capnames; i++)
+        if (g->names[i])
+            names_put(slots, cap, g, g->names[i] - 1);
+    ir_free(g->names);
+    g->names = slots;
+    g->capnames = cap;
+    return true;
+}
+
+/* Index node id's name (names_reserve made room). */
+static void
+names_add(kiln_graph *g, int32_t id)
+{
+    names_put(g->names, g->capnames, g, id);
+    g->nnames++;
+}
+
 static ir_node *
 new_node(kiln_graph *g, const char *api)
 {
@@ -132,7 +184,8 @@ ir_graph_add_input(kiln_graph *g, const char *name, const ir_type *type)
     if (ir_graph_find(g, name, strlen(name)) >= 0)
         return ir_error(KILN_ERR_INVALID_ARG, "%s: duplicate input: '%s' is declared twice",
                         api, name), -1;
-    if (!grow((void **)&g->inputs, &g->capinputs, g->ninputs + 1, sizeof(int32_t)))
+    if (!grow((void **)&g->inputs, &g->capinputs, g->ninputs + 1, sizeof(int32_t)) ||
+        !names_reserve(g))
         return -1;
     ir_node *nd = new_node(g, api);
     if (!nd)
@@ -145,6 +198,7 @@ ir_graph_add_input(kiln_graph *g, const char *name, const ir_type *type)
     nd->name = nm;
     nd->at.index = g->ninputs;
     g->inputs[g->ninputs++] = g->nnodes;
+    names_add(g, g->nnodes);
     return g->nnodes++;
 }
 
@@ -240,7 +294,7 @@ ir_graph_add_node(kiln_graph *g, const char *api, ir_op op, int nin, const int32
             return -1;
         memcpy(ins, in, sizeof(int32_t) * (size_t)nin);
     }
-    if (name && !(name = ir_arena_strdup(&g->arena, name)))
+    if (name && (!names_reserve(g) || !(name = ir_arena_strdup(&g->arena, name))))
         return -1;
     if (op == IR_OP_CONSTANT) {
         size_t bytes = ir_type_bytes(&t);
@@ -260,6 +314,8 @@ ir_graph_add_node(kiln_graph *g, const char *api, ir_op op, int nin, const int32
     nd->in = ins;
     nd->name = name;
     nd->at = at;
+    if (name)
+        names_add(g, g->nnodes);
     return g->nnodes++;
 }
 
@@ -284,7 +340,7 @@ ir_graph_copy_node(kiln_graph *g, const kiln_graph *from, int32_t n, const int32
         memcpy(ins, in, sizeof(int32_t) * (size_t)src->nin);
         nd->in = ins;
     }
-    if (src->name && !(nd->name = ir_arena_strdup(&g->arena, src->name)))
+    if (src->name && (!names_reserve(g) || !(nd->name = ir_arena_strdup(&g->arena, src->name))))
         return -1;
     if (src->op == IR_OP_CONSTANT) {
         size_t bytes = ir_type_bytes(&src->type);
@@ -295,6 +351,8 @@ ir_graph_copy_node(kiln_graph *g, const kiln_graph *from, int32_t n, const int32
             memcpy(data, src->at.data, bytes);
         nd->at.data = data;
     }
+    if (nd->name)
+        names_add(g, g->nnodes);
     return g->nnodes++;
 }
 
@@ -328,6 +386,9 @@ ir_graph_inputs_first(kiln_graph *g)
         g->inputs[i] = i;
     for (int32_t i = 0; i < g->noutputs; i++)
         g->outputs[i].node = map[g->outputs[i].node];
+    for (int32_t i = 0; i < g->capnames; i++) /* the names hash as before: same slots */
+        if (g->names[i])
+            g->names[i] = map[g->names[i] - 1] + 1;
     ir_free(g->nodes);
     g->nodes = nodes;
     g->capnodes = (int32_t)n + 1;
@@ -371,12 +432,15 @@ ir_graph_add_output(kiln_graph *g, const char *name, int32_t node)
 int32_t
 ir_graph_find(const kiln_graph *g, const char *name, size_t n)
 {
-    /* (the first byte first: every input of a graph is checked against the named nodes
-     * before it, so this is quadratic in the inputs; strlen on each was most of it) */
-    for (int32_t i = g->nnodes - 1; i >= 0; i--) {
-        const char *nm = g->nodes[i].name;
-        if (nm && (n == 0 || nm[0] == name[0]) && strncmp(nm, name, n) == 0 && nm[n] == '\0')
-            return i;
+    /* through the index of names: every input of a graph is checked against the named
+     * nodes before it, which a walk over the nodes made quadratic in the graph's size */
+    if (!g->capnames)
+        return -1;
+    uint32_t m = (uint32_t)g->capnames - 1, i = name_hash(name, n) & m;
+    for (; g->names[i]; i = (i + 1) & m) {
+        const char *nm = g->nodes[g->names[i] - 1].name;
+        if (strncmp(nm, name, n) == 0 && nm[n] == '\0')
+            return g->names[i] - 1;
     }
     return -1;
 }

@@ -339,6 +339,10 @@ struct kiln_graph {
     ir_output *outputs;
     int32_t noutputs, capoutputs;
     _Atomic int32_t shares; /* owners besides the first (ir_graph_share) */
+    /* every named node (inputs included) by name: open addressing, node id + 1 per slot
+     * (0: empty), at most half full; ir_graph_find's index */
+    int32_t *names;
+    int32_t capnames, nnames;
 };
 
 /* ---- building graphs (used by the parser and by capture) --------------------------- */
