@@ -18,10 +18,14 @@
  *            contiguous value, an output view of a whole value, rows too long for the
  *            caches: fuse.c's SZ_* and long_rows);
  *            jit_schedule_place: every buffer placed at the new sizes;
- *            describe: every step described from scratch (describe takes all of its
- *            decisions from sizes itself: load classes, streaming stores, skinny or packed
- *            and its tile), a reduction's schedule copied from the model's step when the
- *            rest of its description is equal (jit_kernel_schedule_like), and a step whose
+ *            describe: a kernel step whose description read nothing that differs from
+ *            the model's (the model's record of what each description read, describe.c's
+ *            jit_describe_record and jit_describe_same: the nodes' dims, sized attributes
+ *            and nodeinfo) is the model's step, its arrays shared; every other step
+ *            described from scratch (describe takes all of its decisions from sizes
+ *            itself: load classes, streaming stores, skinny or packed and its tile), a
+ *            reduction's schedule copied from the model's step when the rest of its
+ *            description is equal (jit_kernel_schedule_like), and a step whose
  *            description equals the model's takes the model's kernel without a kernel
  *            cache lookup.
  *   When the check or a decision fails the graph is planned from scratch, and that plan is
@@ -412,6 +416,8 @@ jit_plan_model_release(jit_plan_model *m)
     ir_free(m->cl);
     ir_free(m->ni);
     jit_sched_free(&m->sc);
+    ir_free(m->reads.v);
+    ir_free(m->reads_at.v);
     jit_plan_free(m->plan);
     ir_free(m);
 }
