@@ -216,7 +216,7 @@ simplify_again(const jit_plan_model *m, const kiln_graph *g)
         const ir_node *nd = &g->nodes[orig[j]];
         int32_t id;
         if (nd->op == IR_OP_INPUT) {
-            id = ir_graph_add_input(ng, nd->name, &nd->type);
+            id = ir_graph_copy_node(ng, g, orig[j], NULL);
         } else if (ms->nodes[j].op == IR_OP_FULL && nd->op != IR_OP_FULL) {
             ir_attrs at = {0};
             at.value = ms->nodes[j].at.value; /* folded: of `full`s, whatever their sizes */
