@@ -100,6 +100,23 @@ ir_graph_reserve(kiln_graph *g, int32_t nodes)
     return true;
 }
 
+/* Which of kiln_graph.names' 256 bits stands for the name s[0..n) (FNV-1a). */
+static unsigned
+name_bit(const char *s, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return (h ^ (h >> 16)) & 255;
+}
+
+static void
+note_name(kiln_graph *g, const char *s)
+{
+    unsigned b = name_bit(s, strlen(s));
+    g->names[b >> 6] |= 1ull << (b & 63);
+}
+
 /* The node slot for a new node, its bytes as they are, or NULL (error set). */
 static ir_node *
 node_slot(kiln_graph *g, const char *api)
@@ -151,6 +168,7 @@ ir_graph_add_input(kiln_graph *g, const char *name, const ir_type *type)
     nd->op = IR_OP_INPUT;
     nd->type = *type;
     nd->name = nm;
+    note_name(g, nm);
     nd->at.index = g->ninputs;
     g->inputs[g->ninputs++] = g->nnodes;
     return g->nnodes++;
@@ -250,6 +268,8 @@ ir_graph_add_node(kiln_graph *g, const char *api, ir_op op, int nin, const int32
     }
     if (name && !(name = ir_arena_strdup(&g->arena, name)))
         return -1;
+    if (name)
+        note_name(g, name);
     if (op == IR_OP_CONSTANT) {
         size_t bytes = ir_type_bytes(&t);
         void *data = ir_arena_alloc(&g->arena, bytes, 64);
@@ -300,6 +320,8 @@ ir_graph_copy_node(kiln_graph *g, const kiln_graph *from, int32_t n, const int32
     }
     if (src->name && !(nd->name = ir_arena_strdup(&g->arena, src->name)))
         return -1;
+    if (src->name)
+        note_name(g, nd->name);
     if (src->op == IR_OP_CONSTANT) {
         size_t bytes = ir_type_bytes(&src->type);
         void *data = ir_arena_alloc(&g->arena, bytes, 64);
@@ -385,8 +407,12 @@ ir_graph_add_output(kiln_graph *g, const char *name, int32_t node)
 int32_t
 ir_graph_find(const kiln_graph *g, const char *name, size_t n)
 {
-    /* (the first byte first: every input of a graph is checked against the named nodes
-     * before it, so this is quadratic in the inputs; strlen on each was most of it) */
+    /* (every input of a graph is checked against the named nodes before it, so this was
+     * quadratic in the inputs: a decoder step's capture scanned 2,000 nodes for its 29
+     * inputs.  No node has the name unless its bit is set; then the first byte first) */
+    unsigned b = name_bit(name, n);
+    if (!(g->names[b >> 6] & (1ull << (b & 63))))
+        return -1;
     for (int32_t i = g->nnodes - 1; i >= 0; i--) {
         const char *nm = g->nodes[i].name;
         if (nm && (n == 0 || nm[0] == name[0]) && strncmp(nm, name, n) == 0 && nm[n] == '\0')

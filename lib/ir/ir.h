@@ -339,6 +339,9 @@ struct kiln_graph {
     ir_output *outputs;
     int32_t noutputs, capoutputs;
     _Atomic int32_t shares; /* owners besides the first (ir_graph_share) */
+    /* a bit per hash of the nodes' names (graph.c's name_bit), set when a named node is
+     * added: ir_graph_find scans the nodes only when the name's bit is set */
+    uint64_t names[4];
 };
 
 /* ---- building graphs (used by the parser and by capture) --------------------------- */
