@@ -934,11 +934,11 @@ jit_describe_record(planner *p, int32_t c, const jit_step *s)
     return true;
 }
 
-/* Per node of p->g, whether its type, attributes or nodeinfo differ from the model's:
- * NULL when out of memory.  (Byte equality: p's nodeinfo and clusters are copies of the
- * model's changed field by field, so a difference in bytes that is none in value only costs
- * a reuse.  Ops, wiring, dtypes, ranks and every attribute but sizes are the model's:
- * resize.c's check.) */
+/* Per node of p->g, whether its dims, sized attributes or nodeinfo differ from the
+ * model's: NULL when out of memory.  (Ops, wiring, dtypes, ranks and every attribute but
+ * sizes are the model's: resize.c's check.  Nodeinfo by its bytes: p's is a copy of the
+ * model's changed field by field, so a difference in bytes that is none in value only
+ * costs a reuse.) */
 static const uint8_t *
 changed_nodes(planner *p)
 {
@@ -966,11 +966,25 @@ changed_nodes(planner *p)
     return p->changed = ch;
 }
 
+/* Clusters a and b (of one plan at two sizes) are equal field by field: their shapes' dims
+ * beyond the rank are whatever the node types they were copied from held, and those are
+ * not the type. */
+static bool
+cluster_equal(const cluster *a, const cluster *b)
+{
+    return a->members == b->members && a->nmembers == b->nmembers &&
+           a->root_copy == b->root_copy && a->copy_from == b->copy_from &&
+           ir_shape_equal(&a->shape, &b->shape) && a->shape_node == b->shape_node &&
+           a->reduce == b->reduce && a->indexing == b->indexing && a->contract == b->contract &&
+           a->epilogue == b->epilogue && a->axes == b->axes && ir_shape_equal(&a->keep1, &b->keep1) &&
+           ir_shape_equal(&a->keep0, &b->keep0) && a->long_rows == b->long_rows;
+}
+
 bool
 jit_describe_same(planner *p, int32_t i, int32_t c)
 {
     const jit_plan_model *m = p->model;
-    if (i + 1 >= m->reads_at.n || c >= m->ncl || memcmp(&p->cl[c], &m->cl[c], sizeof(cluster)) != 0)
+    if (i + 1 >= m->reads_at.n || c >= m->ncl || !cluster_equal(&p->cl[c], &m->cl[c]))
         return false;
     const uint8_t *ch = changed_nodes(p);
     if (!ch)
