@@ -116,6 +116,18 @@ static const flip flips[] = {
      "  m = reduce_max(x, axes=[1], keepdim=true)\n  d = sub(x, m)\n  e = exp(d)\n"
      "  s = reduce_sum(e, axes=[1], keepdim=true)\n  y = div(e, s)\n}\n",
      {(1 << 20) - 64, (1 << 20) + 64, (1 << 20) - 32, (1 << 20) + 32}, 4, 2},
+    /* b's sizes stay, its buffer moves: a [t,64] and b [64,64] are live together (c reads
+     * both), so one of them is placed after the other in the temporaries.  A step whose
+     * description is taken from the model (describe.c's jit_describe_same) must see that
+     * what it reads or writes moved, not only what changed size */
+    {"a buffer moved, b first",
+     "graph f(x: f32[$T,64], y: f32[64,64]) -> (c: f32[$T,64]) {\n"
+     "  b = matmul(y, y)\n  a = matmul(x, y)\n  c = matmul(a, b)\n}\n",
+     {80, 96, 112, 80}, 4, 3},
+    {"a buffer moved, a first",
+     "graph f(x: f32[$T,64], y: f32[64,64]) -> (c: f32[$T,64]) {\n"
+     "  a = matmul(x, y)\n  b = matmul(y, y)\n  c = matmul(a, b)\n}\n",
+     {80, 96, 112, 80}, 4, 3},
 };
 
 START_TEST(test_resize_flips)

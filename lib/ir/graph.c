@@ -153,8 +153,9 @@ names_add(kiln_graph *g, int32_t id)
     g->nnames++;
 }
 
+/* The node slot for a new node, its bytes as they are, or NULL (error set). */
 static ir_node *
-new_node(kiln_graph *g, const char *api)
+node_slot(kiln_graph *g, const char *api)
 {
     if (g->nnodes >= IR_MAX_NODES) {
         ir_error(KILN_ERR_OVERFLOW, "%s: graph too large: more than %d nodes", api, IR_MAX_NODES);
@@ -162,8 +163,16 @@ new_node(kiln_graph *g, const char *api)
     }
     if (!grow((void **)&g->nodes, &g->capnodes, g->nnodes + 1, sizeof(ir_node)))
         return NULL;
-    ir_node *nd = &g->nodes[g->nnodes];
-    memset(nd, 0, sizeof *nd);
+    return &g->nodes[g->nnodes];
+}
+
+/* The node slot for a new node, zeroed, or NULL (error set). */
+static ir_node *
+new_node(kiln_graph *g, const char *api)
+{
+    ir_node *nd = node_slot(g, api);
+    if (nd)
+        memset(nd, 0, sizeof *nd);
     return nd;
 }
 
@@ -323,12 +332,15 @@ int32_t
 ir_graph_copy_node(kiln_graph *g, const kiln_graph *from, int32_t n, const int32_t *in)
 {
     const ir_node *src = &from->nodes[n];
-    IR_ASSERT(src->op != IR_OP_INPUT);
     for (int k = 0; k < src->nin; k++)
         if (!ir_type_equal(&g->nodes[in[k]].type, &from->nodes[src->in[k]].type))
             return ir_graph_add_node(g, "kiln", src->op, src->nin, in, &src->at, &src->type,
                                      src->name);
-    ir_node *nd = new_node(g, "kiln");
+    if ((src->op == IR_OP_INPUT &&
+         !grow((void **)&g->inputs, &g->capinputs, g->ninputs + 1, sizeof(int32_t))) ||
+        (src->name && !names_reserve(g)))
+        return -1;
+    ir_node *nd = node_slot(g, "kiln"); /* (every byte copied from src) */
     if (!nd)
         return -1;
     *nd = *src;
@@ -340,7 +352,7 @@ ir_graph_copy_node(kiln_graph *g, const kiln_graph *from, int32_t n, const int32
         memcpy(ins, in, sizeof(int32_t) * (size_t)src->nin);
         nd->in = ins;
     }
-    if (src->name && (!names_reserve(g) || !(nd->name = ir_arena_strdup(&g->arena, src->name))))
+    if (src->name && !(nd->name = ir_arena_strdup(&g->arena, src->name)))
         return -1;
     if (src->op == IR_OP_CONSTANT) {
         size_t bytes = ir_type_bytes(&src->type);
@@ -350,6 +362,10 @@ ir_graph_copy_node(kiln_graph *g, const kiln_graph *from, int32_t n, const int32
         if (bytes)
             memcpy(data, src->at.data, bytes);
         nd->at.data = data;
+    }
+    if (src->op == IR_OP_INPUT) { /* the next input of g (nothing above failed) */
+        nd->at.index = g->ninputs;
+        g->inputs[g->ninputs++] = g->nnodes;
     }
     if (nd->name)
         names_add(g, g->nnodes);

@@ -9,6 +9,10 @@
 
 #include "ir.h"
 
+/* (a permutation's axes a byte each in one word; which dims are 1 a bit each in bits 24-31
+ * of a node's first word) */
+_Static_assert(IR_MAX_RANK <= 8, "hash.c packs per-axis facts into one word");
+
 static uint64_t
 mix(uint64_t h, uint64_t v)
 {
@@ -43,12 +47,23 @@ ir_hash_bytes(uint64_t seed, const void *p, size_t n)
     return mix_bytes(seed, p, n);
 }
 
+/* Which dims of s are 1, a bit each. */
+static uint64_t
+ones_of(const ir_shape *s)
+{
+    uint64_t b = 0;
+    for (int i = 0; i < s->rank && i < IR_MAX_RANK; i++) /* (the bound for GCC's -Warray-bounds) */
+        b |= (uint64_t)(s->dims[i] == 1) << i;
+    return b;
+}
+
+/* A shape: its rank and which dims are 1 in one word, then (not generic) its dims. */
 static uint64_t
 mix_shape(uint64_t h, const ir_shape *s, bool generic)
 {
-    h = mix(h, (uint64_t)s->rank);
-    for (int i = 0; i < s->rank; i++)
-        h = mix(h, generic ? (uint64_t)(s->dims[i] == 1) : (uint64_t)s->dims[i]);
+    h = mix(h, (uint64_t)s->rank | ones_of(s) << 8);
+    for (int i = 0; i < s->rank && !generic; i++)
+        h = mix(h, (uint64_t)s->dims[i]);
     return h;
 }
 
@@ -66,12 +81,18 @@ hash_node(uint64_t h, const ir_node *nd, bool generic)
     unsigned m = ir_ops[nd->op].attrs;
     const ir_attrs *a = &nd->at;
     const int r = IR_MAX_RANK; /* list attributes: every slot (unused ones are zero) */
-    h = mix(h, (uint64_t)nd->op);
-    h = mix(h, (uint64_t)nd->type.dtype);
-    h = mix_shape(h, &nd->type.shape, generic);
-    h = mix(h, (uint64_t)nd->nin);
-    for (int i = 0; i < nd->nin; i++)
-        h = mix(h, (uint64_t)nd->in[i]);
+    /* each mix waits for the one before (a chain of multiplies), so fields share words:
+     * op, dtype, rank, which dims are 1 and the operand count in one, operands two to a
+     * word, a permutation in one (a capture's graph hashed at its scope end: a node cost
+     * a dozen mixes, now three or four) */
+    const ir_shape *sh = &nd->type.shape;
+    h = mix(h, (uint64_t)nd->op | (uint64_t)nd->type.dtype << 8 | (uint64_t)sh->rank << 16 |
+                   ones_of(sh) << 24 | (uint64_t)(uint32_t)nd->nin << 32);
+    for (int i = 0; i < sh->rank && !generic; i++)
+        h = mix(h, (uint64_t)sh->dims[i]);
+    for (int i = 0; i < nd->nin; i += 2)
+        h = mix(h, (uint64_t)(uint32_t)nd->in[i] |
+                       (i + 1 < nd->nin ? (uint64_t)(uint32_t)nd->in[i + 1] << 32 : 0));
     if (m & IR_A_DATA)
         h = mix_bytes(h, a->data, ir_type_bytes(&nd->type));
     if (m & IR_A_VALUE)
@@ -95,9 +116,12 @@ hash_node(uint64_t h, const ir_node *nd, bool generic)
         h = mix(h, (uint64_t)a->to);
     if (m & IR_A_SHAPE)
         h = mix_shape(h, &a->shape, generic);
-    if (m & IR_A_PERM)
+    if (m & IR_A_PERM) {
+        uint64_t w = 0; /* (IR_MAX_RANK axes below 256, a byte each) */
         for (int i = 0; i < IR_MAX_RANK; i++)
-            h = mix(h, (uint64_t)a->perm[i]);
+            w |= (uint64_t)(uint8_t)a->perm[i] << (8 * i);
+        h = mix(h, w);
+    }
     if (m & IR_A_AXIS)
         h = mix(h, (uint64_t)a->axis);
     if (m & IR_A_AXES)

@@ -370,7 +370,9 @@ IR_HIDDEN kiln_graph *ir_graph_rebuild(const kiln_graph *g, const ir_type *input
 /* Append a copy of node n of graph `from` (a node that passed the type rule there) with
  * operands `in`, ids in g.  When the operands have the types n's had, n's type, attributes
  * and name are copied as they are (no type rule run again: a copy of a captured graph
- * costs a third as much); else it is ir_graph_add_node.  Returns the id or -1. */
+ * costs a third as much); else it is ir_graph_add_node.  An INPUT becomes g's next input,
+ * its name not checked against g's (the caller copies nodes of one graph, whose names
+ * are distinct).  Returns the id or -1. */
 IR_HIDDEN int32_t ir_graph_copy_node(kiln_graph *g, const kiln_graph *from, int32_t n,
                                      const int32_t *in);
 /* One more owner of the complete graph g (graphs are immutable once complete, so owners

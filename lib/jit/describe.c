@@ -633,6 +633,8 @@ contiguous_copy(planner *p, const cluster *cl, jit_step *s)
 void
 jit_describe_free(planner *p)
 {
+    ir_free(p->changed);
+    p->changed = NULL;
     jit_kscratch *ks = p->kscratch;
     if (!ks)
         return;
@@ -866,3 +868,129 @@ done:
     return st;
 }
 
+
+/* ---- descriptions taken from a model (plans at new sizes) ------------------------------ */
+
+static bool
+rec_push(planner *p, int32_t x)
+{
+    return x < 0 || x >= p->g->nnodes || jit_ivec_push(p->reads, x);
+}
+
+static int
+cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+bool
+jit_describe_record(planner *p, int32_t c, const jit_step *s)
+{
+    const kiln_graph *g = p->g;
+    const cluster *cl = &p->cl[c];
+    ivec *r = p->reads;
+    int32_t from = r->n;
+    bool ok = rec_push(p, cl->root_copy) && rec_push(p, cl->copy_from);
+    /* (kb_ranged_outputs reads every output's `ranged` and `cluster`: changed_nodes
+     * compares those of all outputs; the ones it stores are read further) */
+    for (int32_t i = 0; ok && i < g->noutputs; i++) {
+        int32_t x = g->outputs[i].node;
+        if (p->ni[x].ranged && p->ni[x].cluster == c)
+            ok = rec_push(p, x);
+    }
+    for (int32_t i = 0; ok && i < cl->nmembers; i++)
+        ok = rec_push(p, cl->members[i]);
+    if (s->kind == JIT_STEP_KERNEL && p->kscratch) { /* (a COPY step made no kbuild) */
+        const jit_kscratch *ks = p->kscratch;
+        const ivec *l[3] = {&ks->touched, &ks->load_node, &ks->stores};
+        for (int j = 0; ok && j < 3; j++)
+            for (int32_t i = 0; ok && i < l[j]->n; i++)
+                ok = rec_push(p, l[j]->v[i]);
+    }
+    int32_t end = r->n;
+    for (int32_t i = from; ok && i < end; i++) {
+        const ir_node *nd = &g->nodes[r->v[i]];
+        for (int a = 0; ok && a < nd->nin; a++) {
+            const ir_node *od = &g->nodes[nd->in[a]];
+            ok = rec_push(p, nd->in[a]);
+            for (int b = 0; ok && b < od->nin; b++)
+                ok = rec_push(p, od->in[b]);
+        }
+    }
+    end = r->n;
+    for (int32_t i = from; ok && i < end; i++) /* (jit_load_source: a view's base) */
+        if (p->ni[r->v[i]].cls == C_VIEW)
+            ok = rec_push(p, p->ni[r->v[i]].v.base);
+    if (!ok)
+        return false;
+    /* each once */
+    qsort(r->v + from, (size_t)(r->n - from), sizeof(int32_t), cmp_i32);
+    int32_t n = from;
+    for (int32_t i = from; i < r->n; i++)
+        if (n == from || r->v[i] != r->v[n - 1])
+            r->v[n++] = r->v[i];
+    r->n = n;
+    return true;
+}
+
+/* Per node of p->g, whether its dims, sized attributes or nodeinfo differ from the
+ * model's: NULL when out of memory.  (Ops, wiring, dtypes, ranks and every attribute but
+ * sizes are the model's: resize.c's check.  Nodeinfo by its bytes: p's is a copy of the
+ * model's changed field by field, so a difference in bytes that is none in value only
+ * costs a reuse.) */
+static const uint8_t *
+changed_nodes(planner *p)
+{
+    if (p->changed)
+        return p->changed;
+    const jit_plan_model *m = p->model;
+    const kiln_graph *g = p->g, *mg = m->plan->g;
+    uint8_t *ch = ir_malloc((size_t)g->nnodes + 1);
+    if (!ch)
+        return NULL;
+    /* which outputs a kernel stores as ranges (every description reads it) */
+    bool outs = true;
+    for (int32_t i = 0; i < g->noutputs; i++) {
+        int32_t x = g->outputs[i].node;
+        outs &= p->ni[x].ranged == m->ni[x].ranged && p->ni[x].cluster == m->ni[x].cluster;
+    }
+    for (int32_t x = 0; x < g->nnodes; x++) {
+        const ir_node *a = &g->nodes[x], *b = &mg->nodes[x];
+        ch[x] = memcmp(a->type.shape.dims, b->type.shape.dims,
+                       sizeof(int64_t) * (size_t)a->type.shape.rank) != 0 ||
+                ((ir_ops[a->op].attrs & (IR_A_START | IR_A_STOP | IR_A_LOW | IR_A_HIGH | IR_A_SHAPE)) &&
+                 memcmp(&a->at, &b->at, sizeof a->at) != 0) ||
+                memcmp(&p->ni[x], &m->ni[x], sizeof(nodeinfo)) != 0 || !outs;
+    }
+    return p->changed = ch;
+}
+
+/* Clusters a and b (of one plan at two sizes) are equal field by field: their shapes' dims
+ * beyond the rank are whatever the node types they were copied from held, and those are
+ * not the type. */
+static bool
+cluster_equal(const cluster *a, const cluster *b)
+{
+    return a->members == b->members && a->nmembers == b->nmembers &&
+           a->root_copy == b->root_copy && a->copy_from == b->copy_from &&
+           ir_shape_equal(&a->shape, &b->shape) && a->shape_node == b->shape_node &&
+           a->reduce == b->reduce && a->indexing == b->indexing && a->contract == b->contract &&
+           a->epilogue == b->epilogue && a->axes == b->axes && ir_shape_equal(&a->keep1, &b->keep1) &&
+           ir_shape_equal(&a->keep0, &b->keep0) && a->long_rows == b->long_rows;
+}
+
+bool
+jit_describe_same(planner *p, int32_t i, int32_t c)
+{
+    const jit_plan_model *m = p->model;
+    if (i + 1 >= m->reads_at.n || c >= m->ncl || !cluster_equal(&p->cl[c], &m->cl[c]))
+        return false;
+    const uint8_t *ch = changed_nodes(p);
+    if (!ch)
+        return false; /* (described instead) */
+    for (int32_t j = m->reads_at.v[i]; j < m->reads_at.v[i + 1]; j++)
+        if (ch[m->reads.v[j]])
+            return false;
+    return true;
+}

@@ -700,6 +700,9 @@ typedef struct jit_plan {
     size_t temp_bytes;
     char *simplify_log;
     ir_arena arena;      /* the kernel steps' arrays (descriptions, slots, strides, ...) */
+    /* a plan made at new sizes: its model's plan, held, whose arrays the steps taken from
+     * the model share (plan.c's step_like); else NULL */
+    struct jit_plan *base;
     int nkernels, nhits; /* kernels compiled for this plan / found in the cache */
     bool compact;        /* its elementwise kernels are JIT_TIER_COMPACT (plan.c) */
     bool explained;      /* built with JIT_F_EXPLAIN: every step has its explanation */

@@ -10,7 +10,8 @@
  *
  * A plan built from scratch is kept, with the planner's state after schedule, as the
  * model of the same graph's plans at other sizes (resize.c: jit_plan_resized replays
- * simplify, fuse and schedule from it, then describes and compiles as here).
+ * simplify, fuse and schedule from it, then describes and compiles as here, but for the
+ * steps whose descriptions read nothing that changed: those are the model's).
  *
  * `kiln dump --plan` (jit_plan_dump) prints the steps and why each boundary is there.
  */
@@ -56,6 +57,7 @@ jit_plan_free(jit_plan *p)
         step_free(&p->steps[i]);
     ir_free(p->steps);
     ir_arena_free(&p->arena);
+    jit_plan_free(p->base);
     kiln_graph_free(p->g);
     free(p->simplify_log);
     ir_free(p);
@@ -172,11 +174,31 @@ choose_tier(jit_plan *plan, unsigned flags)
     return KILN_OK;
 }
 
+/* Step ls of plan `like` (a model's) as step js of plan: its description and sizes as they
+ * are, its arrays shared (plan holds like), its reduction schedule its own; kernel, tier
+ * and packing made as for any step. */
+static kiln_status
+step_like(jit_plan *plan, jit_step *js, const jit_plan *like, const jit_step *ls)
+{
+    *js = *ls;
+    js->explain = NULL;
+    js->kernel = NULL;
+    js->mm_bpacked = NULL;
+    js->mm_pack_off = 0;
+    js->desc.tier = JIT_TIER_FULL; /* (as described: choose_tier decides) */
+    js->desc.rsched = NULL;
+    if (!plan->base)
+        plan->base = jit_plan_retain((jit_plan *)like);
+    return ls->desc.rsched ? jit_reduce_schedule_copy(&js->desc, &ls->desc) : KILN_OK;
+}
+
 /* The steps of a plan from the planner's state after fuse and schedule: every step
  * described in the schedule's order, copies for outputs that live elsewhere, room to pack
  * contraction operands, the tier, the kernels.  `like` (resize.c): a plan of the same graph
- * at other sizes; a kernel step whose description equals its step's there takes that
- * kernel, the others come from the kernel cache. */
+ * at other sizes, p->model's; a kernel step whose description read nothing that changed
+ * (jit_describe_same) is its step there, one whose description equals its step's there
+ * takes that kernel, the others come from the kernel cache.  A plan built to be kept as
+ * a model records what each step's description read (p->reads). */
 static kiln_status
 plan_steps(planner *p, const jit_sched *sc, jit_plan *plan, unsigned flags, const jit_plan *like)
 {
@@ -191,7 +213,7 @@ plan_steps(planner *p, const jit_sched *sc, jit_plan *plan, unsigned flags, cons
             ncopies++;
     }
     plan->steps = ir_calloc((size_t)(sc->nsteps + ncopies) + 1, sizeof(jit_step));
-    if (!plan->steps)
+    if (!plan->steps || (p->reads && !jit_ivec_push(p->reads_at, 0)))
         return ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
     for (int32_t i = 0; i < sc->nsteps; i++) {
         int32_t s = sc->order[i];
@@ -201,22 +223,33 @@ plan_steps(planner *p, const jit_sched *sc, jit_plan *plan, unsigned flags, cons
         /* explanations cost a quarter of a plan built for new sizes (a decoder step): only
          * when asked for (dumps); jit_plan_dump asks later */
         FILE *f = flags & JIT_F_EXPLAIN ? open_memstream(&text, &len) : NULL;
+        const jit_step *ls = like && like->nsteps > i ? &like->steps[i] : NULL;
+        if (sc->refnode[s] < 0 && ls && ls->kind == JIT_STEP_KERNEL && p->model && !f &&
+            jit_describe_same(p, i, s)) {
+            /* what its description read is as in the model: the model's (describe.c) */
+            if ((st = step_like(plan, js, like, ls)))
+                return st;
+            continue;
+        }
         if (sc->refnode[s] >= 0) {
             st = jit_describe_ref(p, sc->refnode[s], js);
             if (f)
                 fprintf(f, "reference: %%%d %s (the JIT does not compile %s yet)", (int)sc->refnode[s],
                         ir_ops[g->nodes[sc->refnode[s]].op].name, ir_ops[g->nodes[sc->refnode[s]].op].name);
         } else {
-            const jit_step *ls = like && like->nsteps > i ? &like->steps[i] : NULL;
             p->like = ls && ls->kind == JIT_STEP_KERNEL ? &ls->desc : NULL;
             st = jit_describe_kernel(p, s, js);
             p->like = NULL;
             if (f)
                 jit_explain_cluster(p, s, js, f);
+            if (!st && p->reads && !jit_describe_record(p, s, js))
+                st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         }
         if (f)
             fclose(f);
         js->explain = text;
+        if (!st && p->reads && !jit_ivec_push(p->reads_at, p->reads->n))
+            st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         if (st)
             return st;
     }
@@ -266,8 +299,12 @@ plan_steps(planner *p, const jit_sched *sc, jit_plan *plan, unsigned flags, cons
         for (int32_t i = 0; i < plan->nsteps; i++) {
             jit_step *js = &plan->steps[i];
             const jit_step *ls = &like->steps[i];
+            /* (a step taken from the model shares its arrays: its description is the
+             * model's but for a tier choose_tier changed) */
+            bool taken = js->kind == JIT_STEP_KERNEL && ls->kind == JIT_STEP_KERNEL &&
+                         js->desc.inst == ls->desc.inst && js->desc.tier == ls->desc.tier;
             if (js->kind == JIT_STEP_KERNEL && ls->kind == JIT_STEP_KERNEL && ls->kernel &&
-                jit_kdesc_equal(&js->desc, &ls->desc)) {
+                (taken || jit_kdesc_equal(&js->desc, &ls->desc))) {
                 js->kernel = jit_kernel_retain(ls->kernel);
                 plan->nkernels++;
                 plan->nhits++;
@@ -300,6 +337,10 @@ keep_model(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan *plan,
     p->ncl = 0;
     m->sc = *sc;
     memset(sc, 0, sizeof *sc);
+    m->reads = *p->reads;
+    m->reads_at = *p->reads_at;
+    memset(p->reads, 0, sizeof *p->reads);
+    memset(p->reads_at, 0, sizeof *p->reads_at);
     m->plan = jit_plan_retain(plan);
     *keep = m;
     return KILN_OK;
@@ -314,6 +355,7 @@ jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **
     planner *p = &pl;
     jit_sched sc = {0};
     jit_simplify_rec sr = {0};
+    ivec reads = {0}, reads_at = {0};
     jit_plan *plan = ir_calloc(1, sizeof *plan);
     *out = NULL;
     if (keep)
@@ -329,6 +371,10 @@ jit_plan_build(const kiln_graph *g0, kiln_mode mode, unsigned flags, jit_plan **
     p->mode = mode;
     p->flags = flags;
     p->ni = ir_calloc((size_t)g->nnodes, sizeof *p->ni);
+    if (keep && sr.map && !(flags & (JIT_F_EXPLAIN | JIT_F_NO_KERNELS))) {
+        p->reads = &reads; /* (a plan to be kept as a model) */
+        p->reads_at = &reads_at;
+    }
     if (flags & JIT_F_EXPLAIN)
         p->why = ir_calloc((size_t)g->nnodes + 1, sizeof *p->why);
     if (!p->ni || ((flags & JIT_F_EXPLAIN) && !p->why)) {
@@ -351,6 +397,8 @@ fail:
     ir_free(p->cl);
     ir_free(p->ni);
     ir_free(p->why);
+    ir_free(reads.v);
+    ir_free(reads_at.v);
     jit_describe_free(p);
     return st;
 }
@@ -367,6 +415,7 @@ jit_plan_resized(const jit_plan_model *m, const kiln_graph *gs, nodeinfo *ni, cl
     p->ni = ni;
     p->cl = cl;
     p->ncl = m->ncl;
+    p->model = m;
     jit_sched sc = m->sc;
     kiln_status st;
     *out = NULL;

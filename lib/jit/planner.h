@@ -109,6 +109,11 @@ typedef struct cluster {
     bool long_rows;    /* reduce: rows too long for the caches (fuse.c's long_rows) */
 } cluster;
 
+typedef struct ivec {
+    int32_t *v;
+    int32_t n, cap;
+} ivec;
+
 typedef struct jit_kscratch jit_kscratch;
 
 typedef struct planner {
@@ -121,6 +126,14 @@ typedef struct planner {
      * schedule to copy when the payload is equal: jit_kernel_schedule_like), else NULL */
     const jit_kdesc *like;
     ir_arena *arena;   /* the plan's, for its steps' arrays (describe.c) */
+    /* a plan built to be kept as a model: what each step's description read (describe.c's
+     * jit_describe_record), the nodes of step i at reads.v[reads_at.v[i]..reads_at.v[i+1]);
+     * else NULL */
+    ivec *reads, *reads_at;
+    /* a plan made at new sizes: its model (resize.c), whose steps' descriptions are taken
+     * as they are where what they read is unchanged (jit_describe_same); else NULL */
+    const struct jit_plan_model *model;
+    uint8_t *changed;  /* per node: differs from the model's (describe.c; jit_describe_free) */
     jit_kscratch *kscratch; /* describe's working arrays (describe.c; jit_describe_free) */
     cluster *cl;
     int32_t ncl, capcl;
@@ -129,10 +142,6 @@ typedef struct planner {
     int32_t *out_of;   /* first output index naming each node, -1 */
 } planner;
 
-typedef struct ivec {
-    int32_t *v;
-    int32_t n, cap;
-} ivec;
 /* Append x; false (with the error set) when out of memory (schedule.c). */
 IR_HIDDEN bool jit_ivec_push(ivec *a, int32_t x);
 
@@ -171,10 +180,24 @@ IR_HIDDEN kiln_status jit_schedule_place(planner *p, jit_sched *sc);
 
 /* describe.c */
 IR_HIDDEN kiln_status jit_describe_kernel(planner *p, int32_t c, jit_step *s);
-/* Frees describe's working arrays (p->kscratch), once the plan's steps are described. */
+/* Frees describe's working arrays (p->kscratch, p->changed), once the plan's steps are
+ * described. */
 IR_HIDDEN void jit_describe_free(planner *p);
 IR_HIDDEN kiln_status jit_describe_ref(planner *p, int32_t r, jit_step *s);
 IR_HIDDEN void jit_explain_cluster(planner *p, int32_t c, const jit_step *s, FILE *f);
+/* A plan built to be kept as a model (p->reads): appends what the description of step s
+ * (cluster c, just described) read to p->reads, and its end to p->reads_at.  A superset of
+ * the nodes whose node (type, attributes) or nodeinfo describe consulted: every node whose
+ * value it built, their operands and the operands' operands (views, a concat's parts, a
+ * matmul's operands and what packing folds into them), every load's base, the stored
+ * nodes (and outputs stored as ranges), and each of these nodes' view base (which outputs
+ * are ranges of which cluster, read by every description, jit_describe_same compares for
+ * all).  false when out of memory. */
+IR_HIDDEN bool jit_describe_record(planner *p, int32_t c, const jit_step *s);
+/* A plan made at new sizes from p->model: whether kernel step i (cluster c) of the model's
+ * plan describes it here too: its cluster, and every node its description read (the
+ * model's record) with its type, attributes and nodeinfo, are equal to the model's. */
+IR_HIDDEN bool jit_describe_same(planner *p, int32_t i, int32_t c);
 
 /* Running a kernel step (kinds.def's `run`, jit_run_args in jit.h).  run.c: ELEMENTWISE
  * and REDUCTION steps. */
@@ -201,6 +224,7 @@ struct jit_plan_model {
     cluster *cl;
     int32_t ncl;
     jit_sched sc;         /* the order of the steps */
+    ivec reads, reads_at; /* what each step's description read (jit_describe_record) */
     jit_plan *plan;       /* a reference */
 };
 /* plan.c: the plan of gs (the model's simplified graph at new sizes, which the plan takes

@@ -18,10 +18,14 @@
  *            contiguous value, an output view of a whole value, rows too long for the
  *            caches: fuse.c's SZ_* and long_rows);
  *            jit_schedule_place: every buffer placed at the new sizes;
- *            describe: every step described from scratch (describe takes all of its
- *            decisions from sizes itself: load classes, streaming stores, skinny or packed
- *            and its tile), a reduction's schedule copied from the model's step when the
- *            rest of its description is equal (jit_kernel_schedule_like), and a step whose
+ *            describe: a kernel step whose description read nothing that differs from
+ *            the model's (the model's record of what each description read, describe.c's
+ *            jit_describe_record and jit_describe_same: the nodes' dims, sized attributes
+ *            and nodeinfo) is the model's step, its arrays shared; every other step
+ *            described from scratch (describe takes all of its decisions from sizes
+ *            itself: load classes, streaming stores, skinny or packed and its tile), a
+ *            reduction's schedule copied from the model's step when the rest of its
+ *            description is equal (jit_kernel_schedule_like), and a step whose
  *            description equals the model's takes the model's kernel without a kernel
  *            cache lookup.
  *   When the check or a decision fails the graph is planned from scratch, and that plan is
@@ -41,55 +45,131 @@
 /* ---- the check ------------------------------------------------------------------------ */
 
 /* A one-to-one map between the model's size values and the new graph's, with 0 and 1 each
- * mapped to itself: the sizes are equal where the model's are exactly when one exists. */
+ * mapped to itself: the sizes are equal where the model's are exactly when one exists.  A
+ * graph has few distinct sizes (a decoder step: some 20 among 600 dims and bounds), so
+ * the maps start on the stack and grow only past half of VMAP_SMALL. */
+#define VMAP_SMALL 64
+
 typedef struct vmap {
     int64_t *k, *v; /* open addressing, keys k, values v */
     bool *used;
-    size_t cap;
+    size_t cap, n;
+    int64_t sk[VMAP_SMALL], sv[VMAP_SMALL];
+    bool su[VMAP_SMALL];
 } vmap;
 
-static bool
-vmap_init(vmap *m, size_t n)
+static void
+vmap_init(vmap *m)
 {
-    m->cap = 64;
-    while (m->cap < 2 * n + 4)
-        m->cap *= 2;
-    m->k = ir_malloc(sizeof(int64_t) * m->cap);
-    m->v = ir_malloc(sizeof(int64_t) * m->cap);
-    m->used = ir_calloc(m->cap, 1);
-    return m->k && m->v && m->used;
+    m->k = m->sk;
+    m->v = m->sv;
+    m->used = m->su;
+    m->cap = VMAP_SMALL;
+    m->n = 0;
+    memset(m->su, 0, sizeof m->su);
 }
 
 static void
 vmap_free(vmap *m)
 {
-    ir_free(m->k);
-    ir_free(m->v);
-    ir_free(m->used);
+    if (m->k != m->sk) {
+        ir_free(m->k);
+        ir_free(m->v);
+        ir_free(m->used);
+    }
 }
 
-/* x maps to y (first seen: from now on); false when x maps to another value */
-static bool
-vmap_put(vmap *m, int64_t x, int64_t y)
+static size_t
+vmap_slot(const vmap *m, int64_t x)
 {
-    size_t i = (size_t)((uint64_t)x * 0x9e3779b97f4a7c15ull >> 20) & (m->cap - 1);
-    for (; m->used[i]; i = (i + 1) & (m->cap - 1))
-        if (m->k[i] == x)
-            return m->v[i] == y;
+    return (size_t)((uint64_t)x * 0x9e3779b97f4a7c15ull >> 20) & (m->cap - 1);
+}
+
+/* Twice the room, every pair placed again; false when out of memory (m unchanged). */
+static bool
+vmap_grow(vmap *m)
+{
+    size_t cap = 2 * m->cap;
+    int64_t *k = ir_malloc(sizeof(int64_t) * cap), *v = ir_malloc(sizeof(int64_t) * cap);
+    bool *used = ir_calloc(cap, 1);
+    if (!k || !v || !used) {
+        ir_free(k);
+        ir_free(v);
+        ir_free(used);
+        return false;
+    }
+    vmap o = *m; /* (its arrays: the stack ones are o's copies, read before m is left) */
+    if (m->k == m->sk) {
+        o.k = o.sk;
+        o.v = o.sv;
+        o.used = o.su;
+    }
+    m->k = k;
+    m->v = v;
+    m->used = used;
+    m->cap = cap;
+    for (size_t i = 0; i < o.cap; i++) {
+        if (!o.used[i])
+            continue;
+        size_t j = vmap_slot(m, o.k[i]);
+        while (used[j])
+            j = (j + 1) & (cap - 1);
+        used[j] = true;
+        k[j] = o.k[i];
+        v[j] = o.v[i];
+    }
+    if (o.k != o.sk) {
+        ir_free(o.k);
+        ir_free(o.v);
+        ir_free(o.used);
+    }
+    return true;
+}
+
+/* The slot of key x in m, or the free slot where it would go. */
+static size_t
+vmap_find(const vmap *m, int64_t x)
+{
+    size_t i = vmap_slot(m, x);
+    while (m->used[i] && m->k[i] != x)
+        i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+/* x -> y, x not in m; false when out of memory */
+static bool
+vmap_add(vmap *m, int64_t x, int64_t y)
+{
+    if (2 * (m->n + 1) > m->cap && !vmap_grow(m))
+        return false;
+    size_t i = vmap_find(m, x);
     m->used[i] = true;
     m->k[i] = x;
     m->v[i] = y;
+    m->n++;
     return true;
 }
 
 typedef struct pattern {
-    vmap fwd, back;
+    vmap fwd, back; /* x -> y and y -> x: each pair is in both or in neither */
+    bool nomem;
 } pattern;
 
+/* x (the model's) and y (the new graph's) are one pair of the map: a pair seen before
+ * (one lookup: the other map holds it too), or two values neither map holds yet. */
 static bool
 same_value(pattern *p, int64_t x, int64_t y)
 {
-    return vmap_put(&p->fwd, x, y) && vmap_put(&p->back, y, x);
+    size_t i = vmap_find(&p->fwd, x);
+    if (p->fwd.used[i])
+        return p->fwd.v[i] == y;
+    if (p->back.used[vmap_find(&p->back, y)])
+        return false; /* y is another value's */
+    if (!vmap_add(&p->fwd, x, y) || !vmap_add(&p->back, y, x)) {
+        p->nomem = true;
+        return false;
+    }
+    return true;
 }
 
 static bool
@@ -161,17 +241,11 @@ same_but_sizes(const jit_plan_model *m, const kiln_graph *g, bool *nomem)
     for (int32_t i = 0; i < g->noutputs; i++)
         if (g->outputs[i].node != g0->outputs[i].node)
             return false;
-    pattern p = {0};
-    size_t nv = 0;
-    for (int32_t i = 0; i < g->nnodes; i++)
-        nv += (size_t)g->nodes[i].type.shape.rank + (ir_ops[g->nodes[i].op].attrs &
-                                                     (IR_A_STOP | IR_A_LOW | IR_A_SHAPE) ? 2 * IR_MAX_RANK : 0);
-    bool ok = vmap_init(&p.fwd, nv) && vmap_init(&p.back, nv);
-    if (!ok) {
-        *nomem = true;
-        goto done;
-    }
-    ok = same_value(&p, 0, 0) && same_value(&p, 1, 1);
+    pattern p;
+    vmap_init(&p.fwd);
+    vmap_init(&p.back);
+    p.nomem = false;
+    bool ok = same_value(&p, 0, 0) && same_value(&p, 1, 1);
     int32_t nconst = 0;
     for (int32_t i = 0; ok && i < g->nnodes; i++) {
         ok = same_node(&p, &g0->nodes[i], &g->nodes[i]);
@@ -190,10 +264,10 @@ same_but_sizes(const jit_plan_model *m, const kiln_graph *g, bool *nomem)
             ok = eq == (m->sr.map[i] == m->sr.map[j]);
         }
     }
-done:
+    *nomem = p.nomem;
     vmap_free(&p.fwd);
     vmap_free(&p.back);
-    return ok;
+    return ok && !p.nomem;
 }
 
 /* ---- the replay ----------------------------------------------------------------------- */
@@ -212,7 +286,7 @@ simplify_again(const jit_plan_model *m, const kiln_graph *g)
         const ir_node *nd = &g->nodes[orig[j]];
         int32_t id;
         if (nd->op == IR_OP_INPUT) {
-            id = ir_graph_add_input(ng, nd->name, &nd->type);
+            id = ir_graph_copy_node(ng, g, orig[j], NULL);
         } else if (ms->nodes[j].op == IR_OP_FULL && nd->op != IR_OP_FULL) {
             ir_attrs at = {0};
             at.value = ms->nodes[j].at.value; /* folded: of `full`s, whatever their sizes */
@@ -412,6 +486,8 @@ jit_plan_model_release(jit_plan_model *m)
     ir_free(m->cl);
     ir_free(m->ni);
     jit_sched_free(&m->sc);
+    ir_free(m->reads.v);
+    ir_free(m->reads_at.v);
     jit_plan_free(m->plan);
     ir_free(m);
 }
