@@ -572,6 +572,9 @@ IR_HIDDEN kiln_status jit_object_load(const void *obj, size_t len, const char *n
 IR_HIDDEN const char *jit_engine_passes(void);
 IR_HIDDEN void jit_lower_free_code(void *code);
 
+/* The monotonic clock, in ms (engine.c). */
+IR_HIDDEN double jit_now_ms(void);
+
 /* ---- thread pool (pool.c) ---------------------------------------------------------------- */
 /* Run fn(ctx, i) for i in [0, nchunks) on the pool (the caller takes part); returns when
  * all are done.  nchunks == 1 runs on the caller's thread. */

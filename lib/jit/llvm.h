@@ -77,6 +77,4 @@ typedef struct jit_stats {
 } jit_stats;
 IR_HIDDEN void jit_stats_get(jit_stats *s);
 
-IR_HIDDEN double jit_now_ms(void);
-
 #endif

@@ -7,7 +7,7 @@
  * depend on the thread count.
  *
  * Waiting spins before it sleeps.  A worker that finished a job watches for the next one
- * for up to SPIN_NS before it sleeps on the condition variable, and the caller watches for
+ * for up to SPIN_MS before it sleeps on the condition variable, and the caller watches for
  * the workers' last chunks the same way.  A decoder step is some twenty short jobs in a
  * row; woken through the condition variable each time, a worker started its share tens of
  * microseconds late (docs/benchmarking.md, "The pool: spinning before sleeping").  A pool
@@ -16,7 +16,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "jit.h"
@@ -27,11 +26,11 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t done = PTHREAD_COND_INITIALIZER;
 static int nthreads = 1;
-static int64_t spin_ns; /* SPIN_NS, or 0 when the threads outnumber the cores */
+static double spin_ms; /* SPIN_MS, or 0 when the threads outnumber the cores */
 
-/* How long a waiting thread spins before it sleeps: a few jobs' gaps in a decoder step,
- * short enough that an idle pool gives its cores back at once for a person's eye. */
-#define SPIN_NS 200000
+/* How long a waiting thread spins before it sleeps, in ms: a few jobs' gaps in a decoder
+ * step, short enough that an idle pool gives its cores back at once for a person's eye. */
+#define SPIN_MS 0.2
 
 /* One job: lives on the caller's stack; the caller returns only when every chunk is
  * done and no worker still holds a pointer to it. */
@@ -56,29 +55,21 @@ relax(void)
 #endif
 }
 
-static int64_t
-now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-/* Spins until ready(arg) or spin_ns passed; true if ready. */
+/* Spins until ready(arg) or spin_ms passed; true if ready. */
 static bool
 spin_until(bool (*ready)(void *), void *arg)
 {
-    int64_t start = 0;
+    double start = 0;
     for (unsigned i = 0;; i++) {
         if (ready(arg))
             return true;
-        if (!spin_ns)
+        if (!spin_ms)
             return false;
         if ((i & 63) == 63) {
-            int64_t t = now_ns();
+            double t = jit_now_ms();
             if (!start)
                 start = t;
-            else if (t - start > spin_ns)
+            else if (t - start > spin_ms)
                 return false;
         }
         relax();
@@ -143,7 +134,7 @@ start(void)
     if (n < 1)
         n = 1;
     nthreads = (int)n;
-    spin_ns = n <= cores ? SPIN_NS : 0;
+    spin_ms = n <= cores ? SPIN_MS : 0;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
