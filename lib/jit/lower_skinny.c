@@ -91,6 +91,23 @@ prefetch_l2(sk *k, LLVMValueRef base, LLVMValueRef idx)
     jit_em_intr(l, "llvm.prefetch", &pt, 1, args, 4);
 }
 
+/* How far ahead, in elements of B, a prefetch reaches: max(least, pf_bytes / (n * es))
+ * units of `stride` elements each (rows form: rows of n columns; dots form: columns of n
+ * = k elements); n * es = 0 is taken as 1, never a division by 0. */
+static LLVMValueRef
+prefetch_ahead(sk *k, int32_t pf_bytes, LLVMValueRef n, int64_t least, LLVMValueRef stride)
+{
+    L *l = k->l;
+    LLVMBuilderRef b = l->b;
+    LLVMValueRef ub = LLVMBuildMul(b, n, jit_em_i64(l, k->es), "");
+    ub = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, ub, jit_em_i64(l, 0), ""), ub,
+                         jit_em_i64(l, 1), "");
+    LLVMValueRef u = LLVMBuildUDiv(b, jit_em_i64(l, pf_bytes), ub, "");
+    u = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, u, jit_em_i64(l, least), ""),
+                        jit_em_i64(l, least), u, "");
+    return LLVMBuildMul(b, u, stride, "");
+}
+
 /* Rows form, steps p0 .. p0 + np - 1 of k over the column group at c (nv vectors, masks
  * mk[v]): the sums from the stack array y, np FMAs each, back to y. */
 static void
@@ -247,14 +264,8 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
 
     if (d->bform == JIT_SKINNY_ROWS) {
         LLVMValueRef bj = LLVMBuildGEP2(b, k.st, B, &J0, 1, "");
-        if (d->sched.pf_bytes > 0) { /* max(1, pf_bytes / the call's bytes of a row) */
-            LLVMValueRef rb = LLVMBuildMul(b, ncols, jit_em_i64(l, k.es), "");
-            rb = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, rb, jit_em_i64(l, 0), ""), rb,
-                                 jit_em_i64(l, 1), ""); /* a call has columns; never a division by 0 */
-            LLVMValueRef pr = LLVMBuildUDiv(b, jit_em_i64(l, d->sched.pf_bytes), rb, "");
-            pr = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, pr, jit_em_i64(l, 1), ""),
-                                 jit_em_i64(l, 1), pr, "pfrows");
-            LLVMValueRef po = LLVMBuildMul(b, pr, BS, "");
+        if (d->sched.pf_bytes > 0) { /* at least one row of the call's columns ahead */
+            LLVMValueRef po = prefetch_ahead(&k, d->sched.pf_bytes, ncols, 1, BS);
             k.pfb = LLVMBuildGEP2(b, k.st, bj, &po, 1, "pfb");
         }
         /* the sums start at init, every row of the tile (columns rounded up to vectors) */
@@ -281,16 +292,8 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
     } else {
         int nc = n;
         /* the same k of the column sched.pf_bytes of B ahead, at least the next group's */
-        LLVMValueRef pfcols = NULL;
-        if (d->sched.pf_bytes > 0) {
-            LLVMValueRef cb = LLVMBuildMul(b, K, jit_em_i64(l, k.es), "");
-            cb = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, cb, jit_em_i64(l, 0), ""), cb,
-                                 jit_em_i64(l, 1), ""); /* k = 0: never a division by 0 */
-            LLVMValueRef pc = LLVMBuildUDiv(b, jit_em_i64(l, d->sched.pf_bytes), cb, "");
-            pc = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, pc, jit_em_i64(l, nc), ""),
-                                 jit_em_i64(l, nc), pc, "");
-            pfcols = LLVMBuildMul(b, pc, BS, "pfcols");
-        }
+        LLVMValueRef pfcols =
+            d->sched.pf_bytes > 0 ? prefetch_ahead(&k, d->sched.pf_bytes, K, nc, BS) : NULL;
         jit_em_loop c0, g, kp;
         jit_em_loop_begin(l, k.fn, &c0, J0, J1, l->W, false, "cols");
         jit_em_loop_begin(l, k.fn, &g, jit_em_i64(l, 0), jit_em_i64(l, l->W), nc, false, "group");
