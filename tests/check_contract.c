@@ -1245,16 +1245,6 @@ START_TEST(test_concat_in_place)
 }
 END_TEST
 
-/* Occurrences of `word` in text. */
-static int
-count_of(const char *text, const char *word)
-{
-    int n = 0;
-    for (const char *q = text; (q = strstr(q, word)); q += strlen(word))
-        n++;
-    return n;
-}
-
 /* A matmul whose contracted dim is 1 is a broadcast mul (simplify.c's k1_matmul): no
  * contraction kernel of its own.
  *   _i 0-3, f32 f64 i32 i64: K = 1 matmuls of ranks 2 @ 2, 3 @ 2 (batch broadcast) and
@@ -1289,7 +1279,7 @@ START_TEST(test_k1_matmul)
         kiln_program *p = compile_uncached(g, mode, ctx, &compiled);
         char *plan = ts_plan_text(p);
         const char *want = attn ? "1 matmuls of K = 1 made muls" : "3 matmuls of K = 1 made muls";
-        ck_assert_msg(strstr(plan, want) && count_of(plan, "contraction kernel") == 1,
+        ck_assert_msg(strstr(plan, want) && ts_count(plan, "contraction kernel") == 1,
                       "%s, %s: want \"%s\" and one contraction:\n%s", ctx, m ? "eager" : "fused",
                       want, plan);
         if (attn && !m) {

@@ -1034,11 +1034,8 @@ START_TEST(test_contiguous_copies)
     kiln_program *p = NULL;
     ck_assert_int_eq(kiln_program_compile(g, NULL, &p), KILN_OK);
     char *plan = ts_plan_text(p);
-    int copies = 0, kernels = 0;
-    for (const char *c = plan; (c = strstr(c, "copy (one contiguous range")); c++)
-        copies++;
-    for (const char *c = plan; (c = strstr(c, "kernel: materialise")); c++)
-        kernels++;
+    int copies = ts_count(plan, "copy (one contiguous range"),
+        kernels = ts_count(plan, "kernel: materialise");
     ck_assert_msg(copies == 2 && kernels == 2, "%d copies, %d copy kernels:\n%s", copies,
                   kernels, plan);
     ck_assert_ptr_nonnull(strstr(plan, "from its byte 480")); /* rows 3-4 of x */
@@ -1125,11 +1122,7 @@ START_TEST(test_ranged_outputs)
         kiln_program *p = NULL;
         ck_assert_int_eq(kiln_program_compile(g, NULL, &p), KILN_OK);
         char *plan = ts_plan_text(p);
-        int copies = 0, ranged = 0;
-        for (const char *c = plan; (c = strstr(c, "materialise")); c++)
-            copies++;
-        for (const char *c = plan; (c = strstr(c, "of the space only")); c++)
-            ranged++;
+        int copies = ts_count(plan, "materialise"), ranged = ts_count(plan, "of the space only");
         ck_assert_msg(copies == 0 && ranged == 5, "%d copies, %d ranged stores:\n%s", copies,
                       ranged, plan);
         static const char *const want[] = {
@@ -1142,9 +1135,7 @@ START_TEST(test_ranged_outputs)
         for (size_t i = 0; i < sizeof want / sizeof *want; i++)
             ck_assert_msg(strstr(plan, want[i]), "no \"%s\" in\n%s", want[i], plan);
         /* stored whole for its views: qkv alone (q reads it), not h, cm or h2 */
-        int whole = 0;
-        for (const char *c = plan; (c = strstr(c, "(a view needs a buffer)")); c++)
-            whole++;
+        int whole = ts_count(plan, "(a view needs a buffer)");
         ck_assert_msg(whole == 1, "%d values stored whole for views:\n%s", whole, plan);
         free(plan);
         kiln_program_free(p);

@@ -168,6 +168,15 @@ mode_name(kiln_mode m)
     return m == KILN_MODE_FUSED ? "fused" : m == KILN_MODE_EAGER ? "eager" : "interp";
 }
 
+int
+ts_count(const char *text, const char *word)
+{
+    int n = 0;
+    for (const char *q = text; (q = strstr(q, word)); q += strlen(word))
+        n++;
+    return n;
+}
+
 char *
 ts_plan_text(const kiln_program *p)
 {

@@ -113,6 +113,8 @@ void ts_bounds_free(ts_bounds *b);
 /* The plan dump of p (malloc'd text), and how many of its lines are reference steps
  * (lines that say "reference:"). */
 char *ts_plan_text(const kiln_program *p);
+/* Occurrences of `word` in text, not overlapping. */
+int ts_count(const char *text, const char *word);
 int ts_plan_reference_steps(const char *plan);
 
 /* Per output of g, whether its value depends on a float op whose compiled result may
