@@ -100,12 +100,8 @@ bench_decode_steps(const bench_opts *o, bench_result *r)
     r->steps.compiled_after_first = last.kernel_compiles - first.kernel_compiles;
     r->steps.resized = last.plans_resized - first.plans_resized;
 done:
-    for (int i = 0; in && i < nin; i++)
-        free(in[i]);
-    for (int i = 0; out && i < nout; i++)
-        free(out[i]);
-    free(in);
-    free(out);
+    cli_free_buffers(in, nin);
+    cli_free_buffers(out, nout);
     free(cap);
     kiln_device_free(dev);
     kiln_clear_error();

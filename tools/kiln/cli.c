@@ -89,6 +89,14 @@ cli_option(const char *cmd, int argc, char **argv, int *i, const char *name, con
     return 1;
 }
 
+void
+cli_free_buffers(void **bufs, int n)
+{
+    for (int i = 0; bufs && i < n; i++)
+        free(bufs[i]);
+    free(bufs);
+}
+
 kiln_status
 cli_read_file(const char *path, char **text, size_t *len)
 {

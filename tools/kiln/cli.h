@@ -60,6 +60,9 @@ bool cli_is_help(const char *arg);
 int cli_option(const char *cmd, int argc, char **argv, int *i, const char *name,
                const char **value);
 
+/* Free bufs[0..n) and then bufs (NULL: nothing): a command's input or output buffers. */
+void cli_free_buffers(void **bufs, int n);
+
 /* Read a whole file ("-" is stdin) into a NUL-terminated buffer (free it).
  * KILN_ERR_IO / KILN_ERR_NOMEM with "<path>: <problem>" messages (cli_error). */
 kiln_status cli_read_file(const char *path, char **text, size_t *len);

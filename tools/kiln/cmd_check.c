@@ -164,13 +164,9 @@ done:
     kiln_program_free(progs[1]);
     if (ref)
         eb_free(g, ref);
-    for (int i = 0; in && i < ni; i++)
-        free(in[i]);
-    for (int i = 0; out && i < no; i++)
-        free(out[i]);
-    free(in);
+    cli_free_buffers(in, ni);
+    cli_free_buffers(out, no);
     free(ref);
-    free(out);
     return rc;
 }
 

@@ -219,11 +219,9 @@ run_graph(const kiln_graph *g, kiln_mode mode, binding *ins, int nin, binding *o
 done:
     for (int i = 0; arrs && i < ni; i++)
         npy_array_free(&arrs[i]);
-    for (int i = 0; outptr && i < no; i++)
-        free(outptr[i]);
+    cli_free_buffers(outptr, no);
     free(arrs);
     free(inptr);
-    free(outptr);
     return rc ? cli_fail() : CLI_OK;
 }
 

@@ -112,12 +112,8 @@ run_example(const struct example *ex, uint64_t seed)
     }
     printf("\n");
 done:
-    for (int i = 0; in && i < ni; i++)
-        free(in[i]);
-    for (int i = 0; out && i < no; i++)
-        free(out[i]);
-    free(in);
-    free(out);
+    cli_free_buffers(in, ni);
+    cli_free_buffers(out, no);
     kiln_graph_free(g);
     return st;
 }
