@@ -2028,7 +2028,7 @@ START_TEST(test_accessors_and_sources)
     kiln_tensor outs[2] = {c, ok(kiln_mul(r3, c))};
     kiln_program *p = end_program(s, 2, outs, NULL);
     const kiln_graph *g = kiln_program_graph(p);
-    ck_assert(((const float *)g->nodes[0].at.data)[0] == 1.0f);
+    ck_assert(((const float *)g->nodes[0].at->data)[0] == 1.0f);
     float o1[3], o2[3];
     void *o[2] = {o1, o2};
     ck_assert_int_eq(kiln_program_run(p, NULL, o), KILN_OK);
@@ -2062,8 +2062,8 @@ replayable(const kiln_graph *g)
         if (nd->op != IR_OP_FULL)
             continue;
         kiln_dtype t = nd->type.dtype;
-        ir_scalar back = ir_scalar_from_f64(t, ir_scalar_f64(t, &nd->at.value));
-        if (memcmp(back.bytes, nd->at.value.bytes, kiln_dtype_size(t)) != 0)
+        ir_scalar back = ir_scalar_from_f64(t, ir_scalar_f64(t, &nd->at->value));
+        if (memcmp(back.bytes, nd->at->value.bytes, kiln_dtype_size(t)) != 0)
             return false;
     }
     return true;

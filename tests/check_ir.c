@@ -995,7 +995,7 @@ START_TEST(verify_corrupt_nodes)
     kiln_graph_free(g);
 
     g = small_graph();
-    g->nodes[4].at.axes = 2; /* reduce_sum over axis 1 of a rank-1 value */
+    ((ir_attrs *)g->nodes[4].at)->axes = 2; /* reduce_sum over axis 1 of a rank-1 value */
     verify_fails(g, KILN_ERR_SHAPE,
                  "node 4 's' (reduce_sum): bad axes: reduce_sum of f32[2] reduces an axis >= "
                  "rank 1");
@@ -1033,7 +1033,7 @@ START_TEST(verify_corrupt_boundary)
     kiln_graph_free(g);
 
     g = small_graph();
-    g->nodes[1].at.index = 0;
+    g->nodes[1].index = 0;
     verify_fails(g, KILN_ERR_VERIFY, "bad input list: entry 1 names node 1, not input 1");
     kiln_graph_free(g);
 
@@ -2176,7 +2176,7 @@ START_TEST(alloc_failure_loop)
     ck_assert_int_ge(failures, 8);
     ck_assert_int_eq(g->nnodes, 20);
     ck_assert_int_eq(steps, 23);
-    const float *data = g->nodes[2].at.data;
+    const float *data = g->nodes[2].at->data;
     ck_assert(data[8191] == 4095.5f && data[1] == 0.5f);
     ck_assert_uint_eq(((uintptr_t)data) & 63, 0); /* constants are 64-byte aligned */
     /* a graph built with failures along the way equals one built without */

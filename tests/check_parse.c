@@ -516,10 +516,10 @@ check_constant_bits(kiln_dtype t, const void *bits, size_t nbits, size_t count)
                   count, s);
     kiln_graph *g2 = NULL;
     ck_assert_msg(ir_parse(s, strlen(s), NULL, &g2) == KILN_OK, "%s\n%s", kiln_errmsg(), s);
-    ck_assert_msg(memcmp(g2->nodes[0].at.data, data, count * size) == 0,
+    ck_assert_msg(memcmp(g2->nodes[0].at->data, data, count * size) == 0,
                   "%s constant bytes changed:\n%s", kiln_dtype_name(t), s);
     for (size_t i = 0; i < nbits; i++)
-        ck_assert_msg(memcmp(g2->nodes[1 + i].at.value.bytes, (const char *)bits + i * size,
+        ck_assert_msg(memcmp(g2->nodes[1 + i].at->value.bytes, (const char *)bits + i * size,
                              size) == 0,
                       "%s full value %zu changed:\n%s", kiln_dtype_name(t), i, s);
     free(s);
@@ -557,11 +557,11 @@ START_TEST(test_constants_bitexact)
         "}\n");
     const uint32_t want32[] = {0x00000001, 0x00000001, 0x7f7fffff, 0x80000000, 0x00000000};
     const uint64_t want64[] = {0x7fefffffffffffffull, 1, 0x3fe0000000000000ull, 0};
-    ck_assert(memcmp(g->nodes[0].at.data, want32, sizeof want32) == 0);
-    ck_assert(memcmp(g->nodes[1].at.data, want64, sizeof want64) == 0);
+    ck_assert(memcmp(g->nodes[0].at->data, want32, sizeof want32) == 0);
+    ck_assert(memcmp(g->nodes[1].at->data, want64, sizeof want64) == 0);
     int64_t s, d;
-    memcpy(&s, g->nodes[2].at.start.bytes, 8);
-    memcpy(&d, g->nodes[2].at.delta.bytes, 8);
+    memcpy(&s, g->nodes[2].at->start.bytes, 8);
+    memcpy(&d, g->nodes[2].at->delta.bytes, 8);
     ck_assert(s == INT64_MIN && d == INT64_MAX);
     kiln_graph_free(g);
 }
@@ -583,27 +583,27 @@ START_TEST(test_defaults)
         "  gi = gather(x, v, axis=-2)\n"                    /* 9 */
         "}\n");
     const ir_node *n = g->nodes;
-    ck_assert_uint_eq(n[2].at.axes, (1u << 0) | (1u << 2));
-    ck_assert(!n[2].at.keepdim);
+    ck_assert_uint_eq(n[2].at->axes, (1u << 0) | (1u << 2));
+    ck_assert(!n[2].at->keepdim);
     ck_assert_int_eq(n[2].type.shape.rank, 1);
     /* slice(v): start 0, stop 4, step 1 -> all 4 elements. */
-    ck_assert(n[3].at.begin[0] == 0 && n[3].at.stop[0] == 4 && n[3].at.step[0] == 1);
+    ck_assert(n[3].at->begin[0] == 0 && n[3].at->stop[0] == 4 && n[3].at->step[0] == 1);
     ck_assert_int_eq(n[3].type.shape.dims[0], 4);
     /* slice(v, step=-2): Python v[::-2] of 4 elements is v[3], v[1]. */
-    ck_assert(n[4].at.begin[0] == 3 && n[4].at.stop[0] == -5 && n[4].at.step[0] == -2);
+    ck_assert(n[4].at->begin[0] == 3 && n[4].at->stop[0] == -5 && n[4].at->step[0] == -2);
     ck_assert_int_eq(n[4].type.shape.dims[0], 2);
     /* x[1:, -1::-1, 0::3] of [2,3,5]: sizes 1, 3, 2. */
-    ck_assert(n[5].at.stop[0] == 2 && n[5].at.stop[1] == -4 && n[5].at.stop[2] == 5);
+    ck_assert(n[5].at->stop[0] == 2 && n[5].at->stop[1] == -4 && n[5].at->stop[2] == 5);
     ck_assert(n[5].type.shape.dims[0] == 1 && n[5].type.shape.dims[1] == 3 &&
               n[5].type.shape.dims[2] == 2);
     int32_t zero = 0;
-    ck_assert(memcmp(n[6].at.value.bytes, &zero, 4) == 0);
+    ck_assert(memcmp(n[6].at->value.bytes, &zero, 4) == 0);
     float f0, f1;
-    memcpy(&f0, n[7].at.start.bytes, 4);
-    memcpy(&f1, n[7].at.delta.bytes, 4);
+    memcpy(&f0, n[7].at->start.bytes, 4);
+    memcpy(&f1, n[7].at->delta.bytes, 4);
     ck_assert(f0 == 0.0f && f1 == 1.0f);
-    ck_assert_int_eq(n[8].at.axis, 0);
-    ck_assert_int_eq(n[9].at.axis, 1);
+    ck_assert_int_eq(n[8].at->axis, 0);
+    ck_assert_int_eq(n[9].at->axis, 1);
     kiln_graph_free(g);
 }
 END_TEST

@@ -64,11 +64,11 @@ replay_node(kiln_device *dev, const kiln_graph *g, int32_t n, const kiln_tensor 
             return kiln_input(dev, nd->name, ty->dtype, ty->shape.rank, ty->shape.dims);
         if (nd->op == IR_OP_FULL)
             return kiln_full(dev, ty->dtype, ty->shape.rank, ty->shape.dims,
-                             ir_scalar_f64(ty->dtype, &nd->at.value));
+                             ir_scalar_f64(ty->dtype, &nd->at->value));
         if (nd->op == IR_OP_CONSTANT)
-            return kiln_constant(dev, ty->dtype, ty->shape.rank, ty->shape.dims, nd->at.data);
-        return kiln_arange(dev, ty->dtype, ty->shape.dims[0], ir_scalar_f64(ty->dtype, &nd->at.start),
-                           ir_scalar_f64(ty->dtype, &nd->at.delta));
+            return kiln_constant(dev, ty->dtype, ty->shape.rank, ty->shape.dims, nd->at->data);
+        return kiln_arange(dev, ty->dtype, ty->shape.dims[0], ir_scalar_f64(ty->dtype, &nd->at->start),
+                           ir_scalar_f64(ty->dtype, &nd->at->delta));
     case IR_KIND_UNARY:
         return unary_fns[nd->op](a);
     case IR_KIND_BINARY:
@@ -77,30 +77,30 @@ replay_node(kiln_device *dev, const kiln_graph *g, int32_t n, const kiln_tensor 
     case IR_KIND_TERNARY:
         return (nd->op == IR_OP_WHERE ? kiln_where : kiln_clamp)(a, b, t[nd->in[2]]);
     case IR_KIND_CAST:
-        return kiln_cast(a, nd->at.to);
+        return kiln_cast(a, nd->at->to);
     case IR_KIND_REDUCE: {
         int axes[IR_MAX_RANK], na = 0;
         for (int i = 0; i < IR_MAX_RANK; i++)
-            if (nd->at.axes & (1u << i))
+            if (nd->at->axes & (1u << i))
                 axes[na++] = i;
-        return reduce_fns[nd->op](a, na, axes, nd->at.keepdim);
+        return reduce_fns[nd->op](a, na, axes, nd->at->keepdim);
     }
     case IR_KIND_MOVE:
         switch (nd->op) {
-        case IR_OP_RESHAPE: return kiln_reshape(a, nd->at.shape.rank, nd->at.shape.dims);
-        case IR_OP_EXPAND: return kiln_expand(a, nd->at.shape.rank, nd->at.shape.dims);
-        case IR_OP_PERMUTE: return kiln_permute(a, ty->shape.rank, nd->at.perm);
-        case IR_OP_SLICE: return kiln_slice(a, nd->at.begin, nd->at.stop, nd->at.step);
+        case IR_OP_RESHAPE: return kiln_reshape(a, nd->at->shape.rank, nd->at->shape.dims);
+        case IR_OP_EXPAND: return kiln_expand(a, nd->at->shape.rank, nd->at->shape.dims);
+        case IR_OP_PERMUTE: return kiln_permute(a, ty->shape.rank, nd->at->perm);
+        case IR_OP_SLICE: return kiln_slice(a, nd->at->begin, nd->at->stop, nd->at->step);
         case IR_OP_PAD:
-            return kiln_pad(a, nd->at.low, nd->at.high, ir_scalar_f64(ty->dtype, &nd->at.value));
-        case IR_OP_GATHER: return kiln_gather(a, b, nd->at.axis);
+            return kiln_pad(a, nd->at->low, nd->at->high, ir_scalar_f64(ty->dtype, &nd->at->value));
+        case IR_OP_GATHER: return kiln_gather(a, b, nd->at->axis);
         case IR_OP_CONCAT: {
             kiln_tensor xs[64];
             if (nd->nin > 64)
                 break;
             for (int k = 0; k < nd->nin; k++)
                 xs[k] = t[nd->in[k]];
-            return kiln_concat(nd->nin, xs, nd->at.axis);
+            return kiln_concat(nd->nin, xs, nd->at->axis);
         }
         default: break;
         }

@@ -313,7 +313,7 @@ order_inputs(const char *api, cap_scope *s, const kiln_options *o)
     if (!st) {
         for (int i = 0; i < o->ninputs; i++) {
             g->inputs[i] = order[i];
-            g->nodes[order[i]].at.index = i;
+            g->nodes[order[i]].index = i;
         }
     }
     ir_free(order);

@@ -512,7 +512,7 @@ movement(const kiln_graph *g, const ir_node *nd, nstate *ns, size_t n, double **
             ops[k] = zeros[k];
         }
     }
-    ir_attrs at = nd->at;
+    ir_attrs at = *nd->at;
     if (nd->op == IR_OP_PAD)
         at.value = ir_scalar_from_f64(KILN_DTYPE_F64, 0);
     void *e;
@@ -561,7 +561,7 @@ reduction(const kiln_graph *g, const ir_node *nd, nstate *ns, size_t n, double *
             return (*out = all_infinite(n)) ? KILN_OK : nomem();
         /* max/min move by at most the largest E; arg* may then pick another index */
         const void *in[1] = {xs->err};
-        if ((st = interp1(IR_OP_REDUCE_MAX, &nd->at, 1, &ft, in, NULL, &s0)) != KILN_OK)
+        if ((st = interp1(IR_OP_REDUCE_MAX, nd->at, 1, &ft, in, NULL, &s0)) != KILN_OK)
             return st;
         double *e = s0;
         if (nd->op == IR_OP_ARGMAX || nd->op == IR_OP_ARGMIN)
@@ -582,11 +582,11 @@ reduction(const kiln_graph *g, const ir_node *nd, nstate *ns, size_t n, double *
             goto done;
         }
         const void *in[1] = {mag};
-        if ((st = interp1(IR_OP_REDUCE_SUM, &nd->at, 1, &ft, in, NULL, &s0)) != KILN_OK)
+        if ((st = interp1(IR_OP_REDUCE_SUM, nd->at, 1, &ft, in, NULL, &s0)) != KILN_OK)
             goto done;
         if (xs->err) {
             const void *ein[1] = {xs->err};
-            if ((st = interp1(IR_OP_REDUCE_SUM, &nd->at, 1, &ft, ein, NULL, &s1)) != KILN_OK)
+            if ((st = interp1(IR_OP_REDUCE_SUM, nd->at, 1, &ft, ein, NULL, &s1)) != KILN_OK)
                 goto done;
         }
         const double *sa = s0, *se = s1;
@@ -614,17 +614,17 @@ reduction(const kiln_graph *g, const ir_node *nd, nstate *ns, size_t n, double *
             goto done;
         }
         const void *in[1] = {mag};
-        if ((st = interp1(IR_OP_REDUCE_PROD, &nd->at, 1, &ft, in, NULL, &s0)) != KILN_OK)
+        if ((st = interp1(IR_OP_REDUCE_PROD, nd->at, 1, &ft, in, NULL, &s0)) != KILN_OK)
             goto done;
         if (xs->err) {
             for (size_t i = 0; i < nx; i++)
                 mag[i] += xs->err[i];
-            if ((st = interp1(IR_OP_REDUCE_PROD, &nd->at, 1, &ft, in, NULL, &s1)) != KILN_OK)
+            if ((st = interp1(IR_OP_REDUCE_PROD, nd->at, 1, &ft, in, NULL, &s1)) != KILN_OK)
                 goto done;
         }
         /* the smallest |x| + E: 0 where some factor is exactly ±0 (none in an empty
          * product, which the verifier refuses to take the min of) */
-        if (nx > 0 && (st = interp1(IR_OP_REDUCE_MIN, &nd->at, 1, &ft, in, NULL, &szero)))
+        if (nx > 0 && (st = interp1(IR_OP_REDUCE_MIN, nd->at, 1, &ft, in, NULL, &szero)))
             goto done;
         const double *p0 = s0, *p1 = s1 ? s1 : s0, *zmin = szero;
         /* every partial product, in any order, lies between the product of the factors
@@ -634,13 +634,13 @@ reduction(const kiln_graph *g, const ir_node *nd, nstate *ns, size_t n, double *
             double m = fabs(ir_load_f64(t, xs->val, i)) - (xs->err ? xs->err[i] : 0);
             mag[i] = fmin(fmax(m, 0), 1);
         }
-        if ((st = interp1(IR_OP_REDUCE_PROD, &nd->at, 1, &ft, in, NULL, &slo)) != KILN_OK)
+        if ((st = interp1(IR_OP_REDUCE_PROD, nd->at, 1, &ft, in, NULL, &slo)) != KILN_OK)
             goto done;
         for (size_t i = 0; i < nx; i++) {
             double m = fabs(ir_load_f64(t, xs->val, i)) + (xs->err ? xs->err[i] : 0);
             mag[i] = fmax(m, 1);
         }
-        if ((st = interp1(IR_OP_REDUCE_PROD, &nd->at, 1, &ft, in, NULL, &shi)) != KILN_OK)
+        if ((st = interp1(IR_OP_REDUCE_PROD, nd->at, 1, &ft, in, NULL, &shi)) != KILN_OK)
             goto done;
         const double *lo = slo, *hi = shi;
         /* kernels may multiply in the dtype, the interpreter in f64 (and the difference
@@ -767,7 +767,7 @@ eb_reference(const kiln_graph *g, const void *const *inputs, eb_output *outs)
         size_t n = ir_shape_count(&nd->type.shape);
         ir_kind kind = ir_ops[nd->op].kind;
         if (nd->op == IR_OP_INPUT) {
-            s->val = (void *)inputs[nd->at.index];
+            s->val = (void *)inputs[nd->index];
         } else {
             int nin = nd->nin;
             ir_type *types = malloc(((size_t)nin + 1) * sizeof *types);
@@ -782,7 +782,7 @@ eb_reference(const kiln_graph *g, const void *const *inputs, eb_output *outs)
                 types[k] = g->nodes[nd->in[k]].type;
                 ops[k] = ns[nd->in[k]].val;
             }
-            st = interp1(nd->op, &nd->at, nin, types, ops,
+            st = interp1(nd->op, nd->at, nin, types, ops,
                          kind == IR_KIND_SOURCE ? &nd->type : NULL, &s->val);
             free(types);
             free(ops);

@@ -83,7 +83,7 @@ bool
 ir_graph_reserve(kiln_graph *g, int32_t nodes)
 {
     /* exactly: a copy of a graph of n nodes needs no more, and a block rounded up to a
-     * power of two may cross malloc's mmap threshold (128 KiB: 222 nodes of 592 bytes)
+     * power of two may cross malloc's mmap threshold (128 KiB: 1092 nodes of 120 bytes)
      * where n alone does not, to be mapped and faulted in again by every copy */
     if (nodes <= g->capnodes)
         return true;
@@ -166,13 +166,29 @@ node_slot(kiln_graph *g, const char *api)
     return &g->nodes[g->nnodes];
 }
 
-/* The node slot for a new node, zeroed, or NULL (error set). */
+const ir_attrs ir_no_attrs;
+
+/* Node attributes *at of op, stored for a node of g: the shared zeros when the op has no
+ * attributes, else a copy in g's arena (NULL: out of memory, error set). */
+static const ir_attrs *
+store_attrs(kiln_graph *g, ir_op op, const ir_attrs *at)
+{
+    if (!ir_ops[op].attrs)
+        return &ir_no_attrs;
+    ir_attrs *a = ir_arena_alloc(&g->arena, sizeof *a, _Alignof(ir_attrs));
+    if (a) /* (memcpy: padding bytes too, which describe.c's memcmp reads) */
+        memcpy(a, at, sizeof *a);
+    return a;
+}
+
+/* The node slot for a new node, zeroed but for its attributes (&ir_no_attrs), or NULL
+ * (error set). */
 static ir_node *
 new_node(kiln_graph *g, const char *api)
 {
     ir_node *nd = node_slot(g, api);
     if (nd)
-        memset(nd, 0, sizeof *nd);
+        *nd = (ir_node){.at = &ir_no_attrs};
     return nd;
 }
 
@@ -205,7 +221,7 @@ ir_graph_add_input(kiln_graph *g, const char *name, const ir_type *type)
     nd->op = IR_OP_INPUT;
     nd->type = *type;
     nd->name = nm;
-    nd->at.index = g->ninputs;
+    nd->index = g->ninputs;
     g->inputs[g->ninputs++] = g->nnodes;
     names_add(g, g->nnodes);
     return g->nnodes++;
@@ -317,12 +333,15 @@ ir_graph_add_node(kiln_graph *g, const char *api, ir_op op, int nin, const int32
                 ((unsigned char *)data)[i] = ((unsigned char *)data)[i] != 0;
         at.data = data;
     }
+    const ir_attrs *stored = store_attrs(g, op, &at);
+    if (!stored)
+        return -1;
     nd->op = op;
     nd->type = t;
     nd->nin = nin;
     nd->in = ins;
     nd->name = name;
-    nd->at = at;
+    nd->at = stored;
     if (name)
         names_add(g, g->nnodes);
     return g->nnodes++;
@@ -334,7 +353,7 @@ ir_graph_copy_node(kiln_graph *g, const kiln_graph *from, int32_t n, const int32
     const ir_node *src = &from->nodes[n];
     for (int k = 0; k < src->nin; k++)
         if (!ir_type_equal(&g->nodes[in[k]].type, &from->nodes[src->in[k]].type))
-            return ir_graph_add_node(g, "kiln", src->op, src->nin, in, &src->at, &src->type,
+            return ir_graph_add_node(g, "kiln", src->op, src->nin, in, src->at, &src->type,
                                      src->name);
     if ((src->op == IR_OP_INPUT &&
          !grow((void **)&g->inputs, &g->capinputs, g->ninputs + 1, sizeof(int32_t))) ||
@@ -354,17 +373,24 @@ ir_graph_copy_node(kiln_graph *g, const kiln_graph *from, int32_t n, const int32
     }
     if (src->name && !(nd->name = ir_arena_strdup(&g->arena, src->name)))
         return -1;
-    if (src->op == IR_OP_CONSTANT) {
-        size_t bytes = ir_type_bytes(&src->type);
-        void *data = ir_arena_alloc(&g->arena, bytes, 64);
-        if (!data)
+    if (src->at != &ir_no_attrs) {
+        ir_attrs *at = ir_arena_alloc(&g->arena, sizeof *at, _Alignof(ir_attrs));
+        if (!at)
             return -1;
-        if (bytes)
-            memcpy(data, src->at.data, bytes);
-        nd->at.data = data;
+        memcpy(at, src->at, sizeof *at);
+        nd->at = at;
+        if (src->op == IR_OP_CONSTANT) {
+            size_t bytes = ir_type_bytes(&src->type);
+            void *data = ir_arena_alloc(&g->arena, bytes, 64);
+            if (!data)
+                return -1;
+            if (bytes)
+                memcpy(data, src->at->data, bytes);
+            at->data = data;
+        }
     }
     if (src->op == IR_OP_INPUT) { /* the next input of g (nothing above failed) */
-        nd->at.index = g->ninputs;
+        nd->index = g->ninputs;
         g->inputs[g->ninputs++] = g->nnodes;
     }
     if (nd->name)
@@ -638,7 +664,7 @@ ir_graph_rebuild(const kiln_graph *g, const ir_type *input_types)
          * Without, each node is copied as it is. */
         const ir_type *given = ir_ops[nd->op].kind == IR_KIND_SOURCE ? &nd->type : NULL;
         map[n] = !input_types ? ir_graph_copy_node(ng, g, n, in)
-                              : ir_graph_add_node(ng, "kiln", nd->op, nd->nin, in, &nd->at,
+                              : ir_graph_add_node(ng, "kiln", nd->op, nd->nin, in, nd->at,
                                                   given, nd->name);
         if (in != small)
             ir_free(in);

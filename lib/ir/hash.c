@@ -79,7 +79,7 @@ static uint64_t
 hash_node(uint64_t h, const ir_node *nd, bool generic)
 {
     unsigned m = ir_ops[nd->op].attrs;
-    const ir_attrs *a = &nd->at;
+    const ir_attrs *a = nd->at;
     const int r = IR_MAX_RANK; /* list attributes: every slot (unused ones are zero) */
     /* each mix waits for the one before (a chain of multiplies), so fields share words:
      * op, dtype, rank, which dims are 1 and the operand count in one, operands two to a
@@ -158,7 +158,7 @@ static bool
 attrs_equal(const ir_node *x, const ir_node *y)
 {
     unsigned m = ir_ops[x->op].attrs;
-    const ir_attrs *a = &x->at, *b = &y->at;
+    const ir_attrs *a = x->at, *b = y->at;
     if ((m & IR_A_DATA) && memcmp(a->data, b->data, ir_type_bytes(&x->type)) != 0)
         return false;
     if ((m & IR_A_VALUE) && memcmp(&a->value, &b->value, sizeof a->value) != 0)
@@ -206,7 +206,7 @@ ir_graph_equal(const kiln_graph *a, const kiln_graph *b)
             return false;
         if (x->op != IR_OP_INPUT && !attrs_equal(x, y))
             return false;
-        if (x->op == IR_OP_INPUT && x->at.index != y->at.index)
+        if (x->op == IR_OP_INPUT && x->index != y->index)
             return false;
     }
     for (int32_t i = 0; i < a->noutputs; i++)

@@ -301,12 +301,12 @@ run_arange(const ir_node *nd, void *out, size_t n)
 {
     kiln_dtype t = nd->type.dtype;
     if (ir_dtype_is_float(t)) {
-        double start = ir_scalar_f64(t, &nd->at.start), delta = ir_scalar_f64(t, &nd->at.delta);
+        double start = ir_scalar_f64(t, &nd->at->start), delta = ir_scalar_f64(t, &nd->at->delta);
         for (size_t i = 0; i < n; i++)
             ir_store_f64(t, out, i, start + (double)i * delta);
     } else {
-        uint64_t start = (uint64_t)ir_scalar_i64(t, &nd->at.start);
-        uint64_t delta = (uint64_t)ir_scalar_i64(t, &nd->at.delta);
+        uint64_t start = (uint64_t)ir_scalar_i64(t, &nd->at->start);
+        uint64_t delta = (uint64_t)ir_scalar_i64(t, &nd->at->delta);
         for (size_t i = 0; i < n; i++)
             ir_store_i64(t, out, i, wrap(start + (uint64_t)i * delta));
     }
@@ -431,7 +431,7 @@ run_cast(const run *r, const ir_node *nd, void *out, size_t n)
     kiln_dtype from = operand_type(r, nd, 0)->dtype;
     const void *x = operand(r, nd, 0);
     for (size_t i = 0; i < n; i++)
-        ir_convert(nd->at.to, out, i, from, x, i);
+        ir_convert(nd->at->to, out, i, from, x, i);
 }
 
 /* Permute, expand and slice: copy the result's elements in row-major order from the
@@ -457,7 +457,7 @@ run_move(const run *r, const ir_node *nd, void *out, size_t n)
     switch (nd->op) {
     case IR_OP_PERMUTE:
         for (int i = 0; i < os->rank; i++)
-            w.st[0][i] = xs[nd->at.perm[i]];
+            w.st[0][i] = xs[nd->at->perm[i]];
         break;
     case IR_OP_EXPAND:
         ir_broadcast_strides(&xt->shape, os->rank, w.st[0]);
@@ -465,13 +465,13 @@ run_move(const run *r, const ir_node *nd, void *out, size_t n)
     case IR_OP_SLICE:
         for (int i = 0; i < os->rank; i++) {
             int64_t first, cnt;
-            ir_slice_axis(xt->shape.dims[i], nd->at.begin[i], nd->at.stop[i], nd->at.step[i],
+            ir_slice_axis(xt->shape.dims[i], nd->at->begin[i], nd->at->stop[i], nd->at->step[i],
                           &first, &cnt);
             IR_ASSERT(cnt == os->dims[i]);
             w.off[0] += first * xs[i];
             /* With two or more elements |step| < n, so the product stays inside the
              * tensor; with one the stride is never used (and a huge step would overflow). */
-            w.st[0][i] = cnt > 1 ? xs[i] * nd->at.step[i] : 0;
+            w.st[0][i] = cnt > 1 ? xs[i] * nd->at->step[i] : 0;
         }
         break;
     default:
@@ -484,7 +484,7 @@ static void
 run_concat(const run *r, const ir_node *nd, void *out)
 {
     const ir_shape *os = &nd->type.shape;
-    int axis = nd->at.axis;
+    int axis = nd->at->axis;
     size_t es = kiln_dtype_size(nd->type.dtype), outer = 1, inner = es;
     for (int i = 0; i < axis; i++)
         outer *= (size_t)os->dims[i];
@@ -507,14 +507,14 @@ run_pad(const run *r, const ir_node *nd, void *out, size_t n)
     const ir_type *xt = operand_type(r, nd, 0);
     size_t es = kiln_dtype_size(xt->dtype), nx = count_of(&xt->shape);
     const char *x = operand(r, nd, 0);
-    fill(out, n, es, nd->at.value.bytes);
+    fill(out, n, es, nd->at->value.bytes);
     int64_t os[IR_MAX_RANK];
     ir_shape_strides(&nd->type.shape, os);
     walk w;
     walk_init(&w, xt->shape.rank, xt->shape.dims, 1);
     for (int i = 0; i < xt->shape.rank; i++) {
         w.st[0][i] = os[i];
-        w.off[0] += nd->at.low[i] * os[i];
+        w.off[0] += nd->at->low[i] * os[i];
     }
     for (size_t i = 0; i < nx; i++, walk_next(&w))
         memcpy((char *)out + (size_t)w.off[0] * es, x + i * es, es);
@@ -526,7 +526,7 @@ run_gather(const run *r, const ir_node *nd, void *out)
     const ir_type *xt = operand_type(r, nd, 0), *it = operand_type(r, nd, 1);
     const char *x = operand(r, nd, 0);
     const void *idx = operand(r, nd, 1);
-    int axis = nd->at.axis;
+    int axis = nd->at->axis;
     size_t es = kiln_dtype_size(xt->dtype), outer = 1, inner = es;
     for (int i = 0; i < axis; i++)
         outer *= (size_t)xt->shape.dims[i];
@@ -559,7 +559,7 @@ run_reduce(const run *r, const ir_node *nd, void *out, size_t n)
     int nk = 0, nr = 0;
     size_t count = 1;
     for (int i = 0; i < xt->shape.rank; i++) {
-        if (nd->at.axes & (1u << i)) {
+        if (nd->at->axes & (1u << i)) {
             rd[nr++] = xt->shape.dims[i];
             count *= (size_t)xt->shape.dims[i];
         } else {
@@ -569,7 +569,7 @@ run_reduce(const run *r, const ir_node *nd, void *out, size_t n)
     walk_init(&outer, nk, kd, 1);
     walk_init(&inner, nr, rd, 1);
     for (int i = 0, k = 0, m = 0; i < xt->shape.rank; i++) {
-        if (nd->at.axes & (1u << i))
+        if (nd->at->axes & (1u << i))
             inner.st[0][m++] = xs[i];
         else
             outer.st[0][k++] = xs[i];
@@ -772,12 +772,12 @@ run_node(run *r, int32_t id)
     slot *s = &r->s[id];
     size_t n = count_of(&nd->type.shape), es = kiln_dtype_size(nd->type.dtype);
     if (nd->op == IR_OP_INPUT) {
-        const void *p = r->inputs ? r->inputs[nd->at.index] : NULL;
+        const void *p = r->inputs ? r->inputs[nd->index] : NULL;
         s->data = p ? p : (const void *)empty_buffer;
         return KILN_OK;
     }
     if (nd->op == IR_OP_CONSTANT) {
-        s->data = nd->at.data ? nd->at.data : (const void *)empty_buffer;
+        s->data = nd->at->data ? nd->at->data : (const void *)empty_buffer;
         return KILN_OK;
     }
     void *out = ir_malloc(n * es);
@@ -793,7 +793,7 @@ run_node(run *r, int32_t id)
     case IR_OP_CONSTANT:
         break; /* bound above, without a buffer of their own */
     case IR_OP_FULL:
-        fill(out, n, es, nd->at.value.bytes);
+        fill(out, n, es, nd->at->value.bytes);
         break;
     case IR_OP_ARANGE:
         run_arange(nd, out, n);

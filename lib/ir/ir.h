@@ -286,8 +286,10 @@ IR_HIDDEN double ir_op_ulp_bound(ir_op op, kiln_dtype t);
 
 /* Attributes of one node; only those in its op's mask are meaningful (the rest zero).
  * The per-axis lists of different ops share their storage (no op has two of the groups:
- * ops.def), which keeps a node at 360 bytes instead of 592: every graph copy, hash and
- * comparison walks them.  Set an op's own fields last; read only those. */
+ * ops.def).  A node points at its attributes (ir_node.at) rather than holding them: only
+ * the ops of ops.def with attributes have a struct of their own, in the graph's arena, so
+ * a node is 120 bytes instead of 360 and every graph copy, hash and comparison walks a
+ * third of the memory.  Set an op's own fields last; read only those. */
 typedef struct ir_attrs {
     void *data;       /* CONSTANT: elements (row-major), owned by the graph's arena */
     ir_scalar value;  /* FULL, PAD: fill value; in the result dtype */
@@ -310,16 +312,20 @@ typedef struct ir_attrs {
     int axis;         /* CONCAT, GATHER */
     uint32_t axes;    /* reductions: bit i set = reduce axis i */
     bool keepdim;     /* reductions */
-    int index;        /* INPUT: position in graph->inputs */
 } ir_attrs;
+
+/* The attributes of every node whose op has none: all zero. */
+IR_HIDDEN extern const ir_attrs ir_no_attrs;
 
 typedef struct ir_node {
     ir_op op;
-    ir_type type;     /* result type */
     int nin;
-    const int32_t *in; /* operand node ids, all < this node's id */
-    const char *name; /* value name from text or API; NULL prints as %<id> */
-    ir_attrs at;
+    int32_t index;      /* INPUT: position in graph->inputs; else 0 */
+    ir_type type;       /* result type */
+    const int32_t *in;  /* operand node ids, all < this node's id */
+    const char *name;   /* value name from text or API; NULL prints as %<id> */
+    const ir_attrs *at; /* never NULL: &ir_no_attrs when the op has no attributes, else
+                         * the node's own, in its graph's arena (set once, never written) */
 } ir_node;
 
 typedef struct ir_output {

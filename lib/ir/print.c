@@ -275,7 +275,7 @@ static void
 out_attrs(printer *p, const ir_node *nd, bool first)
 {
     unsigned m = ir_ops[nd->op].attrs;
-    const ir_attrs *a = &nd->at;
+    const ir_attrs *a = nd->at;
     kiln_dtype t = nd->type.dtype;
     int rank = nd->type.shape.rank;
     int xrank = rank; /* the operand's rank, for per-axis lists */

@@ -453,7 +453,7 @@ ir_graph_verify(const kiln_graph *g)
     for (int32_t i = 0; i < g->ninputs; i++) {
         int32_t id = g->inputs[i];
         if (id < 0 || id >= g->nnodes || g->nodes[id].op != IR_OP_INPUT ||
-            g->nodes[id].at.index != i) {
+            g->nodes[id].index != i) {
             st = ir_error(KILN_ERR_VERIFY,
                           "kiln_graph_verify: bad input list: entry %d names node %d, not input %d",
                           (int)i, (int)id, (int)i);
@@ -491,7 +491,7 @@ ir_graph_verify(const kiln_graph *g)
             goto done;
         }
         if (nd->op == IR_OP_INPUT) {
-            int idx = nd->at.index;
+            int idx = nd->index;
             if (!nd->name) {
                 st = ir_error(KILN_ERR_VERIFY, "%s: bad name: an input needs a name", LABEL());
                 goto done;
@@ -518,9 +518,9 @@ ir_graph_verify(const kiln_graph *g)
             continue;
         }
         ir_type t;
-        if ((st = ir_infer(g, "kiln_graph_verify", nd->op, nd->nin, nd->in, &nd->at, &nd->type, &t))) {
+        if ((st = ir_infer(g, "kiln_graph_verify", nd->op, nd->nin, nd->in, nd->at, &nd->type, &t))) {
             kiln_clear_error(); /* again, for the message naming the node */
-            st = ir_infer(g, LABEL(), nd->op, nd->nin, nd->in, &nd->at, &nd->type, &t);
+            st = ir_infer(g, LABEL(), nd->op, nd->nin, nd->in, nd->at, &nd->type, &t);
             goto done;
         }
     }

@@ -263,16 +263,16 @@ kb_indexing(kbuild *k, int32_t n)
     case IR_OP_ARANGE:
         in.kind = JIT_OP;
         in.op = IR_OP_ARANGE;
-        if ((in.a[0] = kb_scalar(k, -1, nd->type.dtype, &nd->at.start)) < 0 ||
-            (in.a[1] = kb_scalar(k, -1, nd->type.dtype, &nd->at.delta)) < 0)
+        if ((in.a[0] = kb_scalar(k, -1, nd->type.dtype, &nd->at->start)) < 0 ||
+            (in.a[1] = kb_scalar(k, -1, nd->type.dtype, &nd->at->delta)) < 0)
             return -1;
         return kb_push(k, &in);
     case IR_OP_PAD: {
-        int32_t fill = kb_scalar(k, -1, nd->type.dtype, &nd->at.value);
+        int32_t fill = kb_scalar(k, -1, nd->type.dtype, &nd->at->value);
         if (fill < 0)
             return -1;
         for (int i = 0; i < ns->rank; i++)
-            shift[i] = nd->at.low[i];
+            shift[i] = nd->at->low[i];
         return kb_ranged(k, n, nd->in[0], shift, fill);
     }
     case IR_OP_CONCAT: {
@@ -280,7 +280,7 @@ kb_indexing(kbuild *k, int32_t n)
         int32_t v = kb_push(k, &in);
         for (int m = 0; m < nd->nin && v >= 0; m++) {
             v = kb_ranged(k, n, nd->in[m], shift, v);
-            shift[nd->at.axis] += p->g->nodes[nd->in[m]].type.shape.dims[nd->at.axis];
+            shift[nd->at->axis] += p->g->nodes[nd->in[m]].type.shape.dims[nd->at->axis];
         }
         return v;
     }
@@ -288,7 +288,7 @@ kb_indexing(kbuild *k, int32_t n)
         /* out = x[:axis] + idx + x[axis+1:]: idx over dims [axis, axis + ri) */
         int32_t x = nd->in[0], ix = nd->in[1];
         const ir_shape *is = &p->g->nodes[ix].type.shape, *xs = &p->g->nodes[x].type.shape;
-        int ax = nd->at.axis, ri = is->rank, lead = k->R - ns->rank;
+        int ax = nd->at->axis, ri = is->rank, lead = k->R - ns->rank;
         view t1, t2;
         const view *vi = jit_load_source(p, ix, k->c, &t1);
         int64_t st[JIT_MAX_SPACE] = {0};
@@ -327,7 +327,7 @@ kb_value(kbuild *k, int32_t n, const ir_shape *cs, int ctx)
     nodeinfo *ni = &p->ni[n];
     int32_t r;
     if (ni->cls == C_FULL) {
-        r = kb_scalar(k, n, nd->type.dtype, &nd->at.value);
+        r = kb_scalar(k, n, nd->type.dtype, &nd->at->value);
     } else if (ni->cls == C_ELEM && ni->cluster == k->c && nd->op == IR_OP_MATMUL) {
         /* the contraction's sum: its operands are packed, not loaded (describe_matmul) */
         jit_kinst in = {0};
@@ -512,7 +512,7 @@ describe_matmul(kbuild *k, int32_t n, jit_step *s)
         if (fold >= 0 && p->g->nodes[opnd].op == IR_OP_MUL) {
             const ir_node *od = &p->g->nodes[opnd];
             int32_t f = od->in[0] == fold ? od->in[1] : od->in[0];
-            s->mm_scale[x] = ir_scalar_f64(p->g->nodes[f].type.dtype, &p->g->nodes[f].at.value);
+            s->mm_scale[x] = ir_scalar_f64(p->g->nodes[f].type.dtype, &p->g->nodes[f].at->value);
         }
         view tmp;
         const view *v = jit_load_source(p, fold >= 0 ? fold : opnd, k->c, &tmp);
@@ -857,7 +857,7 @@ jit_describe_ref(planner *p, int32_t r, jit_step *s)
         int32_t b = p->ni[x].cls == C_VIEW && !p->ni[x].stored ? p->ni[x].v.base : x;
         s->in[k] = p->ni[b].loc;
     }
-    int32_t id = ir_graph_add_node(s->sub, "kiln_jit", nd->op, nd->nin, ids, &nd->at, &nd->type, NULL);
+    int32_t id = ir_graph_add_node(s->sub, "kiln_jit", nd->op, nd->nin, ids, nd->at, &nd->type, NULL);
     if (id < 0 || (st = ir_graph_add_output(s->sub, "out", id))) {
         st = kiln_errcode();
         goto done;
@@ -960,7 +960,7 @@ changed_nodes(planner *p)
         ch[x] = memcmp(a->type.shape.dims, b->type.shape.dims,
                        sizeof(int64_t) * (size_t)a->type.shape.rank) != 0 ||
                 ((ir_ops[a->op].attrs & (IR_A_START | IR_A_STOP | IR_A_LOW | IR_A_HIGH | IR_A_SHAPE)) &&
-                 memcmp(&a->at, &b->at, sizeof a->at) != 0) ||
+                 memcmp(a->at, b->at, sizeof *a->at) != 0) ||
                 memcmp(&p->ni[x], &m->ni[x], sizeof(nodeinfo)) != 0 || !outs;
     }
     return p->changed = ch;

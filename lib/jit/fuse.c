@@ -157,18 +157,18 @@ make_view(planner *p, int32_t n, const view *src)
         return true;
     case IR_OP_PERMUTE:
         for (int i = 0; i < ys->rank; i++)
-            v->strides[i] = src->strides[nd->at.perm[i]];
+            v->strides[i] = src->strides[nd->at->perm[i]];
         return true;
     case IR_OP_SLICE:
         for (int i = 0; i < ys->rank; i++) {
             int64_t first, count;
-            ir_slice_axis(xs->dims[i], nd->at.begin[i], nd->at.stop[i], nd->at.step[i], &first,
+            ir_slice_axis(xs->dims[i], nd->at->begin[i], nd->at->stop[i], nd->at->step[i], &first,
                           &count);
             if (count > 0)
                 v->offset += first * src->strides[i];
             /* With one element or none the stride is never used, and a huge step would
              * overflow; with two or more |step| < the axis size, so the product is small. */
-            v->strides[i] = count > 1 ? src->strides[i] * nd->at.step[i] : 0;
+            v->strides[i] = count > 1 ? src->strides[i] * nd->at->step[i] : 0;
         }
         return true;
     default:
@@ -488,7 +488,7 @@ static bool
 reduce_reads(const ir_shape *s, uint32_t axes, const ir_node *nd)
 {
     int last = s->rank - 1;
-    return nd->op == IR_OP_CONCAT && last >= 0 && nd->at.axis == last &&
+    return nd->op == IR_OP_CONCAT && last >= 0 && nd->at->axis == last &&
            (axes & (1u << last)) && ir_shape_equal(&nd->type.shape, s);
 }
 
@@ -525,8 +525,8 @@ fits(planner *p, int32_t c, int32_t n, uint8_t *role)
         bool x_in = p->ni[x].cls == C_ELEM && p->ni[x].cluster == c;
         if (!ir_shape_equal(xs, &cl->shape) || (x_in && cl->reduce && p->ni[x].role != R_SPACE))
             return false;
-        if ((cl->reduce && cl->axes != nd->at.axes) ||
-            (cl->indexing && !reduce_reads_all(p, cl, nd->at.axes)))
+        if ((cl->reduce && cl->axes != nd->at->axes) ||
+            (cl->indexing && !reduce_reads_all(p, cl, nd->at->axes)))
             return false;
         *role = R_ROW;
         return true;
@@ -934,7 +934,7 @@ jit_fuse(planner *p)
             role = red ? R_ROW : R_SPACE;
         }
         if (red && !p->cl[join].reduce)
-            make_reduce(&p->cl[join], nd->at.axes);
+            make_reduce(&p->cl[join], nd->at->axes);
         ni->role = role;
         /* operands in other clusters are stored by them; why, judged before the pending
          * operands below join (room() counted them) */

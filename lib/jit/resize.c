@@ -192,9 +192,9 @@ same_node(pattern *p, const ir_node *a, const ir_node *b)
     if (!same_values(p, a->type.shape.dims, b->type.shape.dims, a->type.shape.rank))
         return false;
     if (a->op == IR_OP_INPUT)
-        return a->at.index == b->at.index;
+        return a->index == b->index;
     unsigned m = ir_ops[a->op].attrs;
-    const ir_attrs *x = &a->at, *y = &b->at;
+    const ir_attrs *x = a->at, *y = b->at;
     const int r = IR_MAX_RANK; /* list attributes: every slot (unused ones are zero) */
     if ((m & IR_A_VALUE) && memcmp(&x->value, &y->value, sizeof x->value) != 0)
         return false;
@@ -260,7 +260,7 @@ same_but_sizes(const jit_plan_model *m, const kiln_graph *g, bool *nomem)
             if (b->op != IR_OP_CONSTANT || m->sr.map[j] < 0 || !ir_type_equal(&a->type, &b->type))
                 continue;
             size_t bytes = ir_type_bytes(&a->type);
-            bool eq = bytes == 0 || memcmp(a->at.data, b->at.data, bytes) == 0;
+            bool eq = bytes == 0 || memcmp(a->at->data, b->at->data, bytes) == 0;
             ok = eq == (m->sr.map[i] == m->sr.map[j]);
         }
     }
@@ -289,7 +289,7 @@ simplify_again(const jit_plan_model *m, const kiln_graph *g)
             id = ir_graph_copy_node(ng, g, orig[j], NULL);
         } else if (ms->nodes[j].op == IR_OP_FULL && nd->op != IR_OP_FULL) {
             ir_attrs at = {0};
-            at.value = ms->nodes[j].at.value; /* folded: of `full`s, whatever their sizes */
+            at.value = ms->nodes[j].at->value; /* folded: of `full`s, whatever their sizes */
             id = ir_graph_add_node(ng, "kiln_jit", IR_OP_FULL, 0, NULL, &at, &nd->type, nd->name);
         } else {
             if (nd->nin > 16) {

@@ -199,9 +199,9 @@ jit_schedule_place(planner *p, jit_sched *sc)
         const ir_node *nd = &g->nodes[n];
         ni->has_loc = nd->op == IR_OP_INPUT || nd->op == IR_OP_CONSTANT;
         if (nd->op == IR_OP_INPUT)
-            ni->loc = (jit_loc){JIT_LOC_INPUT, nd->at.index, 0, NULL};
+            ni->loc = (jit_loc){JIT_LOC_INPUT, nd->index, 0, NULL};
         else if (nd->op == IR_OP_CONSTANT)
-            ni->loc = (jit_loc){JIT_LOC_CONST, 0, 0, nd->at.data};
+            ni->loc = (jit_loc){JIT_LOC_CONST, 0, 0, nd->at->data};
     }
     int32_t ntb = 0;
     tbuf *tb = ir_calloc((size_t)g->nnodes + 1, sizeof *tb);

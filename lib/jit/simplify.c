@@ -49,11 +49,11 @@ fold(const kiln_graph *ng, const ir_node *old, const int32_t *in, ir_scalar *val
     for (int i = 0; i < old->nin && !st; i++) {
         const ir_node *src = &ng->nodes[in[i]];
         ir_type ty = {src->type.dtype, {0, {0}}};
-        ids[i] = ir_graph_add_node(t, "fold", IR_OP_FULL, 0, NULL, &src->at, &ty, NULL);
+        ids[i] = ir_graph_add_node(t, "fold", IR_OP_FULL, 0, NULL, src->at, &ty, NULL);
         if (ids[i] < 0)
             st = kiln_errcode();
     }
-    int32_t r = st ? -1 : ir_graph_add_node(t, "fold", old->op, old->nin, ids, &old->at, NULL, NULL);
+    int32_t r = st ? -1 : ir_graph_add_node(t, "fold", old->op, old->nin, ids, old->at, NULL, NULL);
     if (r < 0 || ir_graph_add_output(t, "r", r)) {
         kiln_graph_free(t);
         return kiln_errcode();
@@ -105,22 +105,22 @@ split_concat_matmul(kiln_graph *ng, const ir_node *mm, int32_t x, int32_t y, kil
     }
     if (cat->op != IR_OP_CONCAT || cat->nin < 2)
         return -1;
-    int ax = cat->at.axis; /* its axis in B */
+    int ax = cat->at->axis; /* its axis in B */
     if (perm)
         for (int j = 0; j < rb; j++)
-            if (perm->at.perm[j] == cat->at.axis)
+            if (perm->at->perm[j] == cat->at->axis)
                 ax = j;
     if (ax != rb - 1 && ax != rb - 2)
         return -1;
     int32_t cat_id = perm ? perm->in[0] : y, nparts = cat->nin;
-    ir_attrs pat = perm ? perm->at : (ir_attrs){0};
+    ir_attrs pat = perm ? *perm->at : (ir_attrs){0};
     int32_t acc = -1, parts[IR_MAX_RANK > 16 ? IR_MAX_RANK : 16];
     if (nparts > (int32_t)(sizeof parts / sizeof parts[0]))
         return -1;
     int64_t k0 = 0;
     for (int32_t q = 0; q < nparts; q++) {
         int32_t part = ng->nodes[cat_id].in[q];
-        int64_t ext = ng->nodes[part].type.shape.dims[ng->nodes[cat_id].at.axis];
+        int64_t ext = ng->nodes[part].type.shape.dims[ng->nodes[cat_id].at->axis];
         if (perm)
             part = ir_graph_add_node(ng, "kiln_jit", IR_OP_PERMUTE, 1, &part, &pat, NULL, NULL);
         if (part < 0)
@@ -288,9 +288,9 @@ jit_simplify(const kiln_graph *g, kiln_graph **out, char **log, jit_simplify_rec
             const ir_node *c = &ng->nodes[tab[slot]];
             if (c->op == op && c->nin == nd->nin && ir_type_equal(&c->type, &nd->type) &&
                 (nd->nin == 0 || memcmp(c->in, ins, sizeof(int32_t) * (size_t)nd->nin) == 0) &&
-                same_attrs(&c->at, &nd->at) &&
+                same_attrs(c->at, nd->at) &&
                 (nd->op != IR_OP_CONSTANT ||
-                 memcmp(c->at.data, nd->at.data, ir_type_bytes(&nd->type)) == 0)) {
+                 memcmp(c->at->data, nd->at->data, ir_type_bytes(&nd->type)) == 0)) {
                 found = tab[slot];
                 break;
             }
