@@ -2189,6 +2189,92 @@ START_TEST(alloc_failure_loop)
 }
 END_TEST
 
+/* ir_graph_derive: simplify's result replayed from a map (resize.c) — a merged constant, a
+ * dropped node, operand lists shared where the map keeps their ids and renumbered where
+ * it does not; the copy computes what g does (the interpreter) and outlives g. */
+static kiln_graph *
+derive_source(bool name_merged)
+{
+    kiln_graph *g = new_graph();
+    ir_type t = TY(F32, 2);
+    int32_t x = input(g, "x", t), y = input(g, "y", t);
+    ir_attrs two = {0};
+    two.value = ir_scalar_from_f64(KILN_DTYPE_F32, 2.0);
+    int32_t c1 = ir_graph_add_node(g, "test", IR_OP_FULL, 0, NULL, &two, &t, NULL);
+    int32_t a = ir_graph_add_node(g, "test", IR_OP_ADD, 2, (int32_t[]){x, c1}, NULL, NULL, "a");
+    int32_t c2 = ir_graph_add_node(g, "test", IR_OP_FULL, 0, NULL, &two, &t, name_merged ? "c2" : NULL);
+    int32_t b = ir_graph_add_node(g, "test", IR_OP_MUL, 2, (int32_t[]){a, c2}, NULL, NULL, "b");
+    ck_assert_int_eq(UN(g, IR_OP_NEG, y), 6); /* no output needs it */
+    int32_t o = ir_graph_add_node(g, "test", IR_OP_SUB, 2, (int32_t[]){b, x}, NULL, NULL, "o");
+    ck_assert_int_eq(o, 7);
+    ck_assert_int_eq(ir_graph_add_output(g, "out", o), KILN_OK);
+    ck_assert_int_eq(ir_graph_add_output(g, "b", b), KILN_OK);
+    ck_assert_int_eq(ir_graph_verify(g), KILN_OK);
+    return g;
+}
+
+static const int32_t derive_orig[] = {0, 1, 2, 3, 5, 7};
+static const int32_t derive_map[] = {0, 1, 2, 3, 2, 4, -1, 5}; /* c2 -> c1; neg dropped */
+
+START_TEST(derive_from_map)
+{
+    for (int named = 0; named < 2; named++) {
+        kiln_graph *g = derive_source(named);
+        kiln_graph *d = ir_graph_derive(g, 6, derive_orig, derive_map);
+        ck_assert_msg(d != NULL, "%s", kiln_errmsg());
+        ck_assert_int_eq(d->nnodes, 6);
+        ck_assert_int_eq(d->ninputs, 2);
+        ck_assert_int_eq(d->inputs[0], 0);
+        ck_assert_int_eq(d->inputs[1], 1);
+        ck_assert_int_eq(d->nodes[1].index, 1);
+        ck_assert_int_eq(d->nodes[4].op, IR_OP_MUL);
+        ck_assert_int_eq(d->nodes[4].in[0], 3);
+        ck_assert_int_eq(d->nodes[4].in[1], 2); /* c2, merged into c1 */
+        ck_assert_int_eq(d->nodes[5].in[0], 4);
+        ck_assert_ptr_eq(d->nodes[3].in, g->nodes[3].in); /* ids kept: g's list */
+        ck_assert_ptr_ne(d->nodes[4].in, g->nodes[5].in); /* renumbered: its own */
+        ck_assert_ptr_eq(d->nodes[2].at, g->nodes[2].at);
+        ck_assert_int_eq(d->noutputs, 2);
+        ck_assert_int_eq(d->outputs[0].node, 5);
+        ck_assert_int_eq(d->outputs[1].node, 4);
+        ck_assert_str_eq(d->outputs[1].name, "b");
+        ck_assert_int_eq(ir_graph_find(d, "x", 1), 0);
+        ck_assert_int_eq(ir_graph_find(d, "a", 1), 3);
+        ck_assert_int_eq(ir_graph_find(d, "b", 1), 4);
+        ck_assert_int_eq(ir_graph_find(d, "o", 1), 5);
+        ck_assert_int_lt(ir_graph_find(d, "c2", 2), 0); /* merged away: not d's name */
+        ck_assert_int_eq(ir_graph_verify(d), KILN_OK);
+        float xv[2] = {1.5f, -3.0f}, yv[2] = {7.0f, 0.25f}, want[2][2], got[2][2];
+        const void *in[2] = {xv, yv};
+        ck_assert_int_eq(kiln_graph_interpret(g, in, (void *[]){want[0], want[1]}), KILN_OK);
+        /* g freed first: d holds its share, so its nodes' lists and names stay */
+        kiln_graph_free(g);
+        ck_assert_int_eq(kiln_graph_interpret(d, in, (void *[]){got[0], got[1]}), KILN_OK);
+        ck_assert(memcmp(got, want, sizeof got) == 0);
+        ck_assert_float_eq(got[0][0], (1.5f + 2.0f) * 2.0f - 1.5f); /* f32, exact */
+        ck_assert_int_eq(kiln_graph_free(d), KILN_OK);
+    }
+    /* out of memory at each allocation: NULL with the error, nothing leaked (ASan) */
+    kiln_graph *g = derive_source(true);
+    kiln_graph *d = NULL;
+    int failures = 0;
+    for (long n = 0; n < 100 && !d; n++) {
+        ir_test_fail_alloc_after(n);
+        kiln_clear_error();
+        d = ir_graph_derive(g, 6, derive_orig, derive_map);
+        ir_test_fail_alloc_after(-1);
+        if (!d) {
+            ck_assert_int_eq(kiln_errcode(), KILN_ERR_NOMEM);
+            failures++;
+        }
+    }
+    ck_assert_ptr_nonnull(d);
+    ck_assert_int_ge(failures, 4); /* the graph, its nodes, inputs, outputs (and names) */
+    kiln_graph_free(d);
+    kiln_graph_free(g);
+}
+END_TEST
+
 /* ---- odds and ends ----------------------------------------------------------------------- */
 
 START_TEST(more_corruptions)
@@ -2337,6 +2423,7 @@ ir_suite(void)
     tcase_add_test(tc, verify_corrupt_boundary);
     tcase_add_test(tc, builder_boundary_errors);
     tcase_add_test(tc, builder_many_names);
+    tcase_add_test(tc, derive_from_map);
     tcase_add_test(tc, shape_check_limits);
     tcase_add_test(tc, overflow_through_ops);
     tcase_add_test(tc, hash_names_do_not_matter);

@@ -47,13 +47,14 @@ kiln_graph_free(kiln_graph *g)
         return ir_error(KILN_ERR_MISUSE,
                         "kiln_graph_free: invalid handle: not a live kiln_graph (freed or "
                         "foreign)");
+    kiln_graph *base = g->base;
     ir_arena_free(&g->arena);
     ir_free(g->names);
     ir_free(g->nodes);
     ir_free(g->inputs);
     ir_free(g->outputs);
     ir_handle_retire(&live_graphs, g);
-    return KILN_OK;
+    return base ? kiln_graph_free(base) : KILN_OK;
 }
 
 /* Grow *arr (of element size `size`) so it holds at least `need` elements. */
@@ -401,6 +402,7 @@ ir_graph_copy_node(kiln_graph *g, const kiln_graph *from, int32_t n, const int32
 bool
 ir_graph_inputs_first(kiln_graph *g)
 {
+    IR_ASSERT(!g->base); /* (its operand lists are rewritten where they are: its own) */
     size_t n = (size_t)g->nnodes;
     ir_node *nodes = ir_malloc(sizeof(ir_node) * (n + 1));
     int32_t *map = ir_malloc(sizeof(int32_t) * (n + 1));
@@ -436,6 +438,71 @@ ir_graph_inputs_first(kiln_graph *g)
     g->capnodes = (int32_t)n + 1;
     ir_free(map);
     return true;
+}
+
+kiln_graph *
+ir_graph_derive(const kiln_graph *g, int32_t n, const int32_t *orig, const int32_t *map)
+{
+    kiln_graph *ng = ir_graph_new(g->name);
+    if (!ng)
+        return NULL;
+    ng->base = ir_graph_share(g);
+    bool ok = n >= 0 && n <= g->nnodes && ir_graph_reserve(ng, n);
+    ng->inputs = ok && g->ninputs ? ir_malloc(sizeof *ng->inputs * (size_t)g->ninputs) : NULL;
+    ng->outputs = ok && g->noutputs ? ir_malloc(sizeof *ng->outputs * (size_t)g->noutputs) : NULL;
+    if (!ok || (g->ninputs && !ng->inputs) || (g->noutputs && !ng->outputs))
+        goto nomem;
+    ng->capinputs = g->ninputs;
+    ng->capoutputs = g->noutputs;
+    bool renamed = false; /* a named node dropped or merged: the index built again */
+    for (int32_t j = 0; j < n; j++) {
+        const ir_node *src = &g->nodes[orig[j]];
+        ir_node *nd = &ng->nodes[j];
+        *nd = *src;
+        bool same = true;
+        for (int k = 0; k < src->nin && same; k++)
+            same = map[src->in[k]] == src->in[k];
+        if (!same) { /* (renumbered: an operand list of its own) */
+            int32_t *in = ir_arena_alloc(&ng->arena, sizeof(int32_t) * (size_t)src->nin,
+                                         sizeof(int32_t));
+            if (!in)
+                goto nomem;
+            for (int k = 0; k < src->nin; k++)
+                in[k] = map[src->in[k]];
+            nd->in = in;
+        }
+        if (src->op == IR_OP_INPUT) {
+            nd->index = ng->ninputs;
+            ng->inputs[ng->ninputs++] = j;
+        }
+        ng->nnodes++;
+    }
+    for (int32_t i = 0; i < g->noutputs; i++)
+        ng->outputs[ng->noutputs++] = (ir_output){g->outputs[i].name, map[g->outputs[i].node]};
+    for (int32_t i = 0; i < g->capnames && !renamed; i++) {
+        int32_t x = g->names[i] - 1;
+        renamed = x >= 0 && (map[x] < 0 || orig[map[x]] != x);
+    }
+    if (!renamed && g->capnames) { /* the same slots, renumbered */
+        if (!(ng->names = ir_malloc(sizeof *ng->names * (size_t)g->capnames)))
+            goto nomem;
+        for (int32_t i = 0; i < g->capnames; i++)
+            ng->names[i] = g->names[i] ? map[g->names[i] - 1] + 1 : 0;
+        ng->capnames = g->capnames;
+        ng->nnames = g->nnames;
+    }
+    for (int32_t j = 0; renamed && j < n; j++)
+        if (ng->nodes[j].name) {
+            if (!names_reserve(ng))
+                goto fail;
+            names_add(ng, j);
+        }
+    return ng;
+nomem:
+    ir_error(KILN_ERR_NOMEM, "kiln: out of memory copying a graph");
+fail:
+    kiln_graph_free(ng);
+    return NULL;
 }
 
 kiln_graph *

@@ -349,6 +349,9 @@ struct kiln_graph {
      * (0: empty), at most half full; ir_graph_find's index */
     int32_t *names;
     int32_t capnames, nnames;
+    /* a derived graph (ir_graph_derive): the graph whose arena holds its nodes' operand
+     * lists, names, attributes and data, one share of it held; NULL: all in its own */
+    kiln_graph *base;
 };
 
 /* ---- building graphs (used by the parser and by capture) --------------------------- */
@@ -381,13 +384,24 @@ IR_HIDDEN kiln_graph *ir_graph_rebuild(const kiln_graph *g, const ir_type *input
  * are distinct).  Returns the id or -1. */
 IR_HIDDEN int32_t ir_graph_copy_node(kiln_graph *g, const kiln_graph *from, int32_t n,
                                      const int32_t *in);
+/* A copy of the complete graph g with n of its nodes, node orig[j] of g its node j
+ * (orig ascending), every node x of g that the copy keeps or that an operand names mapped
+ * to map[x] (orig[map[x]] == x for a kept node; another kept node of the same value for a
+ * merged one): simplify's result replayed.  Its nodes, inputs, outputs and names index are
+ * arrays of its own (the caller may change a node: its op to another of the same operands
+ * and type, say), and so is an operand list that the map renumbers; the rest of its nodes'
+ * operand lists, names, attributes and constant data are g's: it holds a share of g
+ * (ir_graph_share) until it is freed.  A copy in a few loops, instead of a node at a time
+ * with the type rule's checks.  NULL with the error set when out of memory. */
+IR_HIDDEN kiln_graph *ir_graph_derive(const kiln_graph *g, int32_t n, const int32_t *orig,
+                                      const int32_t *map);
 /* One more owner of the complete graph g (graphs are immutable once complete, so owners
  * may share one instead of each holding a copy): kiln_graph_free frees it when the last
  * owner does.  Returns g. */
 IR_HIDDEN kiln_graph *ir_graph_share(const kiln_graph *g);
-/* Renumber g in place as ir_graph_rebuild(g, NULL) would copy it: its inputs first, in
- * their order, then every other node in g's order (names, attributes and data stay where
- * they are).  False with the error set when out of memory (g unchanged). */
+/* Renumber g (not a derived graph) in place as ir_graph_rebuild(g, NULL) would copy it:
+ * its inputs first, in their order, then every other node in g's order (names, attributes
+ * and data stay where they are).  False with the error set when out of memory (g unchanged). */
 IR_HIDDEN bool ir_graph_inputs_first(kiln_graph *g);
 /* Room for `nodes` nodes in g, so that adding them does not grow its arrays again (a copy of
  * a graph of known size); false with the error set when out of memory. */

@@ -272,12 +272,50 @@ same_but_sizes(const jit_plan_model *m, const kiln_graph *g, bool *nomem)
 
 /* ---- the replay ----------------------------------------------------------------------- */
 
+/* Simplify's result for g when the model's only dropped and merged nodes and made matmuls
+ * of K = 1 muls (a decoder step: the same scalar constant in each layer): g derived
+ * (ir_graph_derive: its nodes' arrays shared) with the model's map, each matmul made a mul
+ * again (K still 1) and its type checked by the rule.  *done false when the model's did
+ * more (folded a node, dropped a named one): the caller copies node by node. */
+static kiln_graph *
+derive_again(const jit_plan_model *m, const kiln_graph *g, bool *done)
+{
+    const kiln_graph *ms = m->plan->g;
+    const int32_t *map = m->sr.map, *orig = m->sr.orig;
+    *done = false;
+    for (int32_t j = 0; j < m->sr.n1; j++)
+        if (ms->nodes[j].op != g->nodes[orig[j]].op &&
+            !(ms->nodes[j].op == IR_OP_MUL && g->nodes[orig[j]].op == IR_OP_MATMUL))
+            return NULL;
+    for (int32_t i = 0; i < g->nnodes; i++)
+        if (map[i] < 0 && g->nodes[i].name)
+            return NULL;
+    *done = true;
+    kiln_graph *ng = ir_graph_derive(g, m->sr.n1, orig, map);
+    for (int32_t j = 0; ng && j < ng->nnodes; j++) {
+        ir_node *nd = &ng->nodes[j];
+        ir_type t;
+        if (ms->nodes[j].op == nd->op)
+            continue;
+        if (ir_infer(ng, "kiln_jit", IR_OP_MUL, nd->nin, nd->in, &ir_no_attrs, &nd->type, &t)) {
+            kiln_graph_free(ng);
+            return NULL;
+        }
+        nd->op = IR_OP_MUL;
+    }
+    return ng;
+}
+
 /* Simplify's result for g, from the model's map: the same nodes, at g's sizes. */
 static kiln_graph *
 simplify_again(const jit_plan_model *m, const kiln_graph *g)
 {
     const kiln_graph *ms = m->plan->g;
     const int32_t *map = m->sr.map, *orig = m->sr.orig;
+    bool derived;
+    kiln_graph *dg = derive_again(m, g, &derived);
+    if (derived)
+        return dg;
     kiln_graph *ng = ir_graph_new(g->name);
     int32_t small[16], *ins = small;
     if (!ng || !ir_graph_reserve(ng, m->sr.n1))
