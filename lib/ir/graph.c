@@ -305,11 +305,14 @@ ir_graph_add_node(kiln_graph *g, const char *api, ir_op op, int nin, const int32
     if (name && !*name)
         return ir_error(KILN_ERR_INVALID_ARG, "%s: bad name: a value name is empty", api), -1;
     ir_attrs at;
-    clean_attrs(op, attrs, &at);
+    bool has = ir_ops[op].attrs != 0; /* (most ops: nothing to clean or store) */
+    if (has)
+        clean_attrs(op, attrs, &at);
     ir_type t;
-    if (ir_infer(g, api, op, nin, in, &at, given, &t))
+    if (ir_infer(g, api, op, nin, in, has ? &at : &ir_no_attrs, given, &t))
         return -1;
-    normalize_attrs(g, op, in, &t, &at);
+    if (has)
+        normalize_attrs(g, op, in, &t, &at);
     ir_node *nd = new_node(g, api);
     if (!nd)
         return -1;
