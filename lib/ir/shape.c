@@ -18,15 +18,15 @@ ir_shape_check(const char *api, kiln_dtype t, const ir_shape *s)
     /* The product of the non-zero dims is bounded even when a zero dim makes the tensor
      * empty: strides and index arithmetic multiply the other dims regardless.  Each
      * factor and the running product stay <= 2^48 before the next multiply, and the
-     * division test keeps the multiply itself from wrapping. */
+     * multiply is checked for wrapping (not by a division: every op's type rule checks its
+     * result, and a 64-bit division per dim was a tenth of the check). */
     uint64_t count = 1;
     for (int i = 0; i < s->rank; i++) {
         uint64_t d = (uint64_t)s->dims[i];
         if (d == 0)
             continue;
-        if (d > IR_MAX_BYTES || count > IR_MAX_BYTES / d)
+        if (d > IR_MAX_BYTES || __builtin_mul_overflow(count, d, &count) || count > IR_MAX_BYTES)
             goto overflow;
-        count *= d;
     }
     if (count * kiln_dtype_size(t) > IR_MAX_BYTES)
         goto overflow;
