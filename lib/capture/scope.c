@@ -220,6 +220,22 @@ output_named(const kiln_graph *g, const char *name)
  * when the caller chose that name for another output or an earlier default took it, the
  * next free "out<k>" (k > i).  Run once every output is known, so that a default never
  * takes a name the caller chose, whichever was marked first. */
+/* "out<k>" (k >= 0) into buf (at least 24 bytes): written by hand, as snprintf was a
+ * twentieth of a decoder step's scope end. */
+static void
+out_name(char *buf, int64_t k)
+{
+    char d[20];
+    int n = 0;
+    do
+        d[n++] = (char)('0' + k % 10);
+    while ((k /= 10) > 0);
+    memcpy(buf, "out", 3);
+    for (int i = 0; i < n; i++)
+        buf[3 + i] = d[n - 1 - i];
+    buf[3 + n] = '\0';
+}
+
 static kiln_status
 name_defaults(kiln_graph *g)
 {
@@ -229,7 +245,7 @@ name_defaults(kiln_graph *g)
         char buf[32];
         /* at most noutputs - 1 names are taken, so this ends by k = i + noutputs */
         for (int64_t k = i;; k++) {
-            snprintf(buf, sizeof buf, "out%lld", (long long)k);
+            out_name(buf, k);
             if (!output_named(g, buf))
                 break;
         }
