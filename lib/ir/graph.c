@@ -124,6 +124,23 @@ names_put(int32_t *slots, int32_t cap, const kiln_graph *g, int32_t id)
     slots[i] = id + 1;
 }
 
+/* The node named name[0..n) (-1: none) and the slot where the lookup ended: that node's,
+ * or the empty slot where the name would go. */
+static int32_t
+names_lookup(const kiln_graph *g, const char *name, size_t n, uint32_t *slot)
+{
+    uint32_t m = (uint32_t)g->capnames - 1, i = name_hash(name, n) & m;
+    for (; g->names[i]; i = (i + 1) & m) {
+        const char *nm = g->nodes[g->names[i] - 1].name;
+        if (strncmp(nm, name, n) == 0 && nm[n] == '\0') {
+            *slot = i;
+            return g->names[i] - 1;
+        }
+    }
+    *slot = i;
+    return -1;
+}
+
 /* Room in the index for one more name (rebuilt twice as large when half full); false with
  * the error set on failure, the index unchanged. */
 static bool
@@ -206,17 +223,20 @@ ir_graph_add_input(kiln_graph *g, const char *name, const ir_type *type)
         return ir_error(KILN_ERR_DTYPE, "%s: bad dtype: %d", api, (int)type->dtype), -1;
     if (ir_shape_check(api, type->dtype, &type->shape))
         return -1;
-    /* Inputs share one namespace with the named nodes (the verifier's rule). */
-    if (ir_graph_find(g, name, strlen(name)) >= 0)
-        return ir_error(KILN_ERR_INVALID_ARG, "%s: duplicate input: '%s' is declared twice",
-                        api, name), -1;
     if (!grow((void **)&g->inputs, &g->capinputs, g->ninputs + 1, sizeof(int32_t)) ||
         !names_reserve(g))
         return -1;
+    /* Inputs share one namespace with the named nodes (the verifier's rule); the lookup
+     * leaves the slot the name goes to (one hash of the name, not two). */
+    size_t len = strlen(name);
+    uint32_t slot;
+    if (names_lookup(g, name, len, &slot) >= 0)
+        return ir_error(KILN_ERR_INVALID_ARG, "%s: duplicate input: '%s' is declared twice",
+                        api, name), -1;
     ir_node *nd = new_node(g, api);
     if (!nd)
         return -1;
-    const char *nm = ir_arena_strdup(&g->arena, name);
+    const char *nm = ir_arena_strndup(&g->arena, name, len);
     if (!nm)
         return -1;
     nd->op = IR_OP_INPUT;
@@ -224,7 +244,8 @@ ir_graph_add_input(kiln_graph *g, const char *name, const ir_type *type)
     nd->name = nm;
     nd->index = g->ninputs;
     g->inputs[g->ninputs++] = g->nnodes;
-    names_add(g, g->nnodes);
+    g->names[slot] = g->nnodes + 1;
+    g->nnames++;
     return g->nnodes++;
 }
 
@@ -546,15 +567,8 @@ ir_graph_find(const kiln_graph *g, const char *name, size_t n)
 {
     /* through the index of names: every input of a graph is checked against the named
      * nodes before it, which a walk over the nodes made quadratic in the graph's size */
-    if (!g->capnames)
-        return -1;
-    uint32_t m = (uint32_t)g->capnames - 1, i = name_hash(name, n) & m;
-    for (; g->names[i]; i = (i + 1) & m) {
-        const char *nm = g->nodes[g->names[i] - 1].name;
-        if (strncmp(nm, name, n) == 0 && nm[n] == '\0')
-            return g->names[i] - 1;
-    }
-    return -1;
+    uint32_t slot;
+    return g->capnames ? names_lookup(g, name, n, &slot) : -1;
 }
 
 /* ---- public API ------------------------------------------------------------------------ */
