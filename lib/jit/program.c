@@ -42,7 +42,24 @@ typedef struct plan_key {
     kiln_mode mode;
     unsigned flags; /* the JIT_F_PLAN bits it is planned with */
     kiln_graph *graph;
+    uint64_t sizes; /* input_sizes(graph): compared before the graphs */
 } plan_key;
+
+/* The inputs' dims mixed into one word.  Graphs of one generic hash (the plans of a
+ * decoder step at its other cache lengths: a group of up to PLAN_GROUP_LIMIT) differ
+ * mostly in their inputs' sizes, so a lookup that misses compares this word with each
+ * of them instead of walking their nodes to the first differing type. */
+static uint64_t
+input_sizes(const kiln_graph *g)
+{
+    uint64_t h = 0;
+    for (int32_t i = 0; i < g->ninputs; i++) {
+        const ir_shape *s = &g->nodes[g->inputs[i]].type.shape;
+        for (int d = 0; d < s->rank; d++)
+            h = (h ^ (uint64_t)s->dims[d]) * 0x100000001b3ull;
+    }
+    return h;
+}
 
 static _Atomic uint64_t uncached_compiles;
 
@@ -50,7 +67,8 @@ static bool
 key_equal(const void *a, const void *b)
 {
     const plan_key *x = a, *y = b;
-    return x->mode == y->mode && x->flags == y->flags && ir_graph_equal(x->graph, y->graph);
+    return x->mode == y->mode && x->flags == y->flags && x->sizes == y->sizes &&
+           ir_graph_equal(x->graph, y->graph);
 }
 
 static void
@@ -181,6 +199,7 @@ compile(const char *api, const kiln_graph *g, kiln_mode mode, unsigned flags, co
             k->mode = mode;
             k->flags = flags & JIT_F_PLAN;
             k->graph = ir_graph_share(g); /* the program's: complete, immutable */
+            k->sizes = input_sizes(g);
         }
         if (!k) {
             ir_free(k);
