@@ -4,8 +4,11 @@
 
 #include "ir.h"
 
-kiln_status
-ir_shape_check(const char *api, kiln_dtype t, const ir_shape *s)
+/* ir_shape_check's errors, out of its loop (the check runs for every op's result type;
+ * a 256-byte buffer for the message cost it on every call).  A negative dim is reported
+ * before a count too large, whichever comes first. */
+static kiln_status __attribute__((noinline, cold))
+shape_error(const char *api, kiln_dtype t, const ir_shape *s)
 {
     char buf[IR_TYPE_STR_MAX];
     if (s->rank < 0 || s->rank > IR_MAX_RANK)
@@ -15,6 +18,15 @@ ir_shape_check(const char *api, kiln_dtype t, const ir_shape *s)
         if (s->dims[i] < 0)
             return ir_error(KILN_ERR_SHAPE, "%s: negative dimension: %s", api,
                             ir_shape_str(s, buf, sizeof buf));
+    return ir_error(KILN_ERR_OVERFLOW, "%s: tensor too large: %s %s exceeds 2^48 bytes", api,
+                    kiln_dtype_name(t), ir_shape_str(s, buf, sizeof buf));
+}
+
+kiln_status
+ir_shape_check(const char *api, kiln_dtype t, const ir_shape *s)
+{
+    if (s->rank < 0 || s->rank > IR_MAX_RANK)
+        return shape_error(api, t, s);
     /* The product of the non-zero dims is bounded even when a zero dim makes the tensor
      * empty: strides and index arithmetic multiply the other dims regardless.  Each
      * factor and the running product stay <= 2^48 before the next multiply, and the
@@ -22,18 +34,19 @@ ir_shape_check(const char *api, kiln_dtype t, const ir_shape *s)
      * result, and a 64-bit division per dim was a tenth of the check). */
     uint64_t count = 1;
     for (int i = 0; i < s->rank; i++) {
-        uint64_t d = (uint64_t)s->dims[i];
-        if (d == 0)
+        int64_t d = s->dims[i];
+        if (d <= 0) {
+            if (d < 0)
+                return shape_error(api, t, s);
             continue;
-        if (d > IR_MAX_BYTES || __builtin_mul_overflow(count, d, &count) || count > IR_MAX_BYTES)
-            goto overflow;
+        }
+        if ((uint64_t)d > IR_MAX_BYTES || __builtin_mul_overflow(count, (uint64_t)d, &count) ||
+            count > IR_MAX_BYTES)
+            return shape_error(api, t, s);
     }
     if (count * kiln_dtype_size(t) > IR_MAX_BYTES)
-        goto overflow;
+        return shape_error(api, t, s);
     return KILN_OK;
-overflow:
-    return ir_error(KILN_ERR_OVERFLOW, "%s: tensor too large: %s %s exceeds 2^48 bytes", api,
-                    kiln_dtype_name(t), ir_shape_str(s, buf, sizeof buf));
 }
 
 size_t
