@@ -23,11 +23,14 @@ step_array(planner *p, size_t n, size_t size)
 /* describe's working arrays, kept by the planner from one step to the next
  * (planner.kscratch, jit_describe_free): describing a step allocated and freed them a dozen
  * times, most of the allocator's calls in a plan made at new sizes (a decoder step: 480 of
- * them).  A kbuild works on a copy (kb_take) and hands it back, grown or not. */
+ * them).  A kbuild works on a copy (kb_take) and hands it back, grown or not.  Between
+ * plans one set is kept for the next (spare_scratch): a plan made at new sizes every step
+ * found them empty and grew each array again from its first element. */
 struct jit_kscratch {
     jit_kinst *inst;
     int32_t capinst;
     int32_t *memo; /* node -> inst + 1 (0: none), two per node (contexts) */
+    size_t capmemo;
     ivec touched;
     /* loads (room for the widest space: R changes from step to step) */
     ivec load_node;     /* base node per slot */
@@ -630,12 +633,13 @@ contiguous_copy(planner *p, const cluster *cl, jit_step *s)
     return true;
 }
 
-void
-jit_describe_free(planner *p)
+/* The working arrays of the last plan described, kept for the next one (any thread's: taken
+ * and given back by exchange, so one plan at a time uses them); NULL none. */
+static _Atomic(jit_kscratch *) spare_scratch;
+
+static void
+scratch_free(jit_kscratch *ks)
 {
-    ir_free(p->changed);
-    p->changed = NULL;
-    jit_kscratch *ks = p->kscratch;
     if (!ks)
         return;
     ir_free(ks->inst);
@@ -647,7 +651,22 @@ jit_describe_free(planner *p)
     ir_free(ks->load_off);
     ir_free(ks->load_strides);
     ir_free(ks);
+}
+
+void
+jit_describe_free(planner *p)
+{
+    ir_free(p->changed);
+    p->changed = NULL;
+    if (p->kscratch) /* kept for the next plan: the one kept before is freed */
+        scratch_free(atomic_exchange(&spare_scratch, p->kscratch));
     p->kscratch = NULL;
+}
+
+void
+jit_describe_trim(void)
+{
+    scratch_free(atomic_exchange(&spare_scratch, NULL));
 }
 
 /* k's working arrays from the planner's scratch (emptied), NULL when out of memory. */
@@ -655,18 +674,21 @@ static jit_kscratch *
 kb_take(planner *p, kbuild *k)
 {
     jit_kscratch *ks = p->kscratch;
+    size_t nmemo = 2 * (size_t)p->g->nnodes + 1;
     if (!ks) {
-        ks = p->kscratch = ir_calloc(1, sizeof *ks);
-        if (ks)
-            ks->memo = ir_calloc(2 * (size_t)p->g->nnodes + 1, sizeof(int32_t));
-        if (!ks || !ks->memo) {
-            ir_free(ks);
-            p->kscratch = NULL;
+        ks = atomic_exchange(&spare_scratch, NULL); /* (the last plan's, grown) */
+        if (!ks && !(ks = ir_calloc(1, sizeof *ks)))
             return NULL;
+        p->kscratch = ks; /* (jit_describe_free's, whatever happens next) */
+        if (ks->capmemo < nmemo) {
+            int32_t *m = ir_realloc(ks->memo, sizeof(int32_t) * nmemo);
+            if (!m)
+                return NULL;
+            ks->memo = m;
+            ks->capmemo = nmemo;
         }
-    } else {
-        memset(ks->memo, 0, sizeof(int32_t) * 2 * (size_t)p->g->nnodes);
     }
+    memset(ks->memo, 0, sizeof(int32_t) * nmemo);
     k->w = *ks;
     k->w.touched.n = k->w.load_node.n = k->w.stores.n = 0;
     return ks;

@@ -502,6 +502,8 @@ IR_HIDDEN void jit_cache_trim(void);
  * jit_cache_trim, and every free temporaries block.  For tests that check memory returns to
  * a steady state. */
 IR_HIDDEN void jit_plan_cache_trim(void);
+/* Free describe's working arrays kept between plans (describe.c), for the same tests. */
+IR_HIDDEN void jit_describe_trim(void);
 /* The temporaries blocks programs run in, one pool for the process (workspace.c): take a
  * block of at least n bytes (64-aligned; *cap its size; NULL when out of memory), give it
  * back after the run; trim frees every free block; the counters: blocks allocated so far

@@ -180,8 +180,8 @@ IR_HIDDEN kiln_status jit_schedule_place(planner *p, jit_sched *sc);
 
 /* describe.c */
 IR_HIDDEN kiln_status jit_describe_kernel(planner *p, int32_t c, jit_step *s);
-/* Frees describe's working arrays (p->kscratch, p->changed), once the plan's steps are
- * described. */
+/* Frees describe's working arrays (p->changed; p->kscratch is kept for the next plan,
+ * jit_describe_trim frees it), once the plan's steps are described. */
 IR_HIDDEN void jit_describe_free(planner *p);
 IR_HIDDEN kiln_status jit_describe_ref(planner *p, int32_t r, jit_step *s);
 IR_HIDDEN void jit_explain_cluster(planner *p, int32_t c, const jit_step *s, FILE *f);

@@ -257,6 +257,7 @@ jit_plan_cache_trim(void)
     jit_lru_trim(&plans);
     jit_resize_trim();
     jit_ws_trim();
+    jit_describe_trim();
 }
 
 /* Compile `g` (taking ownership) into a program. */
