@@ -226,6 +226,9 @@ struct jit_plan_model {
     jit_sched sc;         /* the order of the steps */
     ivec reads, reads_at; /* what each step's description read (jit_describe_record) */
     jit_plan *plan;       /* a reference */
+    /* room for a copy of ni (one per node of plan->g) then cl, kept for the next plan made
+     * from this model (resize.c; taken and given back by exchange); NULL: none */
+    _Atomic(nodeinfo *) spare;
 };
 /* plan.c: the plan of gs (the model's simplified graph at new sizes, which the plan takes
  * on success) from planner state ni and cl (copies of the model's, overwritten), compiled

@@ -364,7 +364,7 @@ fail:
 }
 
 static kiln_status
-resize(const jit_plan_model *m, const kiln_graph *g, unsigned flags, jit_plan **out)
+resize(jit_plan_model *m, const kiln_graph *g, unsigned flags, jit_plan **out)
 {
     *out = NULL;
     bool nomem;
@@ -373,11 +373,16 @@ resize(const jit_plan_model *m, const kiln_graph *g, unsigned flags, jit_plan **
     kiln_graph *gs = simplify_again(m, g);
     if (!gs)
         return kiln_errcode() ? kiln_errcode() : ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
+    /* the planner's state, copied into the model's spare block (the last plan's, given
+     * back below: one plan from this model at a time uses it) or a new one */
     size_t nn = (size_t)gs->nnodes;
-    nodeinfo *ni = ir_malloc(sizeof *ni * (nn ? nn : 1));
-    cluster *cl = ir_malloc(sizeof *cl * (size_t)(m->ncl ? m->ncl : 1));
+    nodeinfo *ni = atomic_exchange(&m->spare, NULL);
+    if (!ni)
+        ni = ir_malloc(sizeof *ni * nn + sizeof(cluster) * (size_t)m->ncl + 1);
+    _Static_assert(sizeof(nodeinfo) % _Alignof(cluster) == 0, "clusters after nodeinfo");
+    cluster *cl = ni ? (cluster *)(ni + nn) : NULL;
     kiln_status st = KILN_OK;
-    if (!ni || !cl) {
+    if (!ni) {
         st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
     } else {
         if (nn)
@@ -386,8 +391,7 @@ resize(const jit_plan_model *m, const kiln_graph *g, unsigned flags, jit_plan **
             memcpy(cl, m->cl, sizeof *cl * (size_t)m->ncl);
         st = jit_plan_resized(m, gs, ni, cl, flags, out);
     }
-    ir_free(ni);
-    ir_free(cl);
+    ir_free(atomic_exchange(&m->spare, ni));
     if (!*out)
         kiln_graph_free(gs);
     return st;
@@ -526,6 +530,7 @@ jit_plan_model_release(jit_plan_model *m)
     jit_sched_free(&m->sc);
     ir_free(m->reads.v);
     ir_free(m->reads_at.v);
+    ir_free(atomic_load(&m->spare));
     jit_plan_free(m->plan);
     ir_free(m);
 }
