@@ -398,22 +398,22 @@ ir_graph_copy_node(kiln_graph *g, const kiln_graph *from, int32_t n, const int32
     }
     if (src->name && !(nd->name = ir_arena_strdup(&g->arena, src->name)))
         return -1;
-    if (src->at != &ir_no_attrs) {
-        ir_attrs *at = ir_arena_alloc(&g->arena, sizeof *at, _Alignof(ir_attrs));
-        if (!at)
+    if (src->op == IR_OP_CONSTANT) { /* its data too, in g's arena */
+        size_t bytes = ir_type_bytes(&src->type);
+        void *data = ir_arena_alloc(&g->arena, bytes, 64);
+        if (!data)
             return -1;
-        memcpy(at, src->at, sizeof *at);
-        nd->at = at;
-        if (src->op == IR_OP_CONSTANT) {
-            size_t bytes = ir_type_bytes(&src->type);
-            void *data = ir_arena_alloc(&g->arena, bytes, 64);
-            if (!data)
-                return -1;
-            if (bytes)
-                memcpy(data, src->at->data, bytes);
-            at->data = data;
-        }
+        if (bytes)
+            memcpy(data, src->at->data, bytes);
+        ir_attrs at;
+        memcpy(&at, src->at, sizeof at);
+        at.data = data;
+        nd->at = store_attrs(g, src->op, &at);
+    } else {
+        nd->at = store_attrs(g, src->op, src->at);
     }
+    if (!nd->at)
+        return -1;
     if (src->op == IR_OP_INPUT) { /* the next input of g (nothing above failed) */
         nd->index = g->ninputs;
         g->inputs[g->ninputs++] = g->nnodes;
