@@ -102,7 +102,6 @@ ir_graph_reserve(kiln_graph *g, int32_t nodes)
     return true;
 }
 
-/* The node slot for a new node, or NULL (error set). */
 /* ---- the index of names (ir_graph_find) ---------------------------------------------------- */
 
 static uint32_t
@@ -161,6 +160,15 @@ names_reserve(kiln_graph *g)
     g->names = slots;
     g->capnames = cap;
     return true;
+}
+
+/* The index's slots `from` with node x renumbered map[x], into `to` (the same array or
+ * another of cap slots): a name keeps its slot whatever its node's id. */
+static void
+names_renumber(int32_t *to, const int32_t *from, int32_t cap, const int32_t *map)
+{
+    for (int32_t i = 0; i < cap; i++)
+        to[i] = from[i] ? map[from[i] - 1] + 1 : 0;
 }
 
 /* Index node id's name (names_reserve made room). */
@@ -454,9 +462,7 @@ ir_graph_inputs_first(kiln_graph *g)
         g->inputs[i] = i;
     for (int32_t i = 0; i < g->noutputs; i++)
         g->outputs[i].node = map[g->outputs[i].node];
-    for (int32_t i = 0; i < g->capnames; i++) /* the names hash as before: same slots */
-        if (g->names[i])
-            g->names[i] = map[g->names[i] - 1] + 1;
+    names_renumber(g->names, g->names, g->capnames, map);
     ir_free(g->nodes);
     g->nodes = nodes;
     g->capnodes = (int32_t)n + 1;
@@ -510,8 +516,7 @@ ir_graph_derive(const kiln_graph *g, int32_t n, const int32_t *orig, const int32
     if (!renamed && g->capnames) { /* the same slots, renumbered */
         if (!(ng->names = ir_malloc(sizeof *ng->names * (size_t)g->capnames)))
             goto nomem;
-        for (int32_t i = 0; i < g->capnames; i++)
-            ng->names[i] = g->names[i] ? map[g->names[i] - 1] + 1 : 0;
+        names_renumber(ng->names, g->names, g->capnames, map);
         ng->capnames = g->capnames;
         ng->nnames = g->nnames;
     }
