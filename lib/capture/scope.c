@@ -216,10 +216,6 @@ output_named(const kiln_graph *g, const char *name)
     return false;
 }
 
-/* Name the outputs marked without a name: "out<i>" for the output at position i, or,
- * when the caller chose that name for another output or an earlier default took it, the
- * next free "out<k>" (k > i).  Run once every output is known, so that a default never
- * takes a name the caller chose, whichever was marked first. */
 /* "out<k>" (k >= 0) into buf (at least 24 bytes): written by hand, as snprintf was a
  * twentieth of a decoder step's scope end. */
 static void
@@ -236,6 +232,10 @@ out_name(char *buf, int64_t k)
     buf[3 + n] = '\0';
 }
 
+/* Name the outputs marked without a name: "out<i>" for the output at position i, or,
+ * when the caller chose that name for another output or an earlier default took it, the
+ * next free "out<k>" (k > i).  Run once every output is known, so that a default never
+ * takes a name the caller chose, whichever was marked first. */
 static kiln_status
 name_defaults(kiln_graph *g)
 {
