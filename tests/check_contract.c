@@ -753,8 +753,14 @@ static const mcase thread_cases[] = {
      "  kt = permute(k, perm=[0,2,1])\n", "q", "kt", NULL, "$T[16,$M,$N]", 1, 700, 129},
     {"[2,900] @ [900,1000], i64", "x: $T[$M,$K], W: $T[$K,$N]", NULL, "x", "W", NULL, "$T[$M,$N]",
      2, 1000, 900},
+    /* skinny rows, K in pieces (8 and 16 by the sizes), the pieces on any thread */
+    {"[1,3000] @ [3000,200] + b, K in pieces", "x: $T[$M,$K], W: $T[$K,$N], b: $T[$N]", NULL, "x",
+     "W", "  y = add(h, b)\n", "$T[$M,$N]", 1, 200, 3000},
+    {"[3,1100] @ [1100,700], K in pieces", "x: $T[$M,$K], W: $T[$K,$N]", NULL, "x", "W", NULL,
+     "$T[$M,$N]", 3, 700, 1100},
 };
-static const kiln_dtype thread_dtypes[NELEM(thread_cases)] = {F32, F32, F64, I32, F32, F32, F64, F32, I64};
+static const kiln_dtype thread_dtypes[NELEM(thread_cases)] = {F32, F32, F64, I32, F32, F32, F64, F32, I64,
+                                                              F32, F64};
 
 /* Child: every case in FUSED then EAGER, the output's bytes after the pool size.  No Check
  * calls: it runs outside any test. */
@@ -1035,6 +1041,9 @@ static const struct {
      "  h = matmul(a, b)\n}\n", -0.0f, 2},
     {"graph z(a: $T[2,0], w: $T[5,0]) -> (h: $T[2,5]) {\n  b = permute(w, perm=[1,0])\n"
      "  h = matmul(a, b)\n}\n", 0, 0},
+    /* skinny rows, K in pieces: each piece's sum -0, and -0 added in order */
+    {"graph z(a: $T[1,2000], b: $T[2000,70]) -> (h: $T[1,70]) {\n  h = matmul(a, b)\n}\n", -0.0f,
+     5},
 };
 
 /* The compiled sum must start from -0, not +0, or [[-0.0]] @ [[1]] comes out +0 (as it did
@@ -1109,6 +1118,9 @@ static const mcase skinny_cases[] = {
     {"dots: [M,K] @ [K]", "x: $T[$M,$K], v: $T[$K]", NULL, "x", "v", NULL, "$T[$M]", 0, 1, 37},
     {"long K, wide N", "x: $T[$M,$K], W: $T[$K,$N]", NULL, "x", "W", NULL, "$T[$M,$N]", 0, 2500,
      1100},
+    /* 560 KB of f32 (1120 KB of f64): K in 2 (4) pieces, the last shorter; with an epilogue */
+    {"rows: long K in pieces", "x: $T[$M,$K], W: $T[$K,$N], r: $T[$M,$N]", NULL, "x", "W",
+     "  y = add(h, r)\n", "$T[$M,$N]", 0, 100, 1403},
 };
 
 START_TEST(test_skinny)
@@ -1145,6 +1157,8 @@ static const struct {
     {"graph g(x: f64[1,64], W: f64[64,300], b: f64[300]) -> (y: f64[1,300]) {\n"
      "  h = matmul(x, W)\n  z = add(h, b)\n  y = gelu(z)\n}\n",
      "skinny contraction kernel", false},
+    {"graph g(x: f32[1,3000], W: f32[3000,200]) -> (y: f32[1,200]) {\n  y = matmul(x, W)\n}\n",
+     "register tiles; K in 8 pieces of 376 rows of B", false},
     {"graph g(x: f32[64,512], W: f32[512,300]) -> (y: f32[64,300]) {\n  y = matmul(x, W)\n}\n",
      "contraction kernel f32[64,512] @ [512,300] -> [64,300]", true},
     {"graph g(x: f32[4,1,512], W: f32[512,300]) -> (y: f32[4,1,300]) {\n  y = matmul(x, W)\n}\n",

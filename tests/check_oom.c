@@ -321,12 +321,20 @@ static const char matmul_batched_text[] =
     "  y = tanh(m)\n"
     "}\n";
 
+/* A skinny rows matmul whose K is summed in pieces: the pieces' sums allocated per run. */
+static const char matmul_pieces_text[] =
+    "graph mmp(a: f32[1,2000], b: f32[2000,100], bias: f32[100]) -> (y: f32[1,100]) {\n"
+    "  m = matmul(a, b)\n"
+    "  y = add(m, bias)\n"
+    "}\n";
+
 START_TEST(test_contraction)
 {
     sweep_compile(matmul_text, KILN_MODE_FUSED, 0x6f6f6d21, 50);
     sweep_compile(matmul_text, KILN_MODE_EAGER, 0x6f6f6d22, 50);
     sweep_run(matmul_text, KILN_MODE_FUSED, 0x6f6f6d23, 1);
     sweep_run(matmul_batched_text, KILN_MODE_FUSED, 0x6f6f6d24, 1);
+    sweep_run(matmul_pieces_text, KILN_MODE_FUSED, 0x6f6f6d25, 1);
 }
 END_TEST
 

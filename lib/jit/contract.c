@@ -376,32 +376,118 @@ typedef struct srun {
     const char *a, *b;
     size_t es;
     int64_t chunk, nchunks; /* columns per task, tasks per batch element */
+    /* K in pieces (jit_skinny_pieces): npieces of prow rows, each in ncalls calls of the
+     * rows kernel's columns; the pieces' sums in part, [piece][row][N] */
+    int64_t npieces, prow, ncalls;
+    char *part;
 } srun;
+
+/* The common arguments of a call on the batch element's rows. */
+static void
+saux_init(const srun *r, jit_saux *x, int64_t batch)
+{
+    const jit_step *s = r->s;
+    int R = s->desc.rank;
+    x->a = r->a + batch_offset(s, 0, batch) * (int64_t)r->es;
+    x->b = r->b + batch_offset(s, 1, batch) * (int64_t)r->es;
+    x->k = s->mm_k;
+    x->batch = batch;
+    x->m = s->mm_m;
+    x->a_m = s->mm_st[0][R - 2];
+    x->a_k = s->mm_st[0][R - 1];
+    x->bs = s->desc.bform == JIT_SKINNY_ROWS ? s->mm_st[1][R - 2] : s->mm_st[1][R - 1];
+    x->part = NULL;
+    x->ps = x->pp = x->np = x->mode = 0;
+}
 
 static void
 skinny_task(void *ctx, int64_t i)
 {
     const srun *r = ctx;
     const jit_step *s = r->s;
-    int R = s->desc.rank;
     int64_t batch = i / r->nchunks, c = i % r->nchunks;
     jit_saux x;
-    x.a = r->a + batch_offset(s, 0, batch) * (int64_t)r->es;
-    x.b = r->b + batch_offset(s, 1, batch) * (int64_t)r->es;
-    x.k = s->mm_k;
-    x.batch = batch;
-    x.m = s->mm_m;
-    x.a_m = s->mm_st[0][R - 2];
-    x.a_k = s->mm_st[0][R - 1];
-    x.bs = s->desc.bform == JIT_SKINNY_ROWS ? s->mm_st[1][R - 2] : s->mm_st[1][R - 1];
+    saux_init(r, &x, batch);
+    if (r->part) { /* the pieces' sums combined, the epilogue */
+        x.k = 0;
+        x.ps = s->mm_n;
+        x.pp = s->mm_m * s->mm_n;
+        x.np = r->npieces;
+        x.mode = JIT_S_COMBINE;
+    }
     /* a rows kernel takes at most its schedule's columns a call (jit_skinny_cols) */
     int64_t cols = s->desc.bform == JIT_SKINNY_ROWS ? s->desc.sched.cols : r->chunk;
     for (int64_t j = c * r->chunk, end = j + r->chunk < s->mm_n ? j + r->chunk : s->mm_n; j < end;
          j += cols) {
         x.j0 = j;
         x.j1 = end - j < cols ? end : j + cols;
+        if (r->part)
+            x.part = r->part + j * (int64_t)r->es;
         r->fn(r->ptrs, s->strides, s->dims, 0, 0, &x);
     }
+}
+
+/* Task i of a rows kernel's K in pieces: piece i / ncalls, the call's columns i % ncalls,
+ * its raw sums to the piece's rows of part. */
+static void
+piece_task(void *ctx, int64_t i)
+{
+    const srun *r = ctx;
+    const jit_step *s = r->s;
+    int64_t q = i / r->ncalls, cols = s->desc.sched.cols;
+    int64_t k0 = q * r->prow, k1 = k0 + r->prow < s->mm_k ? k0 + r->prow : s->mm_k;
+    jit_saux x;
+    saux_init(r, &x, 0);
+    x.a = (const char *)x.a + k0 * x.a_k * (int64_t)r->es;
+    x.b = (const char *)x.b + k0 * x.bs * (int64_t)r->es;
+    x.k = k1 - k0;
+    x.j0 = i % r->ncalls * cols;
+    x.j1 = s->mm_n - x.j0 < cols ? s->mm_n : x.j0 + cols;
+    x.ps = s->mm_n;
+    x.part = r->part + (q * s->mm_m * s->mm_n + x.j0) * (int64_t)r->es;
+    x.mode = JIT_S_PARTIAL;
+    r->fn(r->ptrs, s->strides, s->dims, 0, 0, &x);
+}
+
+/* The combine reads pieces x tile rows x N sums, far fewer bytes than B: split among the
+ * threads only from this many. */
+#define COMBINE_SPLIT_BYTES ((size_t)1 << 18)
+
+/* Rows kernel r->s with K in r->npieces pieces of whole rows on `threads` threads: every
+ * piece's raw sums, then their combine and the epilogue in blocks of columns. */
+static kiln_status
+skinny_pieces_run(srun *r, int threads)
+{
+    const jit_step *s = r->s;
+    r->ncalls = (s->mm_n + s->desc.sched.cols - 1) / s->desc.sched.cols;
+    size_t pbytes = (size_t)(r->npieces * s->mm_m * s->mm_n) * r->es;
+    r->part = ir_aligned_alloc(64, pbytes);
+    if (!r->part)
+        return ir_error(KILN_ERR_NOMEM,
+                        "kiln_program_run: out of memory (%zu bytes of a matmul's partial sums)",
+                        pbytes);
+    int64_t n = r->npieces * r->ncalls;
+    if (threads > 1)
+        jit_pool_run(piece_task, r, n);
+    else
+        for (int64_t i = 0; i < n; i++)
+            piece_task(r, i);
+    int64_t line = 64 / (int64_t)r->es, per = s->desc.sched.cols;
+    if (threads > 1 && pbytes >= COMBINE_SPLIT_BYTES) {
+        int64_t c = (s->mm_n + threads - 1) / threads;
+        c = (c + line - 1) / line * line;
+        per = c < per ? c : per;
+    } else
+        threads = 1;
+    r->chunk = per;
+    r->nchunks = (s->mm_n + per - 1) / per;
+    if (threads > 1)
+        jit_pool_run(skinny_task, r, r->nchunks);
+    else
+        for (int64_t i = 0; i < r->nchunks; i++)
+            skinny_task(r, i);
+    free(r->part);
+    return KILN_OK;
 }
 
 kiln_status
@@ -415,11 +501,15 @@ jit_skinny_run(const jit_step *s, void *const *ptrs, const jit_run_args *args)
     r.a = a;
     r.b = b;
     r.es = kiln_dtype_size(mm_dtype(s));
+    r.part = NULL;
     int64_t macs = s->mm_batch * s->mm_m * s->mm_n * (s->mm_k ? s->mm_k : 1);
     int threads = macs < SMALL_MACS ? 1 : jit_pool_threads();
-    /* columns in blocks of whole cache lines of the output (16 f32), one per thread: each
-     * streams its own columns of B, never a split of K, in segments of rows as long as can
-     * be (docs/benchmarking.md, "Skinny contraction: rows of B per step, columns per call,
+    r.npieces = jit_skinny_pieces(s, &r.prow);
+    if (r.npieces > 1)
+        return skinny_pieces_run(&r, threads);
+    /* otherwise columns in blocks of whole cache lines of the output (16 f32), one per
+     * thread: each streams its own columns of B, in segments of rows as long as can be
+     * (docs/benchmarking.md, "Skinny contraction: rows of B per step, columns per call,
      * blocks per thread") */
     int64_t line = 64 / (int64_t)r.es;
     int64_t want = threads > 1 ? (int64_t)threads : 1;

@@ -404,6 +404,11 @@ jit_explain_cluster(planner *p, int32_t c, const jit_step *s, FILE *f)
                     bform == JIT_SKINNY_ROWS ? "rows of B (vectors along N)"
                                              : "dot products along K (B transposed)",
                     why, tm, bform == JIT_SKINNY_ROWS ? n * s->desc.sched.lanes : n);
+            int64_t rows, pieces = jit_skinny_pieces(s, &rows);
+            if (pieces > 1)
+                fprintf(f, "; K in %lld pieces of %lld rows of B (each a contiguous block), their "
+                           "sums added in order",
+                        (long long)pieces, (long long)rows);
         } else {
             fprintf(f, "contraction kernel %s @ %s -> %s, %dx%d register tiles",
                     ir_type_str(&g->nodes[mm->in[0]].type, ta, sizeof ta),

@@ -246,11 +246,20 @@ enum { JIT_K_ACCUMULATE = 1, JIT_K_FINAL = 2 };
 /* SKINNY run-time arguments: every row [0, m) of batch element `batch`, columns [j0, j1)
  * (rows form: j1 - j0 <= jit_skinny_cols).  a, b: A's and B's matrices of that batch element,
  * in place; a_m, a_k: A's element strides along M and K; bs: B's stride along K (rows form;
- * along N it is 1) or along N (dots form; along K it is 1, and A's too). */
+ * along N it is 1) or along N (dots form; along K it is 1, and A's too).
+ * Rows form, K in pieces (jit_skinny_pieces): mode JIT_S_PARTIAL sums a and b's k rows (a
+ * piece's, a and b moved to its first) and stores the raw sums of rows [0, m) at part, row
+ * r at part + r * ps, instead of the epilogue; mode JIT_S_COMBINE (k = 0) adds the np
+ * pieces' sums at part + q * pp + r * ps in order q = 0, 1, ... to -0.0 and runs the
+ * epilogue.  part is the call's column j0 of piece 0 (or of its own piece); mode 0 is the
+ * whole k and the epilogue, np 0. */
 typedef struct jit_saux {
     const void *a, *b;
     int64_t k, batch, m, j0, j1, a_m, a_k, bs;
+    void *part;
+    int64_t ps, pp, np, mode;
 } jit_saux;
+enum { JIT_S_PARTIAL = 1, JIT_S_COMBINE = 2 };
 /* Rows form: the columns one call takes at most (jit_skinny_cols): its running sums live in
  * a stack array of tile_m rows of that many elements, JIT_SKINNY_YBYTES in all.  Each row of
  * B is read in a contiguous segment of that many columns, so the longer the better
@@ -336,7 +345,7 @@ IR_HIDDEN void jit_buf_u64(jit_buf *b, uint64_t v);
 IR_HIDDEN void jit_buf_str(jit_buf *b, const char *s); /* u32 length, then the bytes */
 IR_HIDDEN void jit_buf_free(jit_buf *b);
 /* The version of jit_kdesc_serialise's format: bump it with any change to what it writes. */
-#define JIT_KDESC_FORMAT 19
+#define JIT_KDESC_FORMAT 20
 /* Append description d, every field written explicitly (kdesc.c says how): the cache key of
  * a kernel.  A new field of jit_kdesc must be written here. */
 IR_HIDDEN void jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b);
@@ -696,6 +705,10 @@ typedef struct jit_step {
  * not written) either way.  No LLVM. */
 IR_HIDDEN bool jit_skinny_choose(const jit_step *s, kiln_dtype t, int *bform, int *tile_m,
                                  char *why, size_t n);
+/* (skinny.c) The pieces K of rows-form SKINNY step s is summed in (1: whole), from its
+ * sizes alone, never the thread count, so results are the same on any; *rows: the rows of
+ * B of each (the last fewer). */
+IR_HIDDEN int64_t jit_skinny_pieces(const jit_step *s, int64_t *rows);
 
 typedef struct jit_plan {
     _Atomic int refs; /* owners: its program cache entry, a model kept (resize.c) */

@@ -25,12 +25,12 @@
  * and store classes on CONTRACTION and SKINNY descriptions; format 17: a ranged store's
  * vectors with no lane in the range branched around; format 18: jit_raux.ext, ranged loads
  * (a concat) in reduction kernels; format 19: a SKINNY kernel prefetches B ahead,
- * sched.pf_bytes),
+ * sched.pf_bytes; format 20: a SKINNY rows kernel sums K in pieces, jit_saux.part to mode),
  * so an upgrade never keeps running the old code from the disk.
  * A SKINNY description adds how B is read and the rows of its tile; every kind its schedule
  * (jit_ksched: the lanes, the elementwise peeling, the register tiles, the unrolling).
  *
- *   format 19 (18, 17 and 16: without sched.pf_bytes; 15: also no JIT_ST_RANGE store
+ *   format 20 (19: the same fields, an older jit_saux; 18, 17 and 16: without sched.pf_bytes; 15: also no JIT_ST_RANGE store
  *   class; 14: also without jit_ksched
  *   and the reduction schedule's fields after spill; 13: without the schedule; 11 and 12:
  *   also without nparams, and with an arange's start and step in a u8 value2[8] after

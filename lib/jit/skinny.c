@@ -94,6 +94,35 @@ jit_skinny_tile(kiln_dtype t, int tile_m, int bform, int *n)
  * prefetching B"). */
 #define PF_BYTES (24 << 10)
 
+/* Rows form, K in pieces: a thread that takes a block of columns of a narrow B reads a short
+ * run of each row (1.5 KiB of a 768-column one on two threads), and such strided runs
+ * streamed at 25-32 GB/s where the read probe reached 45-53 (a 3072 x 768 f32 weight:
+ * 0.27-0.33 ms against 0.21-0.23 read in pieces of whole rows; docs/benchmarking.md,
+ * "Skinny contraction: K in pieces").  So a B of at least two pieces' bytes is summed in
+ * pieces of whole rows, each a contiguous block of B, every column of it: raw sums per
+ * piece, then added in piece order with the epilogue.  The count depends on the sizes
+ * alone, a power of two so that it divides among 2, 4, 8 or 16 threads. */
+#define PIECE_BYTES ((int64_t)256 << 10)
+#define MAX_PIECES 16
+
+int64_t
+jit_skinny_pieces(const jit_step *s, int64_t *rows)
+{
+    *rows = s->mm_k;
+    if (s->desc.bform != JIT_SKINNY_ROWS || s->mm_batch != 1 || s->mm_k < 2 * ROWS_KBLOCK)
+        return 1;
+    int64_t es = (int64_t)kiln_dtype_size(jit_matmul_dtype(&s->desc));
+    int64_t bytes = s->mm_k * s->mm_n * es, p = 1;
+    while (p < MAX_PIECES && bytes / (2 * p) >= PIECE_BYTES && s->mm_k / (2 * p) >= ROWS_KBLOCK)
+        p *= 2;
+    if (p == 1)
+        return 1;
+    int64_t per = (s->mm_k + p - 1) / p;
+    per = (per + ROWS_KBLOCK - 1) / ROWS_KBLOCK * ROWS_KBLOCK;
+    *rows = per;
+    return (s->mm_k + per - 1) / per;
+}
+
 kiln_status
 jit_skinny_schedule(jit_kdesc *d)
 {
