@@ -895,7 +895,6 @@ done:
     return st;
 }
 
-
 /* ---- descriptions taken from a model (plans at new sizes) ------------------------------ */
 
 static bool
