@@ -759,8 +759,8 @@ static const mcase thread_cases[] = {
     {"[3,1100] @ [1100,700], K in pieces", "x: $T[$M,$K], W: $T[$K,$N]", NULL, "x", "W", NULL,
      "$T[$M,$N]", 3, 700, 1100},
 };
-static const kiln_dtype thread_dtypes[NELEM(thread_cases)] = {F32, F32, F64, I32, F32, F32, F64, F32, I64,
-                                                              F32, F64};
+static const kiln_dtype thread_dtypes[NELEM(thread_cases)] = {F32, F32, F64, I32, F32, F32,
+                                                              F64, F32, I64, F32, F64};
 
 /* Child: every case in FUSED then EAGER, the output's bytes after the pool size.  No Check
  * calls: it runs outside any test. */

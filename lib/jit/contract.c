@@ -449,7 +449,7 @@ piece_task(void *ctx, int64_t i)
     r->fn(r->ptrs, s->strides, s->dims, 0, 0, &x);
 }
 
-/* The combine reads pieces x tile rows x N sums, far fewer bytes than B: split among the
+/* The combine reads pieces x rows x N sums, far fewer bytes than B: split among the
  * threads only from this many. */
 #define COMBINE_SPLIT_BYTES ((size_t)1 << 18)
 

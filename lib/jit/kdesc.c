@@ -30,8 +30,8 @@
  * A SKINNY description adds how B is read and the rows of its tile; every kind its schedule
  * (jit_ksched: the lanes, the elementwise peeling, the register tiles, the unrolling).
  *
- *   format 20 (19: the same fields, an older jit_saux; 18, 17 and 16: without sched.pf_bytes; 15: also no JIT_ST_RANGE store
- *   class; 14: also without jit_ksched
+ *   format 20 (19: the same fields, an older jit_saux; 18, 17 and 16: without
+ *   sched.pf_bytes; 15: also no JIT_ST_RANGE store class; 14: also without jit_ksched
  *   and the reduction schedule's fields after spill; 13: without the schedule; 11 and 12:
  *   also without nparams, and with an arange's start and step in a u8 value2[8] after
  *   value; 9 and 10: also without bform and tile_m; 1 to 8: without the tier):

@@ -277,13 +277,16 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
             k.pfb = LLVMBuildGEP2(b, k.st, bj, &po, 1, "pfb");
         }
         LLVMValueRef part = jit_em_arg(l, l->ptr, paux, 10, "part"),
-                     ps = jit_em_arg(l, l->i64, paux, 11, "ps"), pp = jit_em_arg(l, l->i64, paux, 12, "pp"),
-                     np = jit_em_arg(l, l->i64, paux, 13, "np"), mode = jit_em_arg(l, l->i64, paux, 14, "mode");
+                     ps = jit_em_arg(l, l->i64, paux, 11, "ps"),
+                     pp = jit_em_arg(l, l->i64, paux, 12, "pp"),
+                     np = jit_em_arg(l, l->i64, paux, 13, "np"),
+                     mode = jit_em_arg(l, l->i64, paux, 14, "mode");
         /* the sums start at init, every row of the tile (columns rounded up to vectors); a
          * combine's (k = 0) at -0.0, to which each piece's sums are added (x + -0.0 is x) */
         if (k.fl)
-            init = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, mode, jit_em_i64(l, JIT_S_COMBINE), ""),
-                                   jit_em_splat(l, LLVMConstReal(k.st, -0.0)), init, "");
+            init = LLVMBuildSelect(
+                b, LLVMBuildICmp(b, LLVMIntEQ, mode, jit_em_i64(l, JIT_S_COMBINE), ""),
+                jit_em_splat(l, LLVMConstReal(k.st, -0.0)), init, "");
         jit_em_loop c0;
         jit_em_loop_begin(l, k.fn, &c0, jit_em_i64(l, 0), ncols, l->W, false, "init");
         for (int r = 0; r < k.tm; r++)
@@ -309,8 +312,8 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
         LLVMPositionBuilderBefore(b, LLVMGetFirstInstruction(pq.head));
         LLVMValueRef acc = LLVMBuildPhi(b, k.vt, "acc");
         LLVMPositionBuilderAtEnd(b, pq.body);
-        LLVMValueRef pv = jit_em_load(l, t, JIT_CONTIG, part, LLVMBuildAdd(b, LLVMBuildMul(b, pq.iv, pp, ""), prow, ""),
-                                      c, NULL, mask);
+        LLVMValueRef poff = LLVMBuildAdd(b, LLVMBuildMul(b, pq.iv, pp, ""), prow, "");
+        LLVMValueRef pv = jit_em_load(l, t, JIT_CONTIG, part, poff, c, NULL, mask);
         LLVMValueRef sum = k.fl ? LLVMBuildFAdd(b, acc, pv, "") : LLVMBuildAdd(b, acc, pv, "");
         LLVMBasicBlockRef pend = LLVMGetInsertBlock(b);
         jit_em_loop_end(l, &pq);
@@ -324,7 +327,8 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
         LLVMBasicBlockRef bpart = LLVMAppendBasicBlockInContext(l->ctx, k.fn, "partial"),
                           bepi = LLVMAppendBasicBlockInContext(l->ctx, k.fn, "epilogue"),
                           bnext = LLVMAppendBasicBlockInContext(l->ctx, k.fn, "epi.next");
-        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, mode, jit_em_i64(l, JIT_S_PARTIAL), ""), bpart, bepi);
+        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, mode, jit_em_i64(l, JIT_S_PARTIAL), ""),
+                        bpart, bepi);
         LLVMPositionBuilderAtEnd(b, bpart);
         jit_em_store(l, t, JIT_CONTIG, accv, part, prow, c, NULL, mask);
         LLVMBuildBr(b, bnext);
