@@ -24,6 +24,19 @@
 /* Work below this many multiply-adds stays on the caller's thread. */
 #define SMALL_MACS ((int64_t)1 << 18)
 
+/* Tasks 0 .. n-1 of fn: on the thread pool, or every one on the caller's thread when the
+ * step chose one thread (SMALL_MACS). */
+static void
+run_tasks(jit_task_fn fn, void *ctx, int64_t n, int threads)
+{
+    if (threads > 1) {
+        jit_pool_run(fn, ctx, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        fn(ctx, i);
+}
+
 typedef struct cgeom {
     int mr, nrv, nr;
     size_t es;
@@ -354,16 +367,9 @@ jit_contract_run(const jit_step *s, void *const *ptrs, const jit_run_args *args)
 
     int64_t npack = r.g.acount * r.apanels + (r.pack_b ? r.g.bcount * r.bpanels : 0);
     int64_t ntasks = s->mm_batch * r.mblocks * r.nblocks;
-    if (threads == 1) {
-        for (int64_t i = 0; i < npack; i++)
-            pack_task(&r, i);
-        for (int64_t i = 0; i < ntasks; i++)
-            block_task(&r, i);
-        return KILN_OK;
-    }
     if (npack)
-        jit_pool_run(pack_task, &r, npack);
-    jit_pool_run(block_task, &r, ntasks);
+        run_tasks(pack_task, &r, npack, threads);
+    run_tasks(block_task, &r, ntasks, threads);
     return KILN_OK;
 }
 
@@ -466,26 +472,18 @@ skinny_pieces_run(srun *r, int threads)
         return ir_error(KILN_ERR_NOMEM,
                         "kiln_program_run: out of memory (%zu bytes of a matmul's partial sums)",
                         pbytes);
-    int64_t n = r->npieces * r->ncalls;
-    if (threads > 1)
-        jit_pool_run(piece_task, r, n);
-    else
-        for (int64_t i = 0; i < n; i++)
-            piece_task(r, i);
+    run_tasks(piece_task, r, r->npieces * r->ncalls, threads);
     int64_t line = 64 / (int64_t)r->es, per = s->desc.sched.cols;
-    if (threads > 1 && pbytes >= COMBINE_SPLIT_BYTES) {
+    if (pbytes < COMBINE_SPLIT_BYTES)
+        threads = 1;
+    if (threads > 1) {
         int64_t c = (s->mm_n + threads - 1) / threads;
         c = (c + line - 1) / line * line;
         per = c < per ? c : per;
-    } else
-        threads = 1;
+    }
     r->chunk = per;
     r->nchunks = (s->mm_n + per - 1) / per;
-    if (threads > 1)
-        jit_pool_run(skinny_task, r, r->nchunks);
-    else
-        for (int64_t i = 0; i < r->nchunks; i++)
-            skinny_task(r, i);
+    run_tasks(skinny_task, r, r->nchunks, threads);
     free(r->part);
     return KILN_OK;
 }
@@ -518,12 +516,6 @@ jit_skinny_run(const jit_step *s, void *const *ptrs, const jit_run_args *args)
     chunk = (chunk + line - 1) / line * line;
     r.chunk = chunk > 0 ? chunk : 1;
     r.nchunks = (s->mm_n + r.chunk - 1) / r.chunk;
-    int64_t ntasks = s->mm_batch * r.nchunks;
-    if (threads == 1) {
-        for (int64_t i = 0; i < ntasks; i++)
-            skinny_task(&r, i);
-        return KILN_OK;
-    }
-    jit_pool_run(skinny_task, &r, ntasks);
+    run_tasks(skinny_task, &r, s->mm_batch * r.nchunks, threads);
     return KILN_OK;
 }
