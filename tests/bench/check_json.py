@@ -86,6 +86,17 @@ for w in doc.get("workloads", []):
     if w.get("probe_read_best_gbs", 0) > 0 and "fused_gbs" in w:
         if abs(w["fraction_of_read"] - w["fused_gbs"] / w["probe_read_best_gbs"]) > 1e-4 * w["fraction_of_read"]:
             problems.append(f"{where}: fraction_of_read is not fused_gbs / probe_read_best_gbs")
+    # a cold workload that only reads is also measured in pairs with the read probe (each run
+    # of it right after a run of the probe): the median of its GB/s over its pair's
+    for key in ("fraction_of_read_paired", "read_pairs"):
+        need(w, key, where)
+    if w.get("caches") == "cold" and w.get("read_share", 0) >= 0.9:
+        positive(w.get("fraction_of_read_paired", 0), f"{where}.fraction_of_read_paired")
+        if w.get("read_pairs", 0) < 5:
+            problems.append(f"{where}: read_pairs {w.get('read_pairs')} < 5")
+    elif w.get("read_pairs", 0) != 0:
+        problems.append(f"{where}: read_pairs {w.get('read_pairs')} for a workload that is not "
+                        "a cold read")
     # memory-bound workloads run from evicted caches unless --warm; small (per call) and
     # the compute-bound matmuls (more than 4 flops per byte: GFLOP/s) warm.  Scaled down,
     # mlp is a one-row matmul (x [1,1024] at --scale 256), memory-bound like gemv.

@@ -66,10 +66,15 @@ bench_print_table(FILE *f, const bench_result *rs, int n, const bench_opts *o)
                 r->recapture_us, err, r->ok ? "" : "  <-- FAIL");
         if (!strcmp(r->name, "small") || !strcmp(r->name, "matmul_small"))
             fprintf(f, "%-12s   per call: fused %.2f us\n", "", r->fused.median * 1e6);
-        if (r->cold && r->read_share >= 0.9 && r->probe.best_of[PROBE_READ] > 0)
+        if (r->cold && r->read_share >= 0.9 && r->probe.best_of[PROBE_READ] > 0) {
             fprintf(f, "%-12s   reads: %.0f%% of its traffic is input; %.2f of the read probe's "
-                       "best (%.2f GB/s)\n", "", 100 * r->read_share,
+                       "best (%.2f GB/s)", "", 100 * r->read_share,
                     gbs(r, &r->fused) / r->probe.best_of[PROBE_READ], r->probe.best_of[PROBE_READ]);
+            if (r->paired)
+                fprintf(f, "; %.2f of the probe run just before it (median of %d pairs)",
+                        r->read_paired, r->paired);
+            fputc('\n', f);
+        }
         if (r->first_run_ms > 1.2e3 * r->fused.median)
             fprintf(f, "%-12s   first run of a program from the cache: %.3f ms, %.2fx the median\n",
                     "", r->first_run_ms, r->first_run_ms / (r->fused.median * 1e3));
@@ -202,12 +207,14 @@ bench_write_json(const char *path, const bench_result *rs, int n, const kiln_sta
                 "\"probe_stream_copy_best_gbs\": %.6g, \"probe_stream_copy_median_gbs\": %.6g, "
                 "\"probe_read_best_gbs\": %.6g, \"probe_read_median_gbs\": %.6g, "
                 "\"fraction_of_read\": %.6g, \"read_share\": %.6g, "
+                "\"fraction_of_read_paired\": %.6g, \"read_pairs\": %d, "
                 "\"probe_runs\": %d, \"probe_limit_kind\": \"%s\"",
                 pf->best_of[PROBE_COPY], pf->median_of[PROBE_COPY], pf->best_of[PROBE_TRIAD],
                 pf->median_of[PROBE_TRIAD], pf->best_of[PROBE_NT_COPY], pf->median_of[PROBE_NT_COPY],
                 pf->best_of[PROBE_READ], pf->median_of[PROBE_READ],
                 pf->best_of[PROBE_READ] > 0 ? gbs(r, &r->fused) / pf->best_of[PROBE_READ] : 0,
-                r->read_share, probe_min_runs(pf), probe_names[pf->limit_kind]);
+                r->read_share, r->read_paired, r->paired, probe_min_runs(pf),
+                probe_names[pf->limit_kind]);
         fprintf(f,
                 ", \"minimal_traffic_bytes\": %.17g, \"fused_gbs\": %.6g, \"probe_gbs\": %.6g, "
                 "\"fraction_of_bandwidth\": %.6g, \"flops\": %.17g, \"gflops\": %.6g, "

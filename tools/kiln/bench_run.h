@@ -78,6 +78,11 @@ typedef struct bench_result {
     double compile_ms, disk_ms, recompile_us, recapture_us, probe_gbs;
     double first_run_ms; /* the first run of a program the program cache answered (median of 5) */
     double read_share;   /* of the minimal traffic, the inputs' bytes */
+    /* a workload that only reads (read_share >= 0.9), cold: each of `paired` pairs is a run
+     * of the read probe and a run of the workload right after it, caches evicted before each;
+     * the median over the pairs of the workload's GB/s / that probe run's (0: not measured) */
+    double read_paired;
+    int paired;
     bench_probe_figs probe;
     bool cold; /* timed runs from evicted caches (else warm: --warm, or not memory-bound) */
     double peak_gflops; /* compute-bound workloads: the FMA probe around them */
