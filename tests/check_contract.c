@@ -68,7 +68,8 @@
  *     caches, per-head attention shapes, 1-D operands, long K and wide N, at M in {1, 2, 3,
  *     7, 13, 14, 15, 31} (both sides of the choice), every dtype, fused and eager; the
  *     choice in the plan (no temporaries for a one-row matmul with B an input) for each
- *     reason.  The threads test (5) holds skinny cases too (rows, dots, batched dots, i64).
+ *     reason.  The threads test (5) holds skinny cases too (rows, dots, batched dots,
+ *     batched rows in uneven runs, i64).
  *     A matmul whose contracted dim is 1 is a broadcast mul: exact, every dtype, no
  *     contraction kernel; a decoder's p_new @ v_new fused into the epilogue of p @ v_past.
  *  9. a decode loop: a decoder step captured through the tensor API with caches one row
@@ -751,6 +752,9 @@ static const mcase thread_cases[] = {
      "x", "Wt", NULL, "$T[$M,$N]", 3, 1500, 2000},
     {"[16,1,129] @ [16,700,129]^T", "q: $T[16,$M,$K], k: $T[16,$N,$K]",
      "  kt = permute(k, perm=[0,2,1])\n", "q", "kt", NULL, "$T[16,$M,$N]", 1, 700, 129},
+    /* batched rows: 13 elements in runs of consecutive ones, uneven on 2 and 4 threads */
+    {"[13,2,300] @ [13,300,70] + r", "p: $T[13,$M,$K], v: $T[13,$K,$N], r: $T[13,$M,$N]", NULL,
+     "p", "v", "  y = add(h, r)\n", "$T[13,$M,$N]", 2, 70, 300},
     {"[2,900] @ [900,1000], i64", "x: $T[$M,$K], W: $T[$K,$N]", NULL, "x", "W", NULL, "$T[$M,$N]",
      2, 1000, 900},
     /* skinny rows, K in pieces (8 and 16 by the sizes), the pieces on any thread */
@@ -760,7 +764,7 @@ static const mcase thread_cases[] = {
      "$T[$M,$N]", 3, 700, 1100},
 };
 static const kiln_dtype thread_dtypes[NELEM(thread_cases)] = {F32, F32, F64, I32, F32, F32,
-                                                              F64, F32, I64, F32, F64};
+                                                              F64, F32, F32, I64, F32, F64};
 
 /* Child: every case in FUSED then EAGER, the output's bytes after the pool size.  No Check
  * calls: it runs outside any test. */

@@ -386,6 +386,7 @@ typedef struct srun {
      * rows kernel's columns; the pieces' sums in part, [piece][row][N] */
     int64_t npieces, prow, ncalls;
     char *part;
+    int64_t nruns; /* whole batch elements in runs of consecutive ones (run_task) */
 } srun;
 
 /* The common arguments of a call on the batch element's rows. */
@@ -488,6 +489,21 @@ skinny_pieces_run(srun *r, int threads)
     return KILN_OK;
 }
 
+/* A batched step's tasks when it has more batch elements than threads: this many runs of
+ * consecutive elements a thread (dynamic, so a thread slowed by another process takes
+ * fewer), each element whole. */
+#define RUNS_PER_THREAD 2
+
+/* Task t: the batch elements of run t of r->nruns, in order, each whole. */
+static void
+run_task(void *ctx, int64_t t)
+{
+    const srun *r = ctx;
+    int64_t nb = r->s->mm_batch;
+    for (int64_t b = t * nb / r->nruns, end = (t + 1) * nb / r->nruns; b < end; b++)
+        skinny_task(ctx, b);
+}
+
 kiln_status
 jit_skinny_run(const jit_step *s, void *const *ptrs, const jit_run_args *args)
 {
@@ -516,6 +532,15 @@ jit_skinny_run(const jit_step *s, void *const *ptrs, const jit_run_args *args)
     chunk = (chunk + line - 1) / line * line;
     r.chunk = chunk > 0 ? chunk : 1;
     r.nchunks = (s->mm_n + r.chunk - 1) / r.chunk;
+    /* more batch elements than threads (attention's heads): runs of consecutive elements,
+     * so that a task streams one stretch of B and the prefetch ahead of each element's
+     * last loads reaches into the next one's, which the same task reads next
+     * (docs/benchmarking.md, "Skinny contraction: runs of batch elements") */
+    if (threads > 1 && r.nchunks == 1 && s->mm_batch > threads) {
+        r.nruns = s->mm_batch < RUNS_PER_THREAD * threads ? s->mm_batch : RUNS_PER_THREAD * threads;
+        run_tasks(run_task, &r, r.nruns, threads);
+        return KILN_OK;
+    }
     run_tasks(skinny_task, &r, s->mm_batch * r.nchunks, threads);
     return KILN_OK;
 }
