@@ -377,7 +377,8 @@ jit_contract_run(const jit_step *s, void *const *ptrs, const jit_run_args *args)
 
 typedef struct srun {
     const jit_step *s;
-    jit_kernel_fn fn;
+    jit_kernel_fn fn;   /* the step's kernel: a rows step's epilogue, a dots step's whole */
+    jit_kernel_fn core; /* a rows step's k loop (jit_step.core); NULL: dots */
     void *const *ptrs;
     const char *a, *b;
     size_t es;
@@ -428,8 +429,23 @@ skinny_task(void *ctx, int64_t i)
          j += cols) {
         x.j0 = j;
         x.j1 = end - j < cols ? end : j + cols;
-        if (r->part)
+        if (r->part) {
             x.part = r->part + j * (int64_t)r->es;
+        } else if (r->core) {
+            /* K whole: the core's sums of the call's tile (at most tile_m x cols elements,
+             * JIT_SKINNY_YBYTES) here, then the epilogue on them */
+            _Alignas(64) unsigned char sums[JIT_SKINNY_YBYTES];
+            x.part = sums;
+            x.ps = cols;
+            x.mode = JIT_S_PARTIAL;
+            r->core(r->ptrs, s->strides, s->dims, 0, 0, &x);
+            jit_saux e = x;
+            e.k = 0;
+            e.np = 1;
+            e.mode = JIT_S_COMBINE;
+            r->fn(r->ptrs, s->strides, s->dims, 0, 0, &e);
+            continue;
+        }
         r->fn(r->ptrs, s->strides, s->dims, 0, 0, &x);
     }
 }
@@ -453,7 +469,7 @@ piece_task(void *ctx, int64_t i)
     x.ps = s->mm_n;
     x.part = r->part + (q * s->mm_m * s->mm_n + x.j0) * (int64_t)r->es;
     x.mode = JIT_S_PARTIAL;
-    r->fn(r->ptrs, s->strides, s->dims, 0, 0, &x);
+    r->core(r->ptrs, s->strides, s->dims, 0, 0, &x);
 }
 
 /* The combine reads pieces x rows x N sums, far fewer bytes than B: split among the
@@ -511,6 +527,8 @@ jit_skinny_run(const jit_step *s, void *const *ptrs, const jit_run_args *args)
     srun r;
     r.s = s;
     r.fn = jit_kernel_entry(s->kernel);
+    r.core = s->desc.bform == JIT_SKINNY_ROWS ? jit_kernel_entry(s->core) : NULL;
+    r.core = s->desc.bform == JIT_SKINNY_ROWS ? jit_kernel_entry(s->core) : NULL;
     r.ptrs = ptrs;
     r.a = a;
     r.b = b;

@@ -409,6 +409,11 @@ jit_explain_cluster(planner *p, int32_t c, const jit_step *s, FILE *f)
                 fprintf(f, "; K in %lld pieces of %lld rows of B (each a contiguous block), their "
                            "sums added in order",
                         (long long)pieces, (long long)rows);
+            if (bform == JIT_SKINNY_ROWS)
+                fprintf(f,
+                        "; the k loop in a core kernel shared by every rows step of %s and "
+                        "%d-row tiles, this kernel adds up its sums",
+                        kiln_dtype_name(mm->type.dtype), tm);
         } else {
             fprintf(f, "contraction kernel %s @ %s -> %s, %dx%d register tiles",
                     ir_type_str(&g->nodes[mm->in[0]].type, ta, sizeof ta),
@@ -853,6 +858,17 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
     }
     if (!st) /* how it is computed, once its kind and payload are final (ksched.c) */
         st = jit_kernel_schedule_like(&s->desc, p->like);
+    if (!st && s->desc.kind == JIT_KERNEL_SKINNY && s->desc.bform == JIT_SKINNY_ROWS) {
+        /* the k loop: a kernel of its own, shared by every rows step alike (skinny.c) */
+        jit_kdesc *cd = ir_arena_alloc(p->arena, sizeof *cd, 8);
+        jit_kinst *ci = ir_arena_alloc(p->arena, sizeof *ci, 8);
+        if (cd && ci) {
+            jit_skinny_core(&s->desc, ci, cd);
+            s->core_desc = cd;
+        } else {
+            st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
+        }
+    }
 done:
     *ks = k.w; /* (grown or not) back to the planner */
     return st;

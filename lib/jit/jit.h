@@ -223,8 +223,14 @@ typedef struct jit_kdesc {
 } jit_kdesc;
 
 typedef enum jit_skinny_form {
-    JIT_SKINNY_ROWS, /* B [K, N] with N stride 1: acc[r] += A[r, p] * B[p, j..j+W] */
+    /* B [K, N] with N stride 1: acc[r] += A[r, p] * B[p, j..j+W].  The step's own kernel is
+     * the epilogue on the sums (mode JIT_S_COMBINE); the sums are its core's */
+    JIT_SKINNY_ROWS,
     JIT_SKINNY_DOTS, /* B's K stride 1 (and A's): acc[r][j] += A[r, p..p+W] * B[p..p+W, j] */
+    /* a rows step's core (jit_step.core): the k loop alone, its raw sums to jit_saux.part
+     * (mode JIT_S_PARTIAL); one description, so one kernel, for every rows step of a dtype,
+     * tile and schedule, whatever its epilogue (jit_skinny_core) */
+    JIT_SKINNY_CORE,
 } jit_skinny_form;
 
 /* CONTRACTION run-time arguments: rows [i0, i1) x columns [j0, j1) of batch element
@@ -247,12 +253,12 @@ enum { JIT_K_ACCUMULATE = 1, JIT_K_FINAL = 2 };
  * (rows form: j1 - j0 <= jit_skinny_cols).  a, b: A's and B's matrices of that batch element,
  * in place; a_m, a_k: A's element strides along M and K; bs: B's stride along K (rows form;
  * along N it is 1) or along N (dots form; along K it is 1, and A's too).
- * Rows form, K in pieces (jit_skinny_pieces): mode JIT_S_PARTIAL sums a and b's k rows (a
- * piece's, a and b moved to its first) and stores the raw sums of rows [0, m) at part, row
- * r at part + r * ps, instead of the epilogue; mode JIT_S_COMBINE (k = 0) adds the np
- * pieces' sums at part + q * pp + r * ps in order q = 0, 1, ... to -0.0 and runs the
- * epilogue.  part is the call's column j0 of piece 0 (or of its own piece); mode 0 is the
- * whole k and the epilogue, np 0. */
+ * Rows form: the core (JIT_SKINNY_CORE, mode JIT_S_PARTIAL) sums a and b's k rows (all of
+ * K, or a piece's: jit_skinny_pieces, a and b moved to its first) and stores the raw sums
+ * of rows [0, m) at part, row r at part + r * ps; the step's kernel (JIT_SKINNY_ROWS, mode
+ * JIT_S_COMBINE, k = 0) adds the np >= 1 sums at part + q * pp + r * ps in order q = 0,
+ * 1, ... to -0.0 and runs the epilogue.  part is the call's column j0 of piece 0 (or of
+ * its own piece).  The dots form's kernel sums and runs the epilogue (mode 0). */
 typedef struct jit_saux {
     const void *a, *b;
     int64_t k, batch, m, j0, j1, a_m, a_k, bs;
@@ -345,7 +351,7 @@ IR_HIDDEN void jit_buf_u64(jit_buf *b, uint64_t v);
 IR_HIDDEN void jit_buf_str(jit_buf *b, const char *s); /* u32 length, then the bytes */
 IR_HIDDEN void jit_buf_free(jit_buf *b);
 /* The version of jit_kdesc_serialise's format: bump it with any change to what it writes. */
-#define JIT_KDESC_FORMAT 20
+#define JIT_KDESC_FORMAT 21
 /* Append description d, every field written explicitly (kdesc.c says how): the cache key of
  * a kernel.  A new field of jit_kdesc must be written here. */
 IR_HIDDEN void jit_kdesc_serialise(const jit_kdesc *d, jit_buf *b);
@@ -686,6 +692,10 @@ typedef struct jit_step {
             double mm_scale[2];
             void *mm_bpacked;
             size_t mm_pack_off;
+            /* SKINNY rows: the k loop's description (bform JIT_SKINNY_CORE, in the plan's
+             * arena) and kernel; NULL for other steps */
+            const jit_kdesc *core_desc;
+            jit_kernel *core;
         };
         struct { /* REF: one op run by the reference interpreter */
             kiln_graph *sub;     /* one-op graph: inputs = operands */
@@ -709,6 +719,9 @@ IR_HIDDEN bool jit_skinny_choose(const jit_step *s, kiln_dtype t, int *bform, in
  * sizes alone, never the thread count, so results are the same on any; *rows: the rows of
  * B of each (the last fewer). */
 IR_HIDDEN int64_t jit_skinny_pieces(const jit_step *s, int64_t *rows);
+/* (skinny.c) The core of rows-form SKINNY description d (the k loop: jit_skinny_form) into
+ * *core, its instruction into *inst; the same for every d of one dtype, tile and schedule. */
+IR_HIDDEN void jit_skinny_core(const jit_kdesc *d, jit_kinst *inst, jit_kdesc *core);
 
 typedef struct jit_plan {
     _Atomic int refs; /* owners: its program cache entry, a model kept (resize.c) */

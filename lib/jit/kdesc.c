@@ -25,16 +25,19 @@
  * and store classes on CONTRACTION and SKINNY descriptions; format 17: a ranged store's
  * vectors with no lane in the range branched around; format 18: jit_raux.ext, ranged loads
  * (a concat) in reduction kernels; format 19: a SKINNY kernel prefetches B ahead,
- * sched.pf_bytes; format 20: a SKINNY rows kernel sums K in pieces, jit_saux.part to mode),
+ * sched.pf_bytes; format 20: a SKINNY rows kernel sums K in pieces, jit_saux.part to mode;
+ * format 21: a SKINNY rows step's kernel is its epilogue alone, its k loop a core of its
+ * own, bform JIT_SKINNY_CORE),
  * so an upgrade never keeps running the old code from the disk.
  * A SKINNY description adds how B is read and the rows of its tile; every kind its schedule
  * (jit_ksched: the lanes, the elementwise peeling, the register tiles, the unrolling).
  *
- *   format 20 (19: the same fields, an older jit_saux; 18, 17 and 16: without
- *   sched.pf_bytes; 15: also no JIT_ST_RANGE store class; 14: also without jit_ksched
- *   and the reduction schedule's fields after spill; 13: without the schedule; 11 and 12:
- *   also without nparams, and with an arange's start and step in a u8 value2[8] after
- *   value; 9 and 10: also without bform and tile_m; 1 to 8: without the tier):
+ *   format 21 (20: the same fields, a rows kernel with its k loop; 19: an older
+ *   jit_saux; 18, 17 and 16: without sched.pf_bytes; 15: also no JIT_ST_RANGE store
+ *   class; 14: also without jit_ksched and the reduction schedule's fields after spill;
+ *   13: without the schedule; 11 and 12: also without nparams, and with an arange's start
+ *   and step in a u8 value2[8] after value; 9 and 10: also without bform and tile_m; 1 to
+ *   8: without the tier):
  *     i32 kind, rank, nred, lanes_kept, ninst, nloads, nstores, nparams
  *     ninst x { u8 kind, op, dtype, cls; i32 slot; i32 a[0..3); u8 value[8] }
  *     nstores x i32 store index

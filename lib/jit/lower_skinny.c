@@ -1,30 +1,35 @@
 /* lower_skinny.c — the SKINNY kernel kind: a matmul whose rows per batch element fit one
  * register tile (a decoder's one-row x @ W), with B read in place, once, and no packing
  * (skinny.c's jit_skinny_choose says when; jit.h the arguments).  One call computes every
- * row of one batch element over a block of columns [j0, j1); threads take blocks of columns,
- * or (rows form, a B of one batch element large enough: jit_skinny_pieces) pieces of K,
- * whose count depends on the sizes alone, never on the threads.
+ * row of one batch element over a block of columns [j0, j1); threads take blocks of columns
+ * or runs of batch elements, or (rows form, a B of one batch element large enough:
+ * jit_skinny_pieces) pieces of K, whose count depends on the sizes alone, never on the
+ * threads.
  *
  * The schedule (skinny.c's jit_skinny_schedule, d->sched) gives the tile, nv or nc, the rows
  * PB of B per step of k and the columns C of a call.
  *
- *   rows form (B's N stride 1: a row-major weight):
- *     for each block of PB rows of B (k):        PB streams of contiguous reads
- *       for each nv-vector group of columns:
- *         acc[r][v] = sums so far (a stack array of tile_m x C)
- *         PB steps: nv vector loads of B, tile_m broadcasts of A, tile_m * nv FMAs
- *         the sums back to the stack array
- *     then the rest of k one row at a time, then the epilogue over the stack array.
- *     K in pieces: a call of mode JIT_S_PARTIAL runs a piece's rows of k and, in the
- *     epilogue's loop, stores the raw sums to its piece of jit_saux.part instead; a call of
- *     mode JIT_S_COMBINE (k = 0: sums of -0.0) adds, in that loop, every piece's sums of
- *     the vector in piece order before the epilogue.  Both in the one loop: a loop of its
- *     own for each cost a fifth more compile time (gemv: 8.1 -> 9.7 ms).
+ *   rows form (B's N stride 1: a row-major weight), two kernels a step:
+ *     the core (JIT_SKINNY_CORE: one description, so one kernel, for every rows step of a
+ *     dtype and tile, whatever its epilogue; mode JIT_S_PARTIAL):
+ *       for each block of PB rows of B (k):      PB streams of contiguous reads
+ *         for each nv-vector group of columns:
+ *           acc[r][v] = sums so far (a stack array of tile_m x C)
+ *           PB steps: nv vector loads of B, tile_m broadcasts of A, tile_m * nv FMAs
+ *           the sums back to the stack array
+ *       then the rest of k one row at a time, then the raw sums to jit_saux.part;
+ *     the step's kernel (JIT_SKINNY_ROWS, mode JIT_S_COMBINE, k = 0): for each vector of
+ *       a row, the np sums of it at part (K whole: one; in pieces: the pieces', in piece
+ *       order) added to -0.0, then the epilogue.
+ *     The k loop is most of a rows kernel's code: compiled once for all the rows steps of
+ *     a decoder (four epilogues), its cold compile fell from 42 to 29 ms
+ *     (docs/benchmarking.md, "Skinny contraction: one core for every epilogue").
  *     Each step also prefetches, into L2, the same columns of the row of B that lies
  *     sched.pf_bytes of the call's columns ahead.
  *     Each element's sum starts from -0.0 (+0.0 when k = 0) and takes one FMA per step of
- *     k, in order: with K whole, the same operations as the CONTRACTION kernel's, so the
- *     same bits; in pieces, each piece's sum so, then the pieces' sums added in order.
+ *     k, in order: with K whole, the same operations as the CONTRACTION kernel's, then
+ *     -0.0 + sum, which is sum, so the same bits; in pieces, each piece's sum so, then the
+ *     pieces' sums added in order.
  *   dots form (B's K stride 1, and A's: an x @ permute(W), an LM head, attention's q @ k^T):
  *     for each W columns:                         one vector of results per row
  *       for each group of nc columns:
@@ -232,10 +237,12 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
 
     LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(l->ctx, k.fn, "entry");
     LLVMPositionBuilderAtEnd(b, entry);
-    /* rows form: the running sums of every row over the block's columns; dots form: one
-     * vector of results per row */
+    /* the core: the running sums of every row over the block's columns; dots form: one
+     * vector of results per row; a rows step's epilogue: none */
     k.cols = d->sched.cols;
-    int64_t yn = d->bform == JIT_SKINNY_ROWS ? (int64_t)k.tm * k.cols : (int64_t)k.tm * l->W;
+    int64_t yn = d->bform == JIT_SKINNY_CORE   ? (int64_t)k.tm * k.cols
+                 : d->bform == JIT_SKINNY_DOTS ? (int64_t)k.tm * l->W
+                                               : 1;
     LLVMValueRef y = LLVMBuildArrayAlloca(b, k.st, jit_em_i64(l, yn), "y");
     LLVMSetAlignment(y, 64);
     for (int j = 0; j < nslots; j++)
@@ -270,23 +277,18 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
                                jit_em_splat(l, LLVMConstReal(k.st, -0.0)), init, "");
     LLVMValueRef ncols = LLVMBuildSub(b, J1, J0, "ncols");
 
-    if (d->bform == JIT_SKINNY_ROWS) {
+    LLVMValueRef nvec = LLVMBuildUDiv(b, LLVMBuildAdd(b, ncols, jit_em_i64(l, l->W - 1), ""),
+                                      jit_em_i64(l, l->W), "");
+    if (d->bform == JIT_SKINNY_CORE) {
+        /* the k loop: the sums of every row of the tile over the call's columns (rounded up
+         * to vectors) in the stack array, from init; then stored raw to part */
         LLVMValueRef bj = LLVMBuildGEP2(b, k.st, B, &J0, 1, "");
         if (d->sched.pf_bytes > 0) { /* at least one row of the call's columns ahead */
             LLVMValueRef po = prefetch_ahead(&k, d->sched.pf_bytes, ncols, 1, BS);
             k.pfb = LLVMBuildGEP2(b, k.st, bj, &po, 1, "pfb");
         }
         LLVMValueRef part = jit_em_arg(l, l->ptr, paux, 10, "part"),
-                     ps = jit_em_arg(l, l->i64, paux, 11, "ps"),
-                     pp = jit_em_arg(l, l->i64, paux, 12, "pp"),
-                     np = jit_em_arg(l, l->i64, paux, 13, "np"),
-                     mode = jit_em_arg(l, l->i64, paux, 14, "mode");
-        /* the sums start at init, every row of the tile (columns rounded up to vectors); a
-         * combine's (k = 0) at -0.0, to which each piece's sums are added (x + -0.0 is x) */
-        if (k.fl)
-            init = LLVMBuildSelect(
-                b, LLVMBuildICmp(b, LLVMIntEQ, mode, jit_em_i64(l, JIT_S_COMBINE), ""),
-                jit_em_splat(l, LLVMConstReal(k.st, -0.0)), init, "");
+                     ps = jit_em_arg(l, l->i64, paux, 11, "ps");
         jit_em_loop c0;
         jit_em_loop_begin(l, k.fn, &c0, jit_em_i64(l, 0), ncols, l->W, false, "init");
         for (int r = 0; r < k.tm; r++)
@@ -294,19 +296,31 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
         jit_em_loop_end(l, &c0);
         LLVMValueRef p = rows_pass(&k, n, y, ncols, jit_em_i64(l, 0), K, d->sched.kblock, arow, AK, bj, BS, "k");
         rows_pass(&k, n, y, ncols, p, K, 1, arow, AK, bj, BS, "k.rest");
-        /* the epilogue: one vector of a row per iteration.  A piece (JIT_S_PARTIAL) stores
-         * the vector's raw sums to part instead; a combine first adds the pieces' sums of
-         * it, in order */
-        LLVMValueRef nvec = LLVMBuildUDiv(b, LLVMBuildAdd(b, ncols, jit_em_i64(l, l->W - 1), ""), jit_em_i64(l, l->W), "");
+        jit_em_loop q;
+        jit_em_loop_begin(l, k.fn, &q, jit_em_i64(l, 0), LLVMBuildMul(b, M, nvec, ""), 1, false,
+                          "store");
+        LLVMValueRef row = LLVMBuildUDiv(b, q.iv, nvec, "row");
+        LLVMValueRef c = LLVMBuildMul(b, LLVMBuildURem(b, q.iv, nvec, ""), jit_em_i64(l, l->W), "");
+        LLVMValueRef accv = vload(&k, y, LLVMBuildAdd(b, LLVMBuildMul(b, row, jit_em_i64(l, k.cols), ""), c, ""), va);
+        LLVMValueRef mask = jit_em_first_lanes(l, jit_em_clamp_lanes(l, LLVMBuildSub(b, ncols, c, "")));
+        jit_em_store(l, t, JIT_CONTIG, accv, part, LLVMBuildMul(b, row, ps, ""), c, NULL, mask);
+        jit_em_loop_end(l, &q);
+    } else if (d->bform == JIT_SKINNY_ROWS) {
+        /* the epilogue, one vector of a row per iteration: the np pieces' sums of it (the
+         * core's) added in order to -0.0 (x + -0.0 is x; integers from 0) */
+        LLVMValueRef part = jit_em_arg(l, l->ptr, paux, 10, "part"),
+                     ps = jit_em_arg(l, l->i64, paux, 11, "ps"),
+                     pp = jit_em_arg(l, l->i64, paux, 12, "pp"),
+                     np = jit_em_arg(l, l->i64, paux, 13, "np");
+        LLVMValueRef zero = k.fl ? jit_em_splat(l, LLVMConstReal(k.st, -0.0)) : LLVMConstNull(k.vt);
         jit_em_loop q;
         jit_em_loop_begin(l, k.fn, &q, jit_em_i64(l, 0), LLVMBuildMul(b, M, nvec, ""), 1, false,
                           "epi");
         LLVMValueRef row = LLVMBuildUDiv(b, q.iv, nvec, "row");
         LLVMValueRef c = LLVMBuildMul(b, LLVMBuildURem(b, q.iv, nvec, ""), jit_em_i64(l, l->W), "");
-        LLVMValueRef accv = vload(&k, y, LLVMBuildAdd(b, LLVMBuildMul(b, row, jit_em_i64(l, k.cols), ""), c, ""), va);
-        LLVMValueRef mask = jit_em_first_lanes(l, jit_em_clamp_lanes(l, LLVMBuildSub(b, ncols, c, "")));
+        LLVMValueRef mask =
+            jit_em_first_lanes(l, jit_em_clamp_lanes(l, LLVMBuildSub(b, ncols, c, "")));
         LLVMValueRef prow = LLVMBuildMul(b, row, ps, "");
-        /* a combine: for each piece, accv += its sums (np = 0 otherwise) */
         jit_em_loop pq;
         jit_em_loop_begin(l, k.fn, &pq, jit_em_i64(l, 0), np, 1, false, "piece");
         LLVMPositionBuilderBefore(b, LLVMGetFirstInstruction(pq.head));
@@ -318,26 +332,13 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
         LLVMBasicBlockRef pend = LLVMGetInsertBlock(b);
         jit_em_loop_end(l, &pq);
         {
-            LLVMValueRef in[2] = {accv, sum};
+            LLVMValueRef in[2] = {zero, sum};
             LLVMBasicBlockRef bb[2] = {pq.pre, pend};
             LLVMAddIncoming(acc, in, bb, 2);
         }
-        accv = acc;
-        /* a piece: the raw sums to part, no epilogue */
-        LLVMBasicBlockRef bpart = LLVMAppendBasicBlockInContext(l->ctx, k.fn, "partial"),
-                          bepi = LLVMAppendBasicBlockInContext(l->ctx, k.fn, "epilogue"),
-                          bnext = LLVMAppendBasicBlockInContext(l->ctx, k.fn, "epi.next");
-        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, mode, jit_em_i64(l, JIT_S_PARTIAL), ""),
-                        bpart, bepi);
-        LLVMPositionBuilderAtEnd(b, bpart);
-        jit_em_store(l, t, JIT_CONTIG, accv, part, prow, c, NULL, mask);
-        LLVMBuildBr(b, bnext);
-        LLVMPositionBuilderAtEnd(b, bepi);
         LLVMValueRef obase = LLVMBuildAdd(b, obatch, LLVMBuildMul(b, row, N, ""), "");
-        jit_contract_epilogue(l, d, mi, accv, ptr, off, sm, istride, row, obase,
+        jit_contract_epilogue(l, d, mi, acc, ptr, off, sm, istride, row, obase,
                               LLVMBuildAdd(b, J0, c, ""), mask, val);
-        LLVMBuildBr(b, bnext);
-        LLVMPositionBuilderAtEnd(b, bnext);
         jit_em_loop_end(l, &q);
     } else {
         int nc = n;

@@ -30,6 +30,7 @@ step_free(jit_step *s)
     case JIT_STEP_KERNEL: /* (its arrays are the plan's arena's) */
         jit_reduce_schedule_free(&s->desc);
         jit_kernel_release(s->kernel);
+        jit_kernel_release(s->core);
         free(s->mm_bpacked);
         break;
     case JIT_STEP_REF:
@@ -70,12 +71,20 @@ needs_kernel(const jit_step *s)
     return s->kind == JIT_STEP_KERNEL && !s->kernel;
 }
 
+/* ... and the rows-form SKINNY steps that have no core (their k loop: jit_skinny_core). */
+static bool
+needs_core(const jit_step *s)
+{
+    return s->kind == JIT_STEP_KERNEL && s->desc.kind == JIT_KERNEL_SKINNY &&
+           s->desc.bform == JIT_SKINNY_ROWS && !s->core;
+}
+
 static kiln_status
 compile_kernels(jit_plan *plan, unsigned flags)
 {
     int n = 0;
     for (int32_t i = 0; i < plan->nsteps; i++)
-        n += needs_kernel(&plan->steps[i]);
+        n += needs_kernel(&plan->steps[i]) + needs_core(&plan->steps[i]);
     if (!n)
         return KILN_OK;
     const jit_kdesc **d = ir_calloc((size_t)n, sizeof *d);
@@ -86,17 +95,27 @@ compile_kernels(jit_plan *plan, unsigned flags)
         st = ir_error(KILN_ERR_NOMEM, "kiln: out of memory");
         goto done;
     }
-    for (int32_t i = 0, j = 0; i < plan->nsteps; i++)
+    for (int32_t i = 0, j = 0; i < plan->nsteps; i++) {
         if (needs_kernel(&plan->steps[i]))
             d[j++] = &plan->steps[i].desc;
+        if (needs_core(&plan->steps[i]))
+            d[j++] = plan->steps[i].core_desc;
+    }
     if ((st = jit_kernels_get(n, d, plan, flags, k, hit)))
         goto done;
-    for (int32_t i = 0, j = 0; i < plan->nsteps; i++)
-        if (needs_kernel(&plan->steps[i])) {
-            plan->steps[i].kernel = k[j];
+    for (int32_t i = 0, j = 0; i < plan->nsteps; i++) {
+        jit_step *s = &plan->steps[i];
+        if (needs_kernel(s)) {
+            s->kernel = k[j];
             plan->nkernels++;
             plan->nhits += hit[j++];
         }
+        if (needs_core(s)) {
+            s->core = k[j];
+            plan->nkernels++;
+            plan->nhits += hit[j++];
+        }
+    }
 done:
     ir_free(d);
     ir_free(k);
@@ -183,6 +202,7 @@ step_like(jit_plan *plan, jit_step *js, const jit_plan *like, const jit_step *ls
     *js = *ls;
     js->explain = NULL;
     js->kernel = NULL;
+    js->core = NULL;
     js->mm_bpacked = NULL;
     js->mm_pack_off = 0;
     js->desc.tier = JIT_TIER_FULL; /* (as described: choose_tier decides) */
@@ -308,6 +328,11 @@ plan_steps(planner *p, const jit_sched *sc, jit_plan *plan, unsigned flags, cons
                 js->kernel = jit_kernel_retain(ls->kernel);
                 plan->nkernels++;
                 plan->nhits++;
+                if (ls->core) { /* (the same description: the same core) */
+                    js->core = jit_kernel_retain(ls->core);
+                    plan->nkernels++;
+                    plan->nhits++;
+                }
             }
         }
     }

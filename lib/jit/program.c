@@ -637,6 +637,17 @@ kiln_program_dump(const kiln_program *p, kiln_view view, FILE *f)
         else
             fprintf(f, "; (not captured: compile with KILN_DUMP set or kiln dump --%s)\n",
                     view_names[view]);
+        if (s->core) { /* a rows step's k loop, a kernel of its own (lower_skinny.c) */
+            const char *ct = jit_kernel_dump(s->core, which);
+            fprintf(f,
+                    "; ---- step %d's core: its k loop, shared by every rows step of its "
+                    "dtype and tile\n",
+                    i);
+            if (ct)
+                fputs(ct, f);
+            else
+                fprintf(f, "; (not captured)\n");
+        }
     }
     jit_plan_free(ex);
     return ferror(f) ? ir_error(KILN_ERR_IO, "%s: i/o error", api) : KILN_OK;

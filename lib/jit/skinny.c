@@ -127,6 +127,20 @@ jit_skinny_pieces(const jit_step *s, int64_t *rows)
     return (s->mm_k + per - 1) / per;
 }
 
+void
+jit_skinny_core(const jit_kdesc *d, jit_kinst *inst, jit_kdesc *core)
+{
+    *inst = (jit_kinst){.kind = JIT_OP, .op = IR_OP_MATMUL, .dtype = (uint8_t)jit_matmul_dtype(d)};
+    *core = (jit_kdesc){.kind = JIT_KERNEL_SKINNY,
+                        .rank = 2,
+                        .ninst = 1,
+                        .inst = inst,
+                        .tier = d->tier,
+                        .bform = JIT_SKINNY_CORE,
+                        .tile_m = d->tile_m,
+                        .sched = d->sched};
+}
+
 kiln_status
 jit_skinny_schedule(jit_kdesc *d)
 {
