@@ -528,7 +528,6 @@ jit_skinny_run(const jit_step *s, void *const *ptrs, const jit_run_args *args)
     r.s = s;
     r.fn = jit_kernel_entry(s->kernel);
     r.core = s->desc.bform == JIT_SKINNY_ROWS ? jit_kernel_entry(s->core) : NULL;
-    r.core = s->desc.bform == JIT_SKINNY_ROWS ? jit_kernel_entry(s->core) : NULL;
     r.ptrs = ptrs;
     r.a = a;
     r.b = b;
