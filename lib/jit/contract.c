@@ -405,7 +405,7 @@ saux_init(const srun *r, jit_saux *x, int64_t batch)
     x->a_k = s->mm_st[0][R - 1];
     x->bs = s->desc.bform == JIT_SKINNY_ROWS ? s->mm_st[1][R - 2] : s->mm_st[1][R - 1];
     x->part = NULL;
-    x->ps = x->pp = x->np = x->mode = 0;
+    x->ps = x->pp = x->np = 0;
 }
 
 static void
@@ -421,7 +421,6 @@ skinny_task(void *ctx, int64_t i)
         x.ps = s->mm_n;
         x.pp = s->mm_m * s->mm_n;
         x.np = r->npieces;
-        x.mode = JIT_S_COMBINE;
     }
     /* a rows kernel takes at most its schedule's columns a call (jit_skinny_cols) */
     int64_t cols = s->desc.bform == JIT_SKINNY_ROWS ? s->desc.sched.cols : r->chunk;
@@ -437,12 +436,10 @@ skinny_task(void *ctx, int64_t i)
             _Alignas(64) unsigned char sums[JIT_SKINNY_YBYTES];
             x.part = sums;
             x.ps = cols;
-            x.mode = JIT_S_PARTIAL;
             r->core(r->ptrs, s->strides, s->dims, 0, 0, &x);
             jit_saux e = x;
             e.k = 0;
             e.np = 1;
-            e.mode = JIT_S_COMBINE;
             r->fn(r->ptrs, s->strides, s->dims, 0, 0, &e);
             continue;
         }
@@ -468,7 +465,6 @@ piece_task(void *ctx, int64_t i)
     x.j1 = s->mm_n - x.j0 < cols ? s->mm_n : x.j0 + cols;
     x.ps = s->mm_n;
     x.part = r->part + (q * s->mm_m * s->mm_n + x.j0) * (int64_t)r->es;
-    x.mode = JIT_S_PARTIAL;
     r->core(r->ptrs, s->strides, s->dims, 0, 0, &x);
 }
 

@@ -224,12 +224,12 @@ typedef struct jit_kdesc {
 
 typedef enum jit_skinny_form {
     /* B [K, N] with N stride 1: acc[r] += A[r, p] * B[p, j..j+W].  The step's own kernel is
-     * the epilogue on the sums (mode JIT_S_COMBINE); the sums are its core's */
+     * the epilogue on the sums; the sums are its core's */
     JIT_SKINNY_ROWS,
     JIT_SKINNY_DOTS, /* B's K stride 1 (and A's): acc[r][j] += A[r, p..p+W] * B[p..p+W, j] */
-    /* a rows step's core (jit_step.core): the k loop alone, its raw sums to jit_saux.part
-     * (mode JIT_S_PARTIAL); one description, so one kernel, for every rows step of a dtype,
-     * tile and schedule, whatever its epilogue (jit_skinny_core) */
+    /* a rows step's core (jit_step.core): the k loop alone, its raw sums to jit_saux.part;
+     * one description, so one kernel, for every rows step of a dtype, tile and schedule,
+     * whatever its epilogue (jit_skinny_core) */
     JIT_SKINNY_CORE,
 } jit_skinny_form;
 
@@ -253,19 +253,18 @@ enum { JIT_K_ACCUMULATE = 1, JIT_K_FINAL = 2 };
  * (rows form: j1 - j0 <= jit_skinny_cols).  a, b: A's and B's matrices of that batch element,
  * in place; a_m, a_k: A's element strides along M and K; bs: B's stride along K (rows form;
  * along N it is 1) or along N (dots form; along K it is 1, and A's too).
- * Rows form: the core (JIT_SKINNY_CORE, mode JIT_S_PARTIAL) sums a and b's k rows (all of
- * K, or a piece's: jit_skinny_pieces, a and b moved to its first) and stores the raw sums
- * of rows [0, m) at part, row r at part + r * ps; the step's kernel (JIT_SKINNY_ROWS, mode
- * JIT_S_COMBINE, k = 0) adds the np >= 1 sums at part + q * pp + r * ps in order q = 0,
- * 1, ... to -0.0 and runs the epilogue.  part is the call's column j0 of piece 0 (or of
- * its own piece).  The dots form's kernel sums and runs the epilogue (mode 0). */
+ * Rows form: the core (JIT_SKINNY_CORE) sums a and b's k rows (all of K, or a piece's:
+ * jit_skinny_pieces, a and b moved to its first) and stores the raw sums of rows [0, m) at
+ * part, row r at part + r * ps; the step's kernel (JIT_SKINNY_ROWS; k unused) adds the
+ * np >= 1 sums at part + q * pp + r * ps in order q = 0, 1, ... to -0.0 and runs the
+ * epilogue.  part is the call's column j0 of piece 0 (or of its own piece).  The dots
+ * form's kernel sums and runs the epilogue; part to np unused. */
 typedef struct jit_saux {
     const void *a, *b;
     int64_t k, batch, m, j0, j1, a_m, a_k, bs;
     void *part;
-    int64_t ps, pp, np, mode;
+    int64_t ps, pp, np;
 } jit_saux;
-enum { JIT_S_PARTIAL = 1, JIT_S_COMBINE = 2 };
 /* Rows form: the columns one call takes at most (jit_skinny_cols): its running sums live in
  * a stack array of tile_m rows of that many elements, JIT_SKINNY_YBYTES in all.  Each row of
  * B is read in a contiguous segment of that many columns, so the longer the better

@@ -11,16 +11,16 @@
  *
  *   rows form (B's N stride 1: a row-major weight), two kernels a step:
  *     the core (JIT_SKINNY_CORE: one description, so one kernel, for every rows step of a
- *     dtype and tile, whatever its epilogue; mode JIT_S_PARTIAL):
+ *     dtype and tile, whatever its epilogue):
  *       for each block of PB rows of B (k):      PB streams of contiguous reads
  *         for each nv-vector group of columns:
  *           acc[r][v] = sums so far (a stack array of tile_m x C)
  *           PB steps: nv vector loads of B, tile_m broadcasts of A, tile_m * nv FMAs
  *           the sums back to the stack array
  *       then the rest of k one row at a time, then the raw sums to jit_saux.part;
- *     the step's kernel (JIT_SKINNY_ROWS, mode JIT_S_COMBINE, k = 0): for each vector of
- *       a row, the np sums of it at part (K whole: one; in pieces: the pieces', in piece
- *       order) added to -0.0, then the epilogue.
+ *     the step's kernel (JIT_SKINNY_ROWS, k unused): for each vector of a row, the np
+ *       sums of it at part (K whole: one; in pieces: the pieces', in piece order) added to
+ *       -0.0, then the epilogue.
  *     The k loop is most of a rows kernel's code: compiled once for all the rows steps of
  *     a decoder (four epilogues), its cold compile fell from 42 to 29 ms
  *     (docs/benchmarking.md, "Skinny contraction: one core for every epilogue").
@@ -255,7 +255,7 @@ jit_lower_skinny(L *l, const jit_kdesc *d, const char *name)
                  M = jit_em_arg(l, l->i64, paux, 4, "m"), J0 = jit_em_arg(l, l->i64, paux, 5, "j0"),
                  J1 = jit_em_arg(l, l->i64, paux, 6, "j1"), AM = jit_em_arg(l, l->i64, paux, 7, "a_m"),
                  AK = jit_em_arg(l, l->i64, paux, 8, "a_k"), BS = jit_em_arg(l, l->i64, paux, 9, "bs");
-    /* then part, ps, pp, np, mode: the rows form's K in pieces */
+    /* then part, ps, pp, np: the rows form's sums (the core's store, the epilogue's loads) */
     LLVMValueRef dims[IR_MAX_RANK] = {0};
     for (int q = 0; q < R; q++)
         dims[q] = jit_em_arg(l, l->i64, pdims, q, "");
