@@ -860,8 +860,8 @@ jit_describe_kernel(planner *p, int32_t c, jit_step *s)
         st = jit_kernel_schedule_like(&s->desc, p->like);
     if (!st && s->desc.kind == JIT_KERNEL_SKINNY && s->desc.bform == JIT_SKINNY_ROWS) {
         /* the k loop: a kernel of its own, shared by every rows step alike (skinny.c) */
-        jit_kdesc *cd = ir_arena_alloc(p->arena, sizeof *cd, 8);
-        jit_kinst *ci = ir_arena_alloc(p->arena, sizeof *ci, 8);
+        jit_kdesc *cd = step_array(p, 1, sizeof *cd);
+        jit_kinst *ci = step_array(p, 1, sizeof *ci);
         if (cd && ci) {
             jit_skinny_core(&s->desc, ci, cd);
             s->core_desc = cd;
